@@ -1,0 +1,44 @@
+"""The agent protocol: ``act(observation) -> action``.
+
+Optional hooks: ``reset(seed)`` before each match and ``observe(player, action)``
+after another player's move. Random, search, human, neural and LLM agents all
+implement this one protocol, and the one match loop plays them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from arena.envs.observation import Observation
+
+
+@runtime_checkable
+class Agent(Protocol):
+    def act(self, observation: Observation) -> Any: ...
+
+
+class BaseAgent:
+    """Convenience base with no-op hooks; agents need not inherit from it."""
+
+    #: The spec string that rebuilds this agent (written into replays).
+    spec: str = "?"
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, observation: Observation) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class Forfeit(Exception):
+    """Raised by an agent that gives up (a human who quits): it loses at once."""
+
+
+def derive_seed(seed: int | None, salt: int) -> int | None:
+    """A per-seat seed from the match seed; cheap and stable across processes."""
+    if seed is None:
+        return None
+    return (int(seed) * 1_000_003 + 7919 * (salt + 1)) % (2**32)

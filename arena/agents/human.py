@@ -1,0 +1,91 @@
+"""A person at the terminal, as just another agent.
+
+Shows what the player sees and the legal moves, reads a move (its number or
+its text), re-asks with the reason on bad input, and forfeits cleanly on EOF or
+Ctrl-C: the match is recorded as a forfeit, nothing half-written.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from arena.agents.base import BaseAgent, Forfeit
+from arena.envs.observation import Observation
+
+
+class HumanAgent(BaseAgent):
+    spec = "human"
+
+    def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None, max_tries: int = 20):
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self.max_tries = max_tries
+
+    def _print(self, *lines: str) -> None:
+        for line in lines:
+            self.stdout.write(line + "\n")
+        self.stdout.flush()
+
+    def _show(self, obs: Observation) -> list | None:
+        self._print("", f"=== {obs.game_id} — you are {obs.player_name} (move {obs.step}) ===", obs.text)
+        if obs.feedback:
+            self._print(f"! previous move refused: {obs.feedback}")
+        legal = obs.legal_actions
+        if legal:
+            if obs.action_kind == "discrete":
+                moves = ", ".join(f"{a}={obs.action_to_text(a)}" for a in legal)
+            else:
+                moves = ", ".join(str(a) for a in legal)
+            self._print(f"legal moves: {moves}")
+        return legal
+
+    def parse(self, obs: Observation, line: str, legal: list | None) -> tuple[Any, str | None]:
+        """Turn what was typed into a move, or say why it is not one."""
+        text = line.strip()
+        if not text:
+            return None, "empty input"
+        if obs.action_kind == "discrete":
+            if text.lstrip("-").isdigit():
+                a = int(text)
+                if legal is not None and a not in legal:
+                    return None, f"{a} is not a legal move"
+                return a, None
+            for a in legal or []:
+                if obs.action_to_text(a).lower() == text.lower():
+                    return a, None
+            try:
+                return obs.parse_action(text), None
+            except (ValueError, KeyError) as e:
+                return None, str(e)
+        if obs.action_kind == "text":
+            if legal:
+                for cand in (text, f"[{text}]"):
+                    for a in legal:
+                        if a.lower() == cand.lower():
+                            return a, None
+                return None, f"{text!r} is not one of the legal moves"
+            return text, None
+        try:
+            return [float(x) for x in text.replace(",", " ").split()], None
+        except ValueError:
+            return None, "type numbers separated by spaces"
+
+    def act(self, observation: Observation) -> Any:
+        legal = self._show(observation)
+        for _ in range(self.max_tries):
+            self.stdout.write("your move> ")
+            self.stdout.flush()
+            try:
+                line = self.stdin.readline()
+            except KeyboardInterrupt:
+                raise Forfeit("the human player pressed Ctrl-C") from None
+            if line == "":
+                raise Forfeit("the human player closed the input (EOF)")
+            if line.strip().lower() in ("quit", "resign", "exit"):
+                raise Forfeit("the human player resigned")
+            move, why = self.parse(observation, line, legal)
+            if why is None:
+                return move
+            self._print(f"! {why}; try again (or 'quit')")
+        raise Forfeit(f"no valid move after {self.max_tries} tries")

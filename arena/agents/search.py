@@ -1,0 +1,84 @@
+"""OpenSpiel search and solved agents: MCTS for perfect-information games, CFR for small poker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from arena.agents.base import BaseAgent
+from arena.envs.core import GameCore
+from arena.envs.observation import Observation
+
+
+def _openspiel_game(core: GameCore | None, who: str):
+    game = getattr(core, "game", None)
+    if game is None or getattr(core, "source", None) != "openspiel":
+        gid = getattr(core, "game_id", "this game")
+        raise ValueError(f"the {who} agent plays OpenSpiel games (openspiel/<name>-v0); {gid} is not one")
+    return game
+
+
+class MCTSAgent(BaseAgent):
+    """OpenSpiel's MCTSBot with random-rollout evaluation (perfect-information games)."""
+
+    def __init__(self, core: GameCore | None, simulations: int = 200, rollouts: int = 1, uct_c: float = 2.0,
+                 seed: int | None = None):
+        from open_spiel.python.algorithms import mcts
+
+        self._mcts = mcts
+        self.game = _openspiel_game(core, "mcts")
+        if not getattr(core, "perfect_information", False):
+            raise ValueError(f"MCTS needs a perfect-information game; {core.game_id} is not")
+        self.simulations, self.rollouts, self.uct_c = int(simulations), int(rollouts), float(uct_c)
+        self.spec = f"mcts:simulations={self.simulations},rollouts={self.rollouts}"
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        rs = np.random.RandomState(seed)
+        evaluator = self._mcts.RandomRolloutEvaluator(self.rollouts, rs)
+        self.bot = self._mcts.MCTSBot(self.game, self.uct_c, self.simulations, evaluator, random_state=rs,
+                                      solve=True, verbose=False)
+
+    def act(self, observation: Observation) -> Any:
+        return self.bot.step(observation.engine_state())
+
+
+_CFR_CACHE: dict[tuple[str, int], Any] = {}
+
+
+def cfr_average_policy(game, iterations: int):
+    """CFR+ average policy for a small game, computed once per process and game."""
+    key = (str(game), int(iterations))
+    pol = _CFR_CACHE.get(key)
+    if pol is None:
+        from open_spiel.python.algorithms import cfr
+
+        solver = cfr.CFRPlusSolver(game)
+        for _ in range(int(iterations)):
+            solver.evaluate_and_update_policy()
+        pol = _CFR_CACHE[key] = solver.average_policy()
+    return pol
+
+
+class CFRAgent(BaseAgent):
+    """Plays a CFR+ average policy (near-Nash in Kuhn/Leduc poker), sampling with its own generator."""
+
+    def __init__(self, core: GameCore | None, iterations: int = 200, seed: int | None = None):
+        self.game = _openspiel_game(core, "cfr")
+        self.iterations = int(iterations)
+        self.spec = f"cfr:iterations={self.iterations}"
+        self.policy = cfr_average_policy(self.game, self.iterations)
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def act(self, observation: Observation) -> Any:
+        key = observation.information_state()
+        probs = self.policy.policy_for_key(key)
+        legal = observation.legal_actions
+        p = np.asarray([probs[a] for a in legal], dtype=np.float64)
+        total = p.sum()
+        p = p / total if total > 0 else np.full(len(legal), 1.0 / len(legal))
+        return legal[int(self._rng.choice(len(legal), p=p))]

@@ -1,0 +1,143 @@
+"""Agents from spec strings, the same on the CLI and in YAML.
+
+Forms:
+* ``random``, ``first``, ``human``
+* ``mcts:simulations=200,rollouts=1``, ``cfr:iterations=200``
+* ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
+* kinds registered later by other packages (``policy:<checkpoint>``, ``llm:<model folder>``)
+  via `register_agent_kind`: a kind may take one positional argument before its options.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from typing import Any, Callable
+
+from arena.agents.base import derive_seed
+from arena.envs.core import GameCore
+from arena.errors import AgentSpecError
+
+#: kind -> factory(core, seed, positional, **options)
+_KINDS: dict[str, Callable[..., Any]] = {}
+
+
+def register_agent_kind(name: str, factory: Callable[..., Any]) -> None:
+    if name in _KINDS:
+        raise AgentSpecError(f"agent kind {name!r} is already registered")
+    _KINDS[name] = factory
+
+
+def agent_kinds() -> list[str]:
+    return sorted(_KINDS)
+
+
+def _value(s: str) -> Any:
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError):
+        return s
+
+
+def parse_options(text: str, spec: str) -> tuple[str | None, dict[str, Any]]:
+    """``"a=1,b=x"`` -> options; a first item without ``=`` is the positional argument."""
+    positional, opts = None, {}
+    if not text:
+        return positional, opts
+    for i, item in enumerate(text.split(",")):
+        item = item.strip()
+        if not item:
+            continue
+        if "=" not in item:
+            if i == 0:
+                positional = item
+                continue
+            raise AgentSpecError(f"agent spec {spec!r}: option {item!r} should be key=value")
+        k, _, v = item.partition("=")
+        opts[k.strip()] = _value(v.strip())
+    return positional, opts
+
+
+def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None) -> Any:
+    """Build an agent from its spec string for the given game core."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise AgentSpecError(f"agent spec must be a non-empty string, got {spec!r}")
+    spec = spec.strip()
+    kind, _, rest = spec.partition(":")
+    if kind in _KINDS:
+        positional, opts = parse_options(rest, spec)
+        try:
+            agent = _KINDS[kind](core, seed, positional, **opts)
+        except TypeError as e:
+            raise AgentSpecError(f"agent spec {spec!r}: {e}") from e
+    elif rest:
+        cls_name, _, opt_text = rest.partition(":")
+        try:
+            module = importlib.import_module(kind)
+        except ImportError as e:
+            raise AgentSpecError(
+                f"unknown agent spec {spec!r}: {kind!r} is neither an agent kind ({', '.join(agent_kinds())}) "
+                f"nor an importable module ({e})"
+            ) from e
+        cls = getattr(module, cls_name, None)
+        if cls is None:
+            raise AgentSpecError(f"agent spec {spec!r}: module {kind!r} has no attribute {cls_name!r}")
+        _, opts = parse_options(opt_text, spec)
+        agent = cls(**opts)
+    else:
+        raise AgentSpecError(f"unknown agent kind {spec!r}; known kinds: {', '.join(agent_kinds())}, or module:Class")
+    if not callable(getattr(agent, "act", None)):
+        raise AgentSpecError(f"agent spec {spec!r} built {type(agent).__name__}, which has no act(observation) method")
+    try:
+        agent.spec = spec
+    except AttributeError:
+        pass
+    return agent
+
+
+def make_agents(specs: list[str], core: GameCore, seed: int | None = None) -> list[Any]:
+    return [make_agent(s, core, derive_seed(seed, i)) for i, s in enumerate(specs)]
+
+
+def _no_positional(kind: str, positional: str | None) -> None:
+    if positional is not None:
+        raise AgentSpecError(f"agent kind {kind!r} takes only key=value options, got {positional!r}")
+
+
+def _random(core, seed, positional, **opts):
+    from arena.agents.basic import RandomAgent
+
+    _no_positional("random", positional)
+    return RandomAgent(seed=opts.pop("seed", seed), **opts)
+
+
+def _first(core, seed, positional, **opts):
+    from arena.agents.basic import FirstLegalAgent
+
+    _no_positional("first", positional)
+    return FirstLegalAgent(**opts)
+
+
+def _human(core, seed, positional, **opts):
+    from arena.agents.human import HumanAgent
+
+    _no_positional("human", positional)
+    return HumanAgent(**opts)
+
+
+def _mcts(core, seed, positional, **opts):
+    from arena.agents.search import MCTSAgent
+
+    _no_positional("mcts", positional)
+    return MCTSAgent(core, seed=seed, **opts)
+
+
+def _cfr(core, seed, positional, **opts):
+    from arena.agents.search import CFRAgent
+
+    _no_positional("cfr", positional)
+    return CFRAgent(core, seed=seed, **opts)
+
+
+for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "cfr": _cfr}.items():
+    register_agent_kind(_name, _factory)

@@ -1,0 +1,204 @@
+"""`GameCore`: the engine-level view of a game that the one match loop drives.
+
+Every game the arena plays is seen through a core: the OpenSpiel and TextArena
+adapters implement it directly, and `arena.envs.farama` builds one over any
+plain PettingZoo (AEC or parallel) or Gymnasium env, so plug-in games need
+nothing of the arena. PettingZoo's AEC API is a facade over a core
+(`arena.envs.aec.GameAECEnv`), which is how the built-in games pass
+`api_test` and `seed_test`.
+
+The core is deliberately small and flat: the match loop calls
+`current_player()`, `legal_actions()`, `validate()`, `apply()` and `text()`
+and nothing else on its hot path, which keeps a tic-tac-toe match within a
+small factor of a bare engine loop.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+# Same numbering as OpenSpiel's special player ids.
+TERMINAL = -4
+SIMULTANEOUS = -2
+
+ACTION_KINDS = ("discrete", "text", "continuous")
+
+#: Longest free-text action accepted before it counts as an invalid move.
+MAX_ACTION_CHARS = 4096
+
+
+class GameCore:
+    """Base class for game cores. Subclasses set the attributes in `__init__`."""
+
+    game_id: str = "?"
+    players: list[str]
+    action_kind: str = "discrete"
+    source: str = "?"
+    #: Engine package and version, written into replay headers.
+    engine: dict[str, str]
+    #: Game-specific settings (kwargs) that, with the seed, fully determine the game.
+    settings: dict[str, Any]
+    max_action_chars: int = MAX_ACTION_CHARS
+
+    # -- lifecycle -----------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        raise NotImplementedError
+
+    def current_player(self) -> int:
+        """Index of the player to move, `SIMULTANEOUS`, or `TERMINAL`."""
+        raise NotImplementedError
+
+    def acting_players(self) -> list[int]:
+        """Players that act now; for simultaneous-move games all that are still in."""
+        p = self.current_player()
+        return [] if p == TERMINAL else [p]
+
+    def is_terminal(self) -> bool:
+        return self.current_player() == TERMINAL
+
+    # -- moves -----------------------------------------------------------------
+    def legal_actions(self, p: int) -> list | None:
+        """Legal actions of player `p`, or None where the set is not enumerable (free text, continuous)."""
+        return None
+
+    def validate(self, p: int, action: Any) -> tuple[Any, str | None]:
+        """Normalise `action` or say why it is not a legal move. Never raises."""
+        kind = self.action_kind
+        if kind == "discrete":
+            if isinstance(action, str):
+                try:
+                    action = self.text_to_action(p, action)
+                except (ValueError, KeyError) as e:
+                    return None, f"could not read {_short(action)!r} as a move: {e}"
+            if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+                return None, f"expected an integer action, got {type(action).__name__} {_short(action)!r}"
+            action = int(action)
+            legal = self.legal_actions(p)
+            if legal is not None and action not in legal:
+                return None, f"action {action} is not legal here (legal: {_short(legal)})"
+            return action, None
+        if kind == "text":
+            if not isinstance(action, str):
+                return None, f"expected a text action, got {type(action).__name__} {_short(action)!r}"
+            if len(action) > self.max_action_chars:
+                return None, f"action text is {len(action)} characters, longer than the limit of {self.max_action_chars}"
+            legal = self.legal_actions(p)
+            if legal is not None and action not in legal:
+                # Text games validate content themselves (apply() reports); a known
+                # legal list is only used to normalise whitespace.
+                stripped = action.strip()
+                if stripped in legal:
+                    action = stripped
+            return action, None
+        # continuous
+        space = self.action_space(p)
+        try:
+            arr = np.asarray(action, dtype=space.dtype if space.dtype is not None else np.float32)
+        except (TypeError, ValueError) as e:
+            return None, f"could not read {_short(action)!r} as a {space}: {e}"
+        if arr.shape != space.shape:
+            return None, f"action has shape {arr.shape}, expected {space.shape}"
+        if not np.all(np.isfinite(arr)):
+            return None, "action contains NaN or infinity"
+        low, high = getattr(space, "low", None), getattr(space, "high", None)
+        if low is not None:
+            arr = np.clip(arr, low, high).astype(arr.dtype, copy=False)
+        return arr, None
+
+    def apply(self, p: int, action: Any) -> str | None:
+        """Apply a validated action of player `p`. Returns a reason when the engine refuses it."""
+        raise NotImplementedError
+
+    def apply_joint(self, actions: dict[int, Any]) -> dict[int, str]:
+        """Simultaneous-move step; returns {player: reason} for refused actions."""
+        raise NotImplementedError(f"{self.game_id} is not a simultaneous-move game")
+
+    # -- outcome -----------------------------------------------------------------
+    def returns(self) -> list[float]:
+        """Cumulative return of every player so far (final once terminal)."""
+        raise NotImplementedError
+
+    def step_rewards(self) -> list[float]:
+        """Rewards produced by the last `apply`/`apply_joint` (zeros by default)."""
+        return [0.0] * len(self.players)
+
+    # -- views -----------------------------------------------------------------
+    def text(self, p: int) -> str:
+        """What player `p` sees, as text (for LLM and human players)."""
+        raise NotImplementedError
+
+    def observation(self, p: int) -> Any:
+        """Structured observation for neural players (defaults to the text)."""
+        return self.text(p)
+
+    def action_mask(self, p: int) -> np.ndarray | None:
+        return None
+
+    def action_to_text(self, p: int, action: Any) -> str:
+        if isinstance(action, np.ndarray):
+            return "[" + ", ".join(f"{x:.4g}" for x in action.ravel()) + "]"
+        return str(action)
+
+    def text_to_action(self, p: int, text: str) -> Any:
+        """Inverse of `action_to_text` for discrete games; raises ValueError."""
+        text = text.strip()
+        legal = self.legal_actions(p) or []
+        for a in legal:
+            if self.action_to_text(p, a) == text:
+                return a
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"no legal move is written {text!r}") from None
+
+    def sample_action(self, p: int, rng: np.random.Generator) -> Any:
+        """A random move for games whose legal set is not enumerable; None if unknown."""
+        legal = self.legal_actions(p)
+        if legal:
+            return legal[int(rng.integers(len(legal)))]
+        if self.action_kind == "continuous":
+            space = self.action_space(p)
+            return rng.uniform(space.low, space.high).astype(space.dtype)
+        return None
+
+    def privileged(self, p: int) -> str | None:
+        """Information hidden from player `p` that a privileged critic may see."""
+        return None
+
+    def engine_state(self) -> Any:
+        """The engine's own state, for search agents on perfect-information games."""
+        raise NotImplementedError(f"{self.game_id} does not expose an engine state to search agents")
+
+    def observation_space(self, p: int):
+        raise NotImplementedError
+
+    def action_space(self, p: int):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    # -- description -------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.game_id,
+            "players": len(self.players),
+            "action": self.action_kind,
+            "source": self.source,
+        }
+
+
+def _short(x: Any, n: int = 60) -> str:
+    s = repr(x)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def is_finite_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and math.isfinite(float(x))
+
+
+def as_float_list(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values]

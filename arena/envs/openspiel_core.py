@@ -1,0 +1,199 @@
+"""OpenSpiel games as arena games: any pyspiel game by name.
+
+Spec
+----
+* Ids: ``openspiel/<pyspiel short name>-v0`` (for example ``openspiel/connect_four-v0``);
+  game parameters go in ``params`` (``make("openspiel/kuhn_poker-v0", params={"players": 3})``).
+  Any name in ``pyspiel.registered_names()`` works through the id pattern without
+  registration code.
+* Players: the game's ``num_players()``, named ``player_0`` ... Chance nodes are
+  resolved inside the core from its own seeded ``np.random.Generator``.
+* Actions: ``Discrete(num_distinct_actions)``; moves are applied with OpenSpiel's
+  legality check (plain ``apply_action`` accepts illegal moves).
+* Observation: text view (``observation_string``, or ``information_state_string``
+  for games without one) and a dict ``{"observation": tensor, "action_mask": int8}``.
+* Rewards: OpenSpiel's per-step rewards; returns at the end.
+* Versions: v0 is the engine's game as-is.
+
+Simultaneous-move OpenSpiel games are not supported yet (sequential games only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyspiel
+from gymnasium import spaces
+
+from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+
+_GAME_CACHE: dict[tuple[str, tuple], Any] = {}
+
+
+def load_game(name: str, params: dict | None = None):
+    key = (name, tuple(sorted((params or {}).items())))
+    game = _GAME_CACHE.get(key)
+    if game is None:
+        game = pyspiel.load_game(name, dict(params or {}))
+        _GAME_CACHE[key] = game
+    return game
+
+
+class OpenSpielCore(GameCore):
+    source = "openspiel"
+    action_kind = "discrete"
+
+    def __init__(self, game: str, params: dict | None = None, game_id: str | None = None):
+        if game not in pyspiel.registered_names():
+            raise ValueError(f"unknown OpenSpiel game {game!r}; see pyspiel.registered_names()")
+        self.game = load_game(game, params)
+        gtype = self.game.get_type()
+        if gtype.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
+            raise NotImplementedError(
+                f"OpenSpiel game {game!r} is a simultaneous-move game; only sequential games are supported"
+            )
+        self.game_id = game_id or f"openspiel/{game}-v0"
+        self.settings = {"game": game, "params": dict(params or {})}
+        self.engine = {"open_spiel": _spiel_version()}
+        n = self.game.num_players()
+        self.players = [f"player_{i}" for i in range(n)]
+        self.num_actions = self.game.num_distinct_actions()
+        self.perfect_information = gtype.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        # Imperfect-information games: the information state string carries the
+        # player's private history (Kuhn's observation string is only "111").
+        if self.perfect_information or not gtype.provides_information_state_string:
+            self._text_fn = "observation_string"
+        else:
+            self._text_fn = "information_state_string"
+        self._use_obs_tensor = gtype.provides_observation_tensor
+        self._use_info_tensor = gtype.provides_information_state_tensor
+        if self._use_obs_tensor:
+            shape = tuple(self.game.observation_tensor_shape())
+        elif self._use_info_tensor:
+            shape = tuple(self.game.information_state_tensor_shape())
+        else:
+            shape = None
+        self._obs_shape = shape
+        self._min_u, self._max_u = self.game.min_utility(), self.game.max_utility()
+        self.state = None
+        self._rng = np.random.default_rng()
+        self._returns = [0.0] * n
+        self._last_rewards = [0.0] * n
+
+    # -- lifecycle -------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+        self.state = self.game.new_initial_state()
+        self._returns = [0.0] * len(self.players)
+        self._last_rewards = [0.0] * len(self.players)
+        self._resolve_chance()
+
+    def _resolve_chance(self) -> None:
+        state = self.state
+        while state.is_chance_node():
+            outcomes = state.chance_outcomes()
+            probs = np.fromiter((p for _, p in outcomes), dtype=np.float64, count=len(outcomes))
+            i = int(self._rng.choice(len(outcomes), p=probs / probs.sum()))
+            state.apply_action(outcomes[i][0])
+
+    def current_player(self) -> int:
+        p = self.state.current_player()
+        if p < 0 and p != SIMULTANEOUS:
+            return TERMINAL
+        return p
+
+    def is_terminal(self) -> bool:
+        return self.state.is_terminal()
+
+    def legal_actions(self, p: int) -> list:
+        return self.state.legal_actions(p)
+
+    def apply(self, p: int, action: Any) -> str | None:
+        state = self.state
+        try:
+            state.apply_action_with_legality_check(action)
+        except pyspiel.SpielError as e:  # validate() normally catches this first
+            return f"OpenSpiel refused action {action}: {e}"
+        self._resolve_chance()
+        rewards = state.rewards()
+        self._last_rewards = rewards
+        ret = self._returns
+        for i, r in enumerate(rewards):
+            ret[i] += r
+        return None
+
+    # -- outcome -------------------------------------------------------------------
+    def returns(self) -> list[float]:
+        if self.state is not None and self.state.is_terminal():
+            return list(self.state.returns())
+        return list(self._returns)
+
+    def step_rewards(self) -> list[float]:
+        return list(self._last_rewards)
+
+    # -- views -------------------------------------------------------------------
+    def text(self, p: int) -> str:
+        if self._text_fn == "observation_string":
+            return self.state.observation_string(p)
+        return self.state.information_state_string(p)
+
+    def observation(self, p: int) -> dict:
+        if self._use_obs_tensor:
+            obs = np.asarray(self.state.observation_tensor(p), dtype=np.float32)
+        elif self._use_info_tensor:
+            obs = np.asarray(self.state.information_state_tensor(p), dtype=np.float32)
+        else:
+            obs = self.text(p)
+        return {"observation": obs, "action_mask": self.action_mask(p)}
+
+    def action_mask(self, p: int) -> np.ndarray:
+        mask = np.zeros(self.num_actions, dtype=np.int8)
+        if not self.state.is_terminal() and self.state.current_player() == p:
+            mask[self.state.legal_actions(p)] = 1
+        return mask
+
+    def action_to_text(self, p: int, action: Any) -> str:
+        return self.state.action_to_string(p, int(action))
+
+    def information_state(self, p: int) -> str:
+        return self.state.information_state_string(p)
+
+    def engine_state(self):
+        if not self.perfect_information:
+            raise NotImplementedError(
+                f"{self.game_id} has imperfect information: search agents may not read the true state"
+            )
+        return self.state.clone()
+
+    def privileged(self, p: int) -> str | None:
+        # The full state (both hands in poker) for a privileged critic.
+        return str(self.state)
+
+    def observation_space(self, p: int):
+        mask = spaces.Box(0, 1, shape=(self.num_actions,), dtype=np.int8)
+        if self._obs_shape is None:
+            from arena.envs.spaces import FreeText
+
+            return spaces.Dict({"observation": FreeText(), "action_mask": mask})
+        obs = spaces.Box(-np.inf, np.inf, shape=self._obs_shape, dtype=np.float32)
+        return spaces.Dict({"observation": obs, "action_mask": mask})
+
+    def action_space(self, p: int):
+        return spaces.Discrete(self.num_actions)
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        gtype = self.game.get_type()
+        d["info"] = "perfect" if self.perfect_information else "imperfect"
+        d["chance"] = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+        return d
+
+
+def _spiel_version() -> str:
+    from importlib.metadata import version
+
+    try:
+        return version("open_spiel")
+    except Exception:  # pragma: no cover
+        return "unknown"

@@ -1,0 +1,212 @@
+"""Game registration through Gymnasium's registry, and `make`.
+
+Every game is a Gymnasium registry entry: an id ``namespace/Name-vN`` and an
+entry point ``"module:attr"`` imported only when the game is made. Built-in
+games live in the ``arena``, ``openspiel`` and ``textarena`` namespaces; any
+pyspiel game name and any TextArena id is reachable through the id pattern
+(``openspiel/<name>-v0``, ``textarena/<TextArena id>``) without registration.
+
+Plug in a game by calling ``gymnasium.register`` in your own module and
+loading it with ``--plugin your.module`` (`load_plugin`) or through the
+``arena.envs`` entry-point group of an installed package. A plain PettingZoo
+AEC or parallel env, or a Gymnasium env, is playable as it is.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import warnings
+from importlib.metadata import entry_points
+from typing import Any
+
+import gymnasium
+from gymnasium.envs.registration import load_env_creator
+
+from arena.envs.core import GameCore
+from arena.errors import DuplicateGameId, GameNotFound
+
+ARENA_NAMESPACES = ("arena", "openspiel", "textarena")
+
+#: OpenSpiel games registered up front (any other pyspiel name works on demand).
+OPENSPIEL_GAMES = ["tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "liars_dice", "breakthrough", "hex"]
+
+#: Curated text games of the self-play papers: arena id -> (TextArena id, note).
+CURATED_TEXT_GAMES = {
+    "arena/TicTacToe-v0": ("TicTacToe-v0-train", "TextArena TicTacToe, board and game messages"),
+    "arena/KuhnPoker-v1": ("KuhnPoker-v0-short-train", "Kuhn Poker, ante 1, 5 rounds (SPIRAL's setting)"),
+    "arena/SimpleNegotiation-v1": ("SimpleNegotiation-v0", "Simple Negotiation, 10 turns (SPIRAL's setting)"),
+}
+TEXTARENA_GAMES = ["TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0"]
+
+_registered = False
+_plugin_ids: list[str] = []
+
+
+# -- env factories (the registered entry points) ----------------------------------------
+def openspiel_env(game: str, params: dict | None = None, game_id: str | None = None, render_mode=None,
+                  invalid_move_limit: int | None = 1):
+    from arena.envs.aec import GameAECEnv
+    from arena.envs.openspiel_core import OpenSpielCore
+
+    return GameAECEnv(OpenSpielCore(game, params, game_id), render_mode, invalid_move_limit)
+
+
+def textarena_env(env_id: str, game_id: str | None = None, render_mode=None, invalid_move_limit: int | None = 1,
+                  **env_kwargs: Any):
+    from arena.envs.aec import GameAECEnv
+    from arena.envs.textarena_core import TextArenaCore
+
+    return GameAECEnv(TextArenaCore(env_id, game_id, **env_kwargs), render_mode, invalid_move_limit)
+
+
+# -- registration ---------------------------------------------------------------------
+def register_game(id: str, entry_point: str, kwargs: dict | None = None, **spec_kwargs: Any) -> None:
+    """`gymnasium.register`, except that an id registered twice is an error, not a warning."""
+    if id in gymnasium.envs.registry:
+        raise DuplicateGameId(f"game id {id!r} is already registered (bump its -vN to register a changed game)")
+    gymnasium.register(id=id, entry_point=entry_point, kwargs=kwargs or {}, **spec_kwargs)
+
+
+def _register_openspiel(name: str) -> str:
+    gid = f"openspiel/{name}-v0"
+    if gid not in gymnasium.envs.registry:
+        register_game(gid, "arena.envs.registry:openspiel_env", {"game": name, "game_id": gid})
+    return gid
+
+
+def _register_textarena(ta_id: str, gid: str | None = None) -> str:
+    gid = gid or f"textarena/{ta_id}"
+    if gid not in gymnasium.envs.registry:
+        register_game(gid, "arena.envs.registry:textarena_env", {"env_id": ta_id, "game_id": gid})
+    return gid
+
+
+def ensure_registered() -> None:
+    """Register the built-in games and installed plug-ins once per process."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    for name in OPENSPIEL_GAMES:
+        _register_openspiel(name)
+    for ta_id in TEXTARENA_GAMES:
+        _register_textarena(ta_id)
+    for gid, (ta_id, _note) in CURATED_TEXT_GAMES.items():
+        _register_textarena(ta_id, gid)
+    for ep in entry_points(group="arena.envs"):
+        _load_with_duplicate_check(ep.name, ep.load)
+
+
+def _load_with_duplicate_check(name: str, loader) -> None:
+    before = set(gymnasium.envs.registry)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        obj = loader()
+        if callable(obj) and not isinstance(obj, type) and getattr(obj, "__module__", None) != "builtins":
+            # an entry point may name a register() function rather than a module
+            if not hasattr(obj, "__path__") and not hasattr(obj, "__file__"):
+                obj()
+    for w in caught:
+        msg = str(w.message)
+        if "Overriding environment" in msg:
+            raise DuplicateGameId(f"plug-in {name!r} registers a game id that already exists: {msg.strip()}")
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _plugin_ids.extend(sorted(set(gymnasium.envs.registry) - before))
+
+
+def load_plugin(module: str) -> list[str]:
+    """Import a module that calls `gymnasium.register`; returns the ids it added."""
+    ensure_registered()
+    before = len(_plugin_ids)
+    try:
+        _load_with_duplicate_check(module, lambda: importlib.import_module(module))
+    except ModuleNotFoundError as e:
+        raise GameNotFound(f"plug-in module {module!r} could not be imported: {e}") from e
+    return _plugin_ids[before:]
+
+
+def _spec(game_id: str):
+    ensure_registered()
+    reg = gymnasium.envs.registry
+    if game_id in reg:
+        return reg[game_id]
+    ns, _, rest = game_id.partition("/")
+    if ns == "openspiel" and rest.endswith("-v0"):
+        import pyspiel
+
+        name = rest[: -len("-v0")]
+        if name in pyspiel.registered_names():
+            return reg[_register_openspiel(name)]
+    if ns == "textarena" and rest:
+        from textarena.envs.registration import ENV_REGISTRY
+
+        if rest in ENV_REGISTRY:
+            return reg[_register_textarena(rest)]
+    known = list_game_ids(include_all=True)
+    close = difflib.get_close_matches(game_id, known, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(close)}?" if close else " Run `arena envs list` to see the games."
+    raise GameNotFound(f"unknown game id {game_id!r}.{hint}")
+
+
+def make(game_id: str, **kwargs: Any):
+    """Make a registered game: a PettingZoo env for multi-agent games, a Gymnasium env otherwise."""
+    spec = _spec(game_id)
+    ep = spec.entry_point
+    creator = load_env_creator(ep) if isinstance(ep, str) else ep
+    if isinstance(creator, type) and issubclass(creator, gymnasium.Env):
+        return gymnasium.make(game_id, **kwargs)
+    return creator(**{**spec.kwargs, **kwargs})
+
+
+def make_core(game: Any, **kwargs: Any) -> GameCore:
+    """The `GameCore` of a game given by id, by env object, or already a core."""
+    if isinstance(game, GameCore):
+        return game
+    game_id = game if isinstance(game, str) else getattr(getattr(game, "spec", None), "id", None) or type(game).__name__
+    env = make(game, **kwargs) if isinstance(game, str) else game
+    core = getattr(env, "core", None)
+    if isinstance(core, GameCore):
+        return core
+    return core_for_env(env, game_id, kwargs)
+
+
+def core_for_env(env: Any, game_id: str, settings: dict | None = None) -> GameCore:
+    from pettingzoo import AECEnv, ParallelEnv
+
+    from arena.envs.farama import AECCore, GymCore, ParallelCore
+
+    if isinstance(env, AECEnv):
+        return AECCore(env, game_id, settings)
+    if isinstance(env, ParallelEnv):
+        return ParallelCore(env, game_id, settings)
+    if isinstance(env, gymnasium.Env):
+        return GymCore(env, game_id, settings)
+    raise TypeError(f"{game_id}: {type(env).__name__} is neither a PettingZoo (AEC or parallel) nor a Gymnasium env")
+
+
+def list_game_ids(include_all: bool = False) -> list[str]:
+    ensure_registered()
+    ids = []
+    for gid in gymnasium.envs.registry:
+        if include_all or gid.split("/")[0] in ARENA_NAMESPACES or gid in _plugin_ids:
+            ids.append(gid)
+    return sorted(ids)
+
+
+def describe_games(include_all: bool = False) -> list[dict[str, Any]]:
+    """One row per game: id, players, action kind, source (makes each game once)."""
+    rows = []
+    for gid in list_game_ids(include_all):
+        try:
+            core = make_core(gid)
+            row = core.describe()
+            row["id"] = gid
+            core.close()
+        except Exception as e:  # a broken plug-in must not hide the others
+            row = {"id": gid, "players": "?", "action": "?", "source": "?", "error": f"{type(e).__name__}: {e}"}
+        note = CURATED_TEXT_GAMES.get(gid)
+        if note:
+            row["note"] = note[1]
+        rows.append(row)
+    return rows

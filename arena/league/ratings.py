@@ -1,0 +1,467 @@
+"""Rating systems used by the league.
+
+Three complementary views of strength:
+
+* **Elo** -- cheap, transparent, and what people expect to see in a table.
+* **OpenSkill** (Weng-Lin Bayesian ratings, a TrueSkill-like model; the
+  class is named :class:`TrueSkillTable` for the role it plays) -- keeps an
+  uncertainty per player, handles draws and more than two players or teams,
+  and gives a conservative ``mu - 3 sigma`` score for promotion decisions.
+* **alpha-rank** -- ranks a *population* from its head-to-head payoff matrix
+  without assuming strength is transitive (rock-paper-scissors leagues).
+
+Elo and OpenSkill tables are updated incrementally, one result at a time, and
+are deterministic: replaying the same results in the same order gives
+bit-identical numbers.  :func:`recompute` does exactly that replay, so a
+league can verify that its live tables have not drifted from its result log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence, Union
+
+import numpy as np
+from openskill.models import (
+    BradleyTerryFull,
+    BradleyTerryPart,
+    PlackettLuce,
+    ThurstoneMostellerFull,
+    ThurstoneMostellerPart,
+)
+
+__all__ = [
+    "ELO_SCALE",
+    "OPENSKILL_MODELS",
+    "EloTable",
+    "MatchResult",
+    "TrueSkillTable",
+    "alpharank",
+    "elo_expected",
+    "elo_update",
+    "recompute",
+    "scores_to_ranks",
+]
+
+#: Rating difference at which the stronger side is expected to score 10:1.
+ELO_SCALE = 400.0
+
+#: Names accepted by :class:`TrueSkillTable` (stable strings for persistence).
+OPENSKILL_MODELS: dict[str, type] = {
+    "plackett_luce": PlackettLuce,
+    "thurstone_mosteller_full": ThurstoneMostellerFull,
+    "thurstone_mosteller_part": ThurstoneMostellerPart,
+    "bradley_terry_full": BradleyTerryFull,
+    "bradley_terry_part": BradleyTerryPart,
+}
+
+# --------------------------------------------------------------------------
+# Elo
+# --------------------------------------------------------------------------
+
+
+def elo_expected(ra: float, rb: float) -> float:
+    """Expected score of A against B under the logistic (base 10, scale 400) Elo model."""
+    return 1.0 / (1.0 + 10.0 ** ((rb - ra) / ELO_SCALE))
+
+
+def _check_score(score: float) -> float:
+    score = float(score)
+    # Fractional scores are legitimate Elo input (e.g. averaged mini-matches);
+    # anything outside [0, 1] would break the zero-sum bookkeeping.
+    if not 0.0 <= score <= 1.0:
+        raise ValueError(f"score must be in [0, 1] (1 win, 0.5 draw, 0 loss), got {score}")
+    return score
+
+
+def elo_update(ra: float, rb: float, score_a: float, k: float = 32.0) -> tuple[float, float]:
+    """New ratings after one game; ``score_a`` is 1 (A won), 0.5 (draw) or 0 (A lost).
+
+    B's change is exactly the negative of A's, so rating points are conserved;
+    computing it as ``rb - delta`` (rather than from B's own expectation)
+    keeps that true to the last bit.
+    """
+    score_a = _check_score(score_a)
+    delta = k * (score_a - elo_expected(ra, rb))
+    return ra + delta, rb - delta
+
+
+def _pair_score(sa: float, sb: float) -> float:
+    if sa > sb:
+        return 1.0
+    if sa < sb:
+        return 0.0
+    return 0.5
+
+
+class EloTable:
+    """Elo ratings for a set of players, created lazily at ``initial``."""
+
+    def __init__(self, k: float = 32.0, initial: float = 1500.0) -> None:
+        self.k = float(k)
+        self.initial = float(initial)
+        self._ratings: dict[str, float] = {}
+
+    def rating(self, player: str) -> float:
+        """Current rating; unseen players sit at ``initial``."""
+        return self._ratings.get(player, self.initial)
+
+    def ratings(self) -> dict[str, float]:
+        """Copy of every rated player's rating."""
+        return dict(self._ratings)
+
+    def __contains__(self, player: object) -> bool:
+        return player in self._ratings
+
+    def __len__(self) -> int:
+        return len(self._ratings)
+
+    def update(self, a: str, b: str, score_a: float) -> tuple[float, float]:
+        """Apply one two-player result and return the new ``(rating_a, rating_b)``."""
+        if a == b:
+            raise ValueError(f"a player cannot be rated against itself: {a!r}")
+        ratings = self._ratings
+        initial = self.initial
+        ra, rb = elo_update(ratings.get(a, initial), ratings.get(b, initial), score_a, self.k)
+        ratings[a] = ra
+        ratings[b] = rb
+        return ra, rb
+
+    def update_multi(self, ids: Sequence[str], scores: Sequence[float]) -> list[float]:
+        """Apply one N-player result (free-for-all) as all pairwise games.
+
+        ``scores`` are ordinal, higher is better (points, or negative finish
+        position); each pair counts as a win, draw or loss by comparing them.
+
+        Choices, and why:
+
+        * Every pair is one Elo game with ``k / (n - 1)``.  Each player plays
+          ``n - 1`` virtual games, so this bounds a player's total change by
+          ``k`` -- the same as a two-player game -- instead of letting large
+          free-for-alls swing ratings ``n - 1`` times harder.
+        * All pairwise deltas are computed from the *pre-game* ratings and
+          then summed, so the result does not depend on the order of ``ids``.
+        * With ``n == 2`` this is bit-identical to :meth:`update`.
+
+        Returns the new ratings in the order of ``ids``.
+        """
+        n = len(ids)
+        if n != len(scores):
+            raise ValueError(f"got {n} ids but {len(scores)} scores")
+        if n < 2:
+            raise ValueError("a result needs at least two players")
+        if len(set(ids)) != n:
+            raise ValueError(f"duplicate player ids in one result: {list(ids)}")
+        ratings = self._ratings
+        before = [ratings.get(p, self.initial) for p in ids]
+        s = [float(x) for x in scores]
+        k = self.k / (n - 1)
+        deltas = [0.0] * n
+        for i in range(n):
+            for j in range(i + 1, n):
+                d = k * (_pair_score(s[i], s[j]) - elo_expected(before[i], before[j]))
+                deltas[i] += d
+                deltas[j] -= d
+        after = [r + d for r, d in zip(before, deltas)]
+        for p, r in zip(ids, after):
+            ratings[p] = r
+        return after
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready snapshot (floats round-trip through JSON exactly)."""
+        return {"k": self.k, "initial": self.initial, "ratings": dict(self._ratings)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "EloTable":
+        """Rebuild a table written by :meth:`to_dict`."""
+        table = cls(k=data["k"], initial=data["initial"])
+        table._ratings = {str(p): float(r) for p, r in data["ratings"].items()}
+        return table
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EloTable):
+            return NotImplemented
+        return (self.k, self.initial, self._ratings) == (other.k, other.initial, other._ratings)
+
+    def __repr__(self) -> str:
+        return f"EloTable(k={self.k}, initial={self.initial}, players={len(self)})"
+
+
+# --------------------------------------------------------------------------
+# OpenSkill ("TrueSkill")
+# --------------------------------------------------------------------------
+
+#: One side of a game: a single player id, or the ids of a team.
+Side = Union[str, Sequence[str]]
+
+
+def scores_to_ranks(scores: Sequence[float]) -> list[float]:
+    """Convert higher-is-better scores to 0-based competition ranks (ties share the best).
+
+    OpenSkill wants lower-is-better ranks; a canonical form means a live
+    league and :func:`recompute` hand the model exactly the same numbers.
+    """
+    ordered = sorted(scores, reverse=True)
+    first: dict[float, int] = {}
+    for i, s in enumerate(ordered):
+        first.setdefault(s, i)
+    return [float(first[s]) for s in scores]
+
+
+class TrueSkillTable:
+    """Bayesian (mu, sigma) ratings backed by an ``openskill`` model.
+
+    The table holds openskill's own rating objects and hands them straight to
+    ``model.rate``; the wrapper only adds an id -> rating dict, so an update
+    costs little more than calling openskill directly (see
+    ``benchmarks/bench_ratings.py``).
+
+    Updates are sequential: results applied in a different order give
+    different numbers, but the same order always gives the same numbers.
+    """
+
+    def __init__(
+        self,
+        model: str = "plackett_luce",
+        mu: float = 25.0,
+        sigma: float = 25.0 / 3.0,
+        beta: float = 25.0 / 6.0,
+        tau: float = 25.0 / 300.0,
+    ) -> None:
+        if model not in OPENSKILL_MODELS:
+            valid = ", ".join(sorted(OPENSKILL_MODELS))
+            raise ValueError(f"unknown openskill model {model!r}; valid models: {valid}")
+        self.model_name = model
+        self.mu = float(mu)
+        self.sigma = float(sigma)
+        self.beta = float(beta)
+        self.tau = float(tau)
+        self.model = OPENSKILL_MODELS[model](mu=self.mu, sigma=self.sigma, beta=self.beta, tau=self.tau)
+        self._ratings: dict[str, Any] = {}
+
+    def _get(self, player: str) -> Any:
+        r = self._ratings.get(player)
+        if r is None:
+            r = self._ratings[player] = self.model.rating(name=player)
+        return r
+
+    def update(self, sides: Sequence[Side], ranks: Sequence[float] | None = None) -> None:
+        """Apply one result between two or more players or teams.
+
+        ``sides`` lists players (an id) or teams (a sequence of ids).  Without
+        ``ranks`` they are taken to be in finishing order, winner first.  With
+        ``ranks``, lower is better and equal ranks are draws (see
+        :func:`scores_to_ranks` to convert points).
+        """
+        if isinstance(sides, str):
+            raise TypeError("sides must be a sequence of ids or teams, not a single string")
+        n = len(sides)
+        if n == 2:
+            a, b = sides
+            if type(a) is str and type(b) is str:
+                # Fast path for the common 1-vs-1 game: no team bookkeeping,
+                # so the wrapper stays within a few percent of raw openskill.
+                if a == b:
+                    raise ValueError(f"a player appears twice in one result: {[a, b]}")
+                if ranks is None:
+                    rank_list = [0.0, 1.0]
+                elif len(ranks) != 2:
+                    raise ValueError(f"got 2 sides but {len(ranks)} ranks")
+                else:
+                    rank_list = [float(ranks[0]), float(ranks[1])]
+                ratings = self._ratings
+                ra = ratings.get(a)
+                if ra is None:
+                    ra = self._get(a)
+                rb = ratings.get(b)
+                if rb is None:
+                    rb = self._get(b)
+                (ratings[a],), (ratings[b],) = self.model.rate([[ra], [rb]], ranks=rank_list)
+                return
+        elif n < 2:
+            raise ValueError("a result needs at least two sides")
+        if ranks is None:
+            rank_list = [float(i) for i in range(n)]
+        else:
+            if len(ranks) != n:
+                raise ValueError(f"got {n} sides but {len(ranks)} ranks")
+            # openskill type-checks ranks as int/float; numpy ints would fail.
+            rank_list = [float(r) for r in ranks]
+        teams = [[s] if isinstance(s, str) else list(s) for s in sides]
+        flat = [p for team in teams for p in team]
+        if len(set(flat)) != len(flat):
+            raise ValueError(f"a player appears twice in one result: {flat}")
+        if any(len(team) == 0 for team in teams):
+            raise ValueError("every team needs at least one player")
+        get = self._get
+        new = self.model.rate([[get(p) for p in team] for team in teams], ranks=rank_list)
+        ratings = self._ratings
+        for team, new_team in zip(teams, new):
+            for p, r in zip(team, new_team):
+                ratings[p] = r
+
+    def rating(self, player: str) -> tuple[float, float]:
+        """``(mu, sigma)``; unseen players get the model's prior."""
+        r = self._ratings.get(player)
+        if r is None:
+            return self.mu, self.sigma
+        return r.mu, r.sigma
+
+    def conservative(self, player: str) -> float:
+        """``mu - 3 sigma``: a skill the player very probably exceeds.
+
+        Ranking by this keeps a lucky newcomer with few games from jumping
+        over well-measured players.
+        """
+        mu, sigma = self.rating(player)
+        return mu - 3.0 * sigma
+
+    def ratings(self) -> dict[str, tuple[float, float]]:
+        """Copy of every rated player's ``(mu, sigma)``."""
+        return {p: (r.mu, r.sigma) for p, r in self._ratings.items()}
+
+    def __contains__(self, player: object) -> bool:
+        return player in self._ratings
+
+    def __len__(self) -> int:
+        return len(self._ratings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready snapshot; mu/sigma are plain floats, so the round trip is exact."""
+        return {
+            "model": self.model_name,
+            "mu": self.mu,
+            "sigma": self.sigma,
+            "beta": self.beta,
+            "tau": self.tau,
+            "ratings": {p: [r.mu, r.sigma] for p, r in self._ratings.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrueSkillTable":
+        """Rebuild a table written by :meth:`to_dict`."""
+        table = cls(
+            model=data["model"], mu=data["mu"], sigma=data["sigma"], beta=data["beta"], tau=data["tau"]
+        )
+        make = table.model.rating
+        for p, (mu, sigma) in data["ratings"].items():
+            table._ratings[str(p)] = make(mu=float(mu), sigma=float(sigma), name=str(p))
+        return table
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TrueSkillTable):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"TrueSkillTable(model={self.model_name!r}, players={len(self)})"
+
+
+# --------------------------------------------------------------------------
+# Replay
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """One logged result: player ids and their scores (higher is better).
+
+    For two players, ``scores=(1, 0)`` is a win for ``ids[0]`` and
+    ``(0.5, 0.5)`` a draw; two scores in [0, 1] summing to 1 reach Elo as a
+    (possibly fractional) game score.  Any other scores are ordinal: they
+    only decide who finished ahead of whom.
+    """
+
+    ids: tuple[str, ...]
+    scores: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.scores):
+            raise ValueError(f"got {len(self.ids)} ids but {len(self.scores)} scores")
+
+
+ResultLike = Union[MatchResult, tuple[Sequence[str], Sequence[float]]]
+
+
+def recompute(
+    results: Iterable[ResultLike],
+    k: float = 32.0,
+    initial: float = 1500.0,
+    model: str = "plackett_luce",
+    mu: float = 25.0,
+    sigma: float = 25.0 / 3.0,
+    beta: float = 25.0 / 6.0,
+    tau: float = 25.0 / 300.0,
+) -> tuple[EloTable, TrueSkillTable]:
+    """Rebuild Elo and OpenSkill tables from a result log, in order.
+
+    Both systems are order-dependent, so the log order matters.  Each result
+    goes through exactly the code path a live league should use --
+    ``EloTable.update`` for two players (``update_multi`` otherwise, which is
+    identical for two) and ``TrueSkillTable.update`` with
+    :func:`scores_to_ranks` -- so live tables must compare *equal* to the
+    recomputed ones, not merely close.
+    """
+    elo = EloTable(k=k, initial=initial)
+    ts = TrueSkillTable(model=model, mu=mu, sigma=sigma, beta=beta, tau=tau)
+    for result in results:
+        if isinstance(result, MatchResult):
+            ids, scores = result.ids, result.scores
+        else:
+            ids, scores = result
+        ids = list(ids)
+        scores = [float(s) for s in scores]
+        if len(ids) == 2 and all(0.0 <= s <= 1.0 for s in scores) and scores[0] + scores[1] == 1.0:
+            elo.update(ids[0], ids[1], scores[0])
+        else:
+            elo.update_multi(ids, scores)
+        ts.update(ids, ranks=scores_to_ranks(scores))
+    return elo, ts
+
+
+# --------------------------------------------------------------------------
+# alpha-rank
+# --------------------------------------------------------------------------
+
+
+def alpharank(
+    payoff_matrix: np.ndarray,
+    alpha: float = 100.0,
+    m: int = 50,
+    use_inf_alpha: bool = False,
+) -> np.ndarray:
+    """alpha-rank stationary mass per player from a head-to-head win-rate matrix.
+
+    ``payoff_matrix[i, j]`` is player i's win rate against player j (as from
+    ``Payoff.matrix``).  It is mapped to the zero-sum payoff ``2x - 1`` and
+    treated as a single-population symmetric game, OpenSpiel's setting for
+    ranking agents against each other.  Unlike Elo, the result stays
+    meaningful for cyclic (non-transitive) leagues: a pure rock-paper-scissors
+    cycle gives uniform mass.  ``alpha`` is the selection intensity (larger ->
+    mass concentrates on the best responses), ``m`` the population size.
+
+    Returns a distribution (non-negative, sums to 1), one mass per player.
+    """
+    # Imported lazily: open_spiel is heavy and only this function needs it.
+    from open_spiel.python.egt import alpharank as _os_alpharank
+
+    w = np.asarray(payoff_matrix, dtype=np.float64)
+    if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] == 0:
+        raise ValueError(f"payoff_matrix must be a non-empty square matrix, got shape {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0.0) or np.any(w > 1.0):
+        raise ValueError("payoff_matrix entries must be win rates in [0, 1]")
+    if w.shape[0] == 1:
+        return np.ones(1)
+    payoffs = 2.0 * w - 1.0
+    # Large alpha overflows exp() inside the fixation probabilities; the
+    # library handles the resulting inf correctly, so the warning is noise.
+    with np.errstate(over="ignore"):
+        _, _, pi, _, _ = _os_alpharank.compute(
+            [payoffs], m=m, alpha=alpha, use_inf_alpha=use_inf_alpha
+        )
+    pi = np.asarray(pi, dtype=np.float64).reshape(-1)
+    if pi.shape[0] != w.shape[0] or not np.all(np.isfinite(pi)):
+        raise RuntimeError(f"alpha-rank returned an invalid distribution: {pi}")
+    # The eigen-solver leaves ~1e-16 negatives; clip so callers get a true distribution.
+    pi = np.clip(pi, 0.0, None)
+    return pi / pi.sum()
