@@ -1,1 +1,149 @@
-def main(): pass
+"""The `arena` console script: thin; each command parses its options and calls one library function."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from arena.errors import ArenaError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Self-play arena: games, agents, leagues, replays.")
+envs_app = typer.Typer(no_args_is_help=True, help="Registered games.")
+replay_app = typer.Typer(no_args_is_help=True, help="List, view and verify replays.")
+app.add_typer(envs_app, name="envs")
+app.add_typer(replay_app, name="replay")
+
+console = Console()
+
+
+def _plugins(plugins: Optional[List[str]]) -> None:
+    from arena.envs import load_plugin
+
+    for mod in plugins or []:
+        load_plugin(mod)
+
+
+@envs_app.command("list")
+def envs_list(
+    all_: bool = typer.Option(False, "--all", help="Also list every other Gymnasium id."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers more games."),
+):
+    """Every registered game, with players, action kind and source."""
+    from arena.envs import describe_games
+    from arena.views import games_table
+
+    _plugins(plugin)
+    console.print(games_table(describe_games(include_all=all_)))
+
+
+@app.command()
+def play(
+    game: str = typer.Argument(..., help="Game id, e.g. arena/TicTacToe-v0"),
+    players: List[str] = typer.Option(..., "--players", "-p", help="Agent specs, one per seat (repeat or space-separate)."),
+    n: int = typer.Option(1, "-n", "--matches", help="Number of matches."),
+    seed: int = typer.Option(0, "--seed"),
+    replays: Optional[Path] = typer.Option(None, "--replays", help="Folder to store replays in."),
+    workers: int = typer.Option(1, "--workers", help="Worker processes."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per move."),
+    no_swap: bool = typer.Option(False, "--no-swap", help="Keep seats fixed instead of rotating them."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers more games."),
+):
+    """Play matches between agents (a human at the terminal is `human`)."""
+    from arena.batch import play_matches, summarize
+    from arena.views import summary_table
+
+    _plugins(plugin)
+    specs = [s for p in players for s in p.split()]
+    if "human" in specs and workers > 1:
+        raise typer.BadParameter("a human player needs --workers 1")
+    results = play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers,
+                           replay_dir=replays, move_time_limit=time_limit, plugins=plugin or ())
+    if n == 1:
+        r = results[0]
+        who = "draw" if r.draw else (f"{r.agents[r.winner]} (seat {r.winner}) wins" if r.winner is not None else "-")
+        console.print(f"[bold]{game}[/]: {who}; returns {r.returns}; {r.moves} moves; {r.outcome} {r.reason}")
+    console.print(summary_table(f"{game}: {n} matches", summarize(results, specs)))
+    if replays is not None:
+        console.print(f"Replays in {replays}")
+
+
+@replay_app.command("list")
+def replay_list(folder: Path):
+    """The replays in a folder: id, game, agents, result."""
+    from rich.table import Table
+
+    from arena.replays import list_replays, read_replay
+
+    t = Table(title=str(folder), title_justify="left")
+    for c in ("replay", "game", "agents", "returns", "moves", "outcome"):
+        t.add_column(c)
+    paths = list_replays(folder)
+    for p in paths:
+        r = read_replay(p)
+        t.add_row(str(p.relative_to(folder)), r.game_id, " vs ".join(r.header["agents"]),
+                  " ".join(f"{x:+g}" for x in r.result["returns"]), str(r.result["moves"]), r.result["outcome"])
+    console.print(t)
+    console.print(f"{len(paths)} replays")
+
+
+@replay_app.command("show")
+def replay_show(
+    path: Path,
+    step: Optional[int] = typer.Option(None, "--step", help="Show only this step (1-based)."),
+    all_: bool = typer.Option(False, "--all", help="Print every step, no prompts."),
+):
+    """Step through a match in the terminal (n/p/g N/q)."""
+    from arena.replays import read_replay
+    from arena.replays.viewer import show
+
+    r = read_replay(path)
+    show(r, console, step=None if step is None else step - 1, interactive=not all_ and step is None)
+
+
+@replay_app.command("verify")
+def replay_verify(path: Path):
+    """Re-simulate replays (a file or a folder) and confirm the same outcome."""
+    from arena.replays import list_replays
+    from arena.replays.verify import verify_replay
+
+    paths = list_replays(path) if path.is_dir() else [path]
+    bad = 0
+    for p in paths:
+        rep = verify_replay(p)
+        status = "[green]OK[/]" if rep.ok else "[red]MISMATCH[/]"
+        console.print(f"{status} {p} ({rep.steps} steps)")
+        for d in rep.differences:
+            console.print(f"   {d}")
+        for w in rep.warnings:
+            console.print(f"   [yellow]warning[/]: {w}")
+        bad += not rep.ok
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    out: str = typer.Option("runs/demo", "--dir", help="Where replays go."),
+    matches: int = typer.Option(20, "--matches", help="Matches per pair of agents."),
+    workers: int = typer.Option(2, "--workers"),
+):
+    """A short round robin of the built-in agents on three games; prints the results table."""
+    from arena.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(out=out, matches_per_pair=matches, workers=workers), console)
+
+
+def main() -> None:
+    try:
+        app()
+    except ArenaError as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

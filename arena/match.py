@@ -157,11 +157,16 @@ class _Timer:
             raise MoveTimeout() from None
 
 
+_VERSION: list[str] = []
+
+
 def _arena_version() -> str:
-    try:
-        return _pkg_version("arena")
-    except Exception:  # pragma: no cover
-        return "dev"
+    if not _VERSION:
+        try:
+            _VERSION.append(_pkg_version("arena"))
+        except Exception:  # pragma: no cover
+            _VERSION.append("dev")
+    return _VERSION[0]
 
 
 def play_match(
@@ -227,8 +232,12 @@ def play_match(
             t_max[p] = dt
         text = obs.text if record else None
         if event is None:
-            norm, why = validate(p, action)
-            event = "ok" if why is None else "invalid"
+            legal = obs._legal
+            if type(action) is int and type(legal) is list and action in legal:
+                norm, why, event = action, None, "ok"  # the agent chose from the legal list it was shown
+            else:
+                norm, why = validate(p, action)
+                event = "ok" if why is None else "invalid"
         else:
             norm = None
         if steps is not None:
@@ -312,7 +321,8 @@ def play_match(
         header = {
             "type": "header", "format": FORMAT, "version": VERSION, "match_id": match_id, "game_id": core.game_id,
             "game_settings": core.settings, "engine": core.engine, "arena": _arena_version(), "seed": seed,
-            "agents": specs, "players": list(core.players), "policy": policy.__dict__,
+            "game_kwargs": game_kwargs or {}, "agents": specs, "players": list(core.players),
+            "policy": policy.__dict__,
             "max_moves": max_moves, "created": time.time(),
         }
         result_line = {

@@ -23,14 +23,20 @@ class RandomAgent(BaseAgent):
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
+        self._seed = seed
         self._py = random.Random(seed)
-        self._np = np.random.default_rng(seed)
+        self._np = None  # built on first use: most games never need it
+
+    def _np_rng(self) -> np.random.Generator:
+        if self._np is None:
+            self._np = np.random.default_rng(self._seed)
+        return self._np
 
     def act(self, observation: Observation) -> Any:
         legal = observation.legal_actions
         if legal:
             return legal[self._py.randrange(len(legal))]
-        action = observation.sample_action(self._np)
+        action = observation.sample_action(self._np_rng())
         if action is None:
             raise ValueError(
                 f"the random agent cannot play {observation.game_id}: the game lists no legal moves and has no sampler"

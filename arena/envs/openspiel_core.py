@@ -77,13 +77,15 @@ class OpenSpielCore(GameCore):
         self._obs_shape = shape
         self._min_u, self._max_u = self.game.min_utility(), self.game.max_utility()
         self.state = None
-        self._rng = np.random.default_rng()
+        self._rng = None
+        self._seed = None
         self._returns = [0.0] * n
         self._last_rewards = [0.0] * n
 
     # -- lifecycle -------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
-        self._rng = np.random.default_rng(seed)
+        self._seed = seed
+        self._rng = None  # built at the first chance node
         self.state = self.game.new_initial_state()
         self._returns = [0.0] * len(self.players)
         self._last_rewards = [0.0] * len(self.players)
@@ -94,6 +96,8 @@ class OpenSpielCore(GameCore):
         while state.is_chance_node():
             outcomes = state.chance_outcomes()
             probs = np.fromiter((p for _, p in outcomes), dtype=np.float64, count=len(outcomes))
+            if self._rng is None:
+                self._rng = np.random.default_rng(self._seed)
             i = int(self._rng.choice(len(outcomes), p=probs / probs.sum()))
             state.apply_action(outcomes[i][0])
 

@@ -85,11 +85,16 @@ def _jsonable(x: Any) -> Any:
 
 def encode_action(action: Any) -> Any:
     """A JSON form of whatever an agent returned (garbage included), bounded in size."""
+    tp = type(action)
+    if tp is int or action is None:
+        return action
+    if tp is str and len(action) <= MAX_STORED_ACTION:
+        return action
     import math
 
     import numpy as np
 
-    if action is None or isinstance(action, bool):
+    if isinstance(action, bool):
         return action
     if isinstance(action, (int, np.integer)):
         return int(action)

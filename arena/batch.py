@@ -1,0 +1,161 @@
+"""Many matches: seat swapping, optional worker processes, replays on disk, a summary table."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from arena.agents.base import derive_seed
+from arena.agents.specs import make_agent
+from arena.envs.registry import load_plugin, make_core
+from arena.match import InvalidMovePolicy, MatchResult, play_match
+from arena.replays.format import replay_path, write_replay
+
+
+@dataclass(frozen=True)
+class MatchJob:
+    index: int
+    seed: int
+    seats: tuple[int, ...]  # seats[s] = index of the agent spec playing seat s
+    match_id: str
+
+
+def schedule(n: int, num_agents: int, seed: int, swap_seats: bool, game_id: str) -> list[MatchJob]:
+    """Match i uses seed `seed + i` and, with seat swapping, rotates who sits where."""
+    slug = game_id.replace("/", "_")
+    jobs = []
+    for i in range(n):
+        shift = i % num_agents if swap_seats else 0
+        seats = tuple((s + shift) % num_agents for s in range(num_agents))
+        jobs.append(MatchJob(i, seed + i, seats, f"{slug}-{seed + i:08d}-{i:05d}"))
+    return jobs
+
+
+def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], replay_dir: str | None,
+               compress: bool, policy: InvalidMovePolicy, move_time_limit: float | None,
+               max_moves: int | None, plugins: Sequence[str] = (), game_kwargs: dict | None = None,
+               on_result: Callable[[MatchResult], None] | None = None) -> list[MatchResult]:
+    for mod in plugins:
+        load_plugin(mod)
+    core = make_core(game, **(game_kwargs or {}))
+    # One agent object per spec, built once and reset with a per-match seed.
+    agents = [make_agent(s, core, derive_seed(0, k)) for k, s in enumerate(specs)]
+    results = []
+    for job in jobs:
+        seated = [agents[k] for k in job.seats]
+        res = play_match(core, seated, seed=job.seed, policy=policy, move_time_limit=move_time_limit,
+                         max_moves=max_moves, match_id=job.match_id, record=replay_dir is not None,
+                         game_kwargs=game_kwargs)
+        res.seats = list(job.seats)
+        if replay_dir is not None:
+            path = write_replay(res.replay, replay_path(replay_dir, job.match_id, compress))
+            res.replay_path = str(path)
+            res.replay = None  # on disk now; keep results small for the parent process
+        results.append(res)
+        if on_result is not None:
+            on_result(res)
+    return results
+
+
+def _worker(args):
+    return _play_jobs(*args)
+
+
+def play_matches(
+    game: str,
+    specs: Sequence[str],
+    n: int,
+    seed: int = 0,
+    *,
+    swap_seats: bool = True,
+    workers: int = 1,
+    replay_dir: str | os.PathLike | None = None,
+    compress: bool = True,
+    policy: InvalidMovePolicy | None = None,
+    move_time_limit: float | None = None,
+    max_moves: int | None = None,
+    plugins: Sequence[str] = (),
+    game_kwargs: dict | None = None,
+    on_result: Callable[[MatchResult], None] | None = None,
+) -> list[MatchResult]:
+    """Play `n` matches of `game` between agents built from `specs`, seats rotating match by match."""
+    policy = policy or InvalidMovePolicy()
+    core = make_core(game, **(game_kwargs or {}))
+    if len(specs) != len(core.players):
+        raise ValueError(f"{core.game_id} has {len(core.players)} players, got {len(specs)} agent specs")
+    jobs = schedule(n, len(specs), seed, swap_seats, core.game_id)
+    rdir = str(replay_dir) if replay_dir is not None else None
+    if rdir is not None:
+        Path(rdir).mkdir(parents=True, exist_ok=True)
+    common = (rdir, compress, policy, move_time_limit, max_moves, tuple(plugins), game_kwargs)
+    if workers <= 1 or n <= 1:
+        return _play_jobs(game, list(specs), jobs, *common, on_result=on_result)
+    workers = min(workers, n)
+    for k, spec in enumerate(specs):  # warm per-process caches (CFR policies) before forking
+        if spec != "human":
+            make_agent(spec, core, derive_seed(0, k))
+    chunks = [jobs[w::workers] for w in range(workers)]
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    results: list[MatchResult] = []
+    with ctx.Pool(workers) as pool:
+        for part in pool.imap_unordered(_worker, [(game, list(specs), c, *common) for c in chunks]):
+            results.extend(part)
+            if on_result is not None:
+                for r in part:
+                    on_result(r)
+    results.sort(key=lambda r: r.match_id)
+    return results
+
+
+@dataclass
+class AgentSummary:
+    spec: str
+    games: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    total_return: float = 0.0
+    invalid: int = 0
+    forfeits: int = 0
+    move_time: float = 0.0
+
+    @property
+    def win_rate(self) -> float:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else 0.0
+
+    @property
+    def mean_return(self) -> float:
+        return self.total_return / self.games if self.games else 0.0
+
+
+def summarize(results: Sequence[MatchResult], specs: Sequence[str]) -> list[AgentSummary]:
+    """Per original agent (not per seat): games, wins/draws/losses, mean return, invalid moves."""
+    out = [AgentSummary(s) for s in specs]
+    for r in results:
+        seats = r.seats or list(range(len(specs)))
+        for seat, k in enumerate(seats):
+            s = out[k]
+            s.games += 1
+            s.total_return += r.returns[seat]
+            s.invalid += r.invalid[seat] if r.invalid else 0
+            s.forfeits += int(r.forfeiter == seat)
+            s.move_time += r.move_time_total[seat] if r.move_time_total else 0.0
+            if r.draw:
+                s.draws += 1
+            elif r.winner == seat:
+                s.wins += 1
+            elif r.winner is not None or len(r.returns) > 1:
+                s.losses += 1
+    return out
+
+
+def by_seat(results: Sequence[MatchResult]) -> dict[int, list[float]]:
+    seat_returns: dict[int, list[float]] = defaultdict(list)
+    for r in results:
+        for seat, ret in enumerate(r.returns):
+            seat_returns[seat].append(ret)
+    return dict(seat_returns)

@@ -1,0 +1,31 @@
+"""Rich tables shared by the CLI commands."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.table import Table
+
+from arena.batch import AgentSummary
+
+
+def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col, just in (("agent", "left"), ("games", "right"), ("W", "right"), ("D", "right"), ("L", "right"),
+                      ("win rate", "right"), ("mean return", "right"), ("invalid", "right"), ("ms/move", "right")):
+        t.add_column(col, justify=just)
+    for s in rows:
+        t.add_row(s.spec, str(s.games), str(s.wins), str(s.draws), str(s.losses), f"{s.win_rate:.3f}",
+                  f"{s.mean_return:+.3f}", str(s.invalid), f"{1000 * s.move_time / max(s.games, 1):.2f}")
+    return t
+
+
+def games_table(rows: list[dict]) -> Table:
+    t = Table(title="Registered games", title_justify="left")
+    for col in ("id", "players", "action", "source", "notes"):
+        t.add_column(col)
+    for r in rows:
+        notes = r.get("error") or r.get("note") or ", ".join(
+            f"{k}={v}" for k, v in r.items() if k in ("info", "chance"))
+        t.add_row(r["id"], str(r["players"]), str(r["action"]), str(r["source"]), notes)
+    return t
