@@ -60,9 +60,9 @@ class MoveTimeout(BaseException):
 class RecordedFault(Exception):
     """Raised by replaying agents to reproduce a recorded non-move (error, timeout, forfeit)."""
 
-    def __init__(self, event: str, reason: str):
+    def __init__(self, event: str, reason: str, encoded_action=None):
         super().__init__(reason)
-        self.event, self.reason = event, reason
+        self.event, self.reason, self.encoded_action = event, reason, encoded_action
 
 
 @dataclass
@@ -96,6 +96,15 @@ class MatchResult:
     def summary(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "replay"}
         return d
+
+
+class _Encoded:
+    """An action already in its recorded (JSON) form, replayed as-is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
 
 
 def _outcome(returns: list[float]) -> tuple[int | None, bool]:
@@ -223,7 +232,7 @@ def play_match(
         except Forfeit as e:
             action, event, why = None, "forfeit", str(e) or "forfeit"
         except RecordedFault as e:
-            action, event, why = None, e.event, e.reason
+            action, event, why = _Encoded(e.encoded_action), e.event, e.reason
         except Exception as e:  # an agent's bug must never crash the caller
             action, event, why = None, "error", f"agent raised {type(e).__name__}: {e}"
         dt = _perf() - t0
@@ -242,7 +251,8 @@ def play_match(
             norm = None
         if steps is not None:
             steps.append({
-                "type": "step", "t": t, "player": p, "obs": text, "action": encode_action(action),
+                "type": "step", "t": t, "player": p, "obs": text,
+                "action": action.value if type(action) is _Encoded else encode_action(action),
                 "action_text": _action_text(core, p, norm) if event == "ok" else None,
                 "event": event, "reason": why, "time": dt,
             })

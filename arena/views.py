@@ -11,7 +11,8 @@ from arena.batch import AgentSummary
 
 def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:
     t = Table(title=title, title_justify="left")
-    for col, just in (("agent", "left"), ("games", "right"), ("W", "right"), ("D", "right"), ("L", "right"),
+    t.add_column("agent", no_wrap=True)
+    for col, just in ( ("games", "right"), ("W", "right"), ("D", "right"), ("L", "right"),
                       ("win rate", "right"), ("mean return", "right"), ("invalid", "right"), ("ms/move", "right")):
         t.add_column(col, justify=just)
     for s in rows:
@@ -22,7 +23,8 @@ def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:
 
 def games_table(rows: list[dict]) -> Table:
     t = Table(title="Registered games", title_justify="left")
-    for col in ("id", "players", "action", "source", "notes"):
+    t.add_column("id", no_wrap=True)
+    for col in ("players", "action", "source", "notes"):
         t.add_column(col)
     for r in rows:
         notes = r.get("error") or r.get("note") or ", ".join(

@@ -15,6 +15,7 @@ from typing import Any
 from pettingzoo import AECEnv
 
 from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+from arena.envs.spaces import TextObservation
 
 
 def forfeit_returns(n: int, offender: int) -> list[float]:
@@ -78,7 +79,12 @@ class GameAECEnv(AECEnv):
             self.agent_selection = self.possible_agents[p]
 
     def observe(self, agent: str) -> Any:
-        return self.core.observation(self._index[agent])
+        obs = self.core.observation(self._index[agent])
+        if type(obs) is str:
+            return TextObservation(obs)
+        if isinstance(obs, dict) and type(obs.get("observation")) is str:
+            obs["observation"] = TextObservation(obs["observation"])
+        return obs
 
     def step(self, action: Any) -> None:
         agent = self.agent_selection

@@ -66,6 +66,9 @@ class GameCore:
 
     def validate(self, p: int, action: Any) -> tuple[Any, str | None]:
         """Normalise `action` or say why it is not a legal move. Never raises."""
+        cur = self.current_player()
+        if cur != p and cur != SIMULTANEOUS:
+            return None, "the game is over" if cur == TERMINAL else f"it is not {self.players[p]}'s turn"
         kind = self.action_kind
         if kind == "discrete":
             if isinstance(action, str):

@@ -144,9 +144,9 @@ class OpenSpielCore(GameCore):
 
     def observation(self, p: int) -> dict:
         if self._use_obs_tensor:
-            obs = np.asarray(self.state.observation_tensor(p), dtype=np.float32)
+            obs = np.asarray(self.state.observation_tensor(p), dtype=np.float32).reshape(self._obs_shape)
         elif self._use_info_tensor:
-            obs = np.asarray(self.state.information_state_tensor(p), dtype=np.float32)
+            obs = np.asarray(self.state.information_state_tensor(p), dtype=np.float32).reshape(self._obs_shape)
         else:
             obs = self.text(p)
         return {"observation": obs, "action_mask": self.action_mask(p)}

@@ -99,7 +99,9 @@ def ensure_registered() -> None:
 
 
 def _load_with_duplicate_check(name: str, loader) -> None:
-    before = set(gymnasium.envs.registry)
+    registry = gymnasium.envs.registry
+    snapshot = dict(registry)
+    before = set(registry)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         obj = loader()
@@ -110,9 +112,12 @@ def _load_with_duplicate_check(name: str, loader) -> None:
     for w in caught:
         msg = str(w.message)
         if "Overriding environment" in msg:
+            # Put the registry back as it was: the plug-in's ids are refused whole.
+            registry.clear()
+            registry.update(snapshot)
             raise DuplicateGameId(f"plug-in {name!r} registers a game id that already exists: {msg.strip()}")
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    _plugin_ids.extend(sorted(set(gymnasium.envs.registry) - before))
+    _plugin_ids.extend(sorted(set(registry) - before))
 
 
 def load_plugin(module: str) -> list[str]:

@@ -15,9 +15,16 @@ from gymnasium.spaces import Space
 _SAMPLE_CHARS = np.array(list(string.ascii_letters + string.digits + " []:->,"))
 
 
+class TextObservation(str):
+    """A `str` that also carries the `dtype` PettingZoo's api_test compares with the space's."""
+
+    __slots__ = ()
+    dtype = np.dtype(object)
+
+
 class FreeText(Space[str]):
     def __init__(self, max_length: int = 1 << 20, seed: int | np.random.Generator | None = None):
-        super().__init__(shape=None, dtype=None, seed=seed)
+        super().__init__(shape=None, dtype=object, seed=seed)
         self.max_length = int(max_length)
 
     def contains(self, x: Any) -> bool:

@@ -36,7 +36,7 @@ class ReplayAgent:
         action, event = step.get("action"), step.get("event")
         if event in ("ok", "invalid") and not isinstance(action, dict):
             return action
-        raise RecordedFault(event or "error", step.get("reason") or "")
+        raise RecordedFault(event or "error", step.get("reason") or "", action)
 
 
 @dataclass

@@ -1,0 +1,20 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Several torch processes on 2 cores: no busy-waiting OpenMP threads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ["COLUMNS"] = "200"  # rich tables in CLI output: no wrapped ids
+
+TESTS = Path(__file__).parent
+sys.path.insert(0, str(TESTS))  # so `plugins.sample_games` imports as a plug-in module
+
+
+@pytest.fixture(scope="session")
+def sample_plugin():
+    from arena.envs import load_plugin
+
+    return load_plugin("plugins.sample_games")

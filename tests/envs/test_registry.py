@@ -1,0 +1,92 @@
+import gymnasium
+import pytest
+from gymnasium.utils.env_checker import check_env
+from pettingzoo.test import api_test, seed_test
+
+from arena.envs import list_game_ids, load_plugin, make, make_core, register_game
+from arena.envs.registry import CURATED_TEXT_GAMES, OPENSPIEL_GAMES, describe_games
+from arena.errors import DuplicateGameId, GameNotFound
+
+BUILTIN = list_game_ids()
+
+
+def test_builtin_ids_registered_in_gymnasium_registry():
+    ids = set(BUILTIN)
+    for name in OPENSPIEL_GAMES:
+        assert f"openspiel/{name}-v0" in ids
+    for gid in CURATED_TEXT_GAMES:
+        assert gid in ids
+        assert gid in gymnasium.envs.registry
+    spec = gymnasium.spec("arena/KuhnPoker-v1")
+    assert isinstance(spec.entry_point, str) and ":" in spec.entry_point
+
+
+@pytest.mark.parametrize("game_id", BUILTIN)
+def test_pettingzoo_api_test(game_id):
+    api_test(make(game_id), num_cycles=50)
+
+
+@pytest.mark.parametrize("game_id", BUILTIN)
+def test_pettingzoo_seed_test(game_id):
+    seed_test(lambda: make(game_id), num_cycles=50)
+
+
+def test_plugin_games_pass_their_checkers(sample_plugin):
+    assert set(sample_plugin) == {"plugin/TicTacToePZ-v3", "plugin/RockPaperScissors-v2", "plugin/Pendulum-v1"}
+    assert set(sample_plugin) <= set(list_game_ids())
+    api_test(make("plugin/TicTacToePZ-v3"), num_cycles=20)
+    env = make("plugin/Pendulum-v1")
+    check_env(env.unwrapped)
+    assert isinstance(env, gymnasium.Env)
+
+
+def test_any_pyspiel_name_works_without_registration():
+    core = make_core("openspiel/othello-v0")
+    core.reset(0)
+    assert core.players == ["player_0", "player_1"]
+    assert len(core.legal_actions(core.current_player())) == 4
+
+
+def test_any_textarena_id_works_without_registration():
+    core = make_core("textarena/ConnectFour-v0")
+    core.reset(1)
+    assert core.action_kind == "text"
+    assert "ConnectFour" in core.game_id
+
+
+def test_unknown_id_names_a_close_match():
+    with pytest.raises(GameNotFound, match="arena/TicTacToe-v0"):
+        make("arena/TicTacToe-v9")
+    with pytest.raises(GameNotFound, match="arena envs list"):
+        make("nothing/like-this-v0")
+
+
+def test_duplicate_id_is_an_error():
+    with pytest.raises(DuplicateGameId, match="already registered"):
+        register_game("arena/TicTacToe-v0", "arena.envs.registry:textarena_env", {"env_id": "TicTacToe-v0"})
+    with pytest.raises(DuplicateGameId, match="already exists"):
+        load_plugin("plugins.duplicate_games")
+    # the original registration is untouched
+    assert "arena.envs.registry" in gymnasium.spec("openspiel/tic_tac_toe-v0").entry_point
+
+
+def test_missing_plugin_module_is_a_clear_error():
+    with pytest.raises(GameNotFound, match="could not be imported"):
+        load_plugin("no_such_module_xyz")
+
+
+def test_describe_lists_players_action_and_source(sample_plugin):
+    rows = {r["id"]: r for r in describe_games()}
+    assert rows["openspiel/kuhn_poker-v0"]["players"] == 2
+    assert rows["openspiel/kuhn_poker-v0"]["info"] == "imperfect"
+    assert rows["arena/SimpleNegotiation-v1"]["action"] == "text"
+    assert rows["arena/SimpleNegotiation-v1"]["source"] == "textarena"
+    assert rows["plugin/Pendulum-v1"]["action"] == "continuous"
+    assert rows["plugin/RockPaperScissors-v2"]["source"] == "pettingzoo"
+
+
+def test_kuhn_v1_is_spirals_setting():
+    core = make_core("arena/KuhnPoker-v1")
+    assert core.base.max_rounds == 5 and core.base.ante == 1
+    neg = make_core("arena/SimpleNegotiation-v1")
+    assert neg.base.max_turns == 10

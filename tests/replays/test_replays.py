@@ -1,0 +1,134 @@
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.batch import play_matches
+from arena.errors import ReplayError
+from arena.match import play_match
+from arena.replays import VERSION, list_replays, read_replay, replay_path, write_replay
+from arena.replays.verify import verify_replay
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+GOLDEN_CASES = {
+    # file stem: (game, agents, seed)
+    "tic_tac_toe_random_s7": ("openspiel/tic_tac_toe-v0", ["random", "random"], 7),
+    "kuhn_cfr_vs_random_s3": ("openspiel/kuhn_poker-v0", ["cfr:iterations=200", "random"], 3),
+    "textarena_tictactoe_s1": ("arena/TicTacToe-v0", ["random", "first"], 1),
+    "negotiation_s2": ("arena/SimpleNegotiation-v1", ["random", "random"], 2),
+}
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_roundtrip(tmp_path, compress):
+    res = play_match("arena/KuhnPoker-v1", ["random", "random"], seed=4, match_id="r1")
+    path = write_replay(res.replay, replay_path(tmp_path, "r1", compress))
+    assert path.name == ("r1.jsonl.gz" if compress else "r1.jsonl")
+    back = read_replay(path)
+    assert back.to_text() == res.replay.to_text()
+    assert back.header["version"] == VERSION and back.header["engine"]["textarena"]
+    lines = (gzip.decompress(path.read_bytes()) if compress else path.read_bytes()).decode().splitlines()
+    assert json.loads(lines[0])["type"] == "header" and json.loads(lines[-1])["type"] == "result"
+    assert len(lines) == len(res.replay.steps) + 2
+
+
+def test_step_lines_hold_what_the_player_saw(tmp_path):
+    res = play_match("arena/KuhnPoker-v1", ["random", "random"], seed=4, match_id="r")
+    s0 = res.replay.steps[0]
+    assert "Your card is" in s0["obs"] and s0["action"] in ("[check]", "[bet]")
+    assert set(s0) >= {"t", "player", "obs", "action", "action_text", "event", "reason", "time"}
+
+
+def test_verify_batch_and_detect_tampering(tmp_path):
+    play_matches("openspiel/connect_four-v0", ["random", "random"], 6, seed=2, replay_dir=tmp_path)
+    paths = list_replays(tmp_path)
+    assert len(paths) == 6
+    assert all(verify_replay(p).ok for p in paths)
+    r = read_replay(paths[0])
+    first = r.steps[0]["action"]
+    r.steps[0]["action"] = (first + 1) % 7
+    report = verify_replay(r)
+    assert not report.ok and any("step 0" in d or "result" in d for d in report.differences)
+
+
+def test_verify_forfeit_and_garbage_replays():
+    from test_match import Scripted
+
+    res = play_match("openspiel/tic_tac_toe-v0", [Scripted([None, "x" * 100_000]), "random"], seed=0, match_id="g")
+    assert verify_replay(res.replay).ok
+
+
+def test_other_format_version_is_refused(tmp_path):
+    res = play_match("openspiel/tic_tac_toe-v0", ["random", "random"], seed=1, match_id="v")
+    res.replay.header["version"] = VERSION + 1
+    p = write_replay(res.replay, replay_path(tmp_path, "v", compress=False))
+    with pytest.raises(ReplayError, match=f"format version {VERSION + 1}"):
+        read_replay(p)
+
+
+def test_changed_game_version_is_refused():
+    res = play_match("arena/KuhnPoker-v1", ["random", "random"], seed=1, match_id="v")
+    res.replay.header["game_id"] = "arena/KuhnPoker-v0"
+    with pytest.raises(ReplayError, match="does not have"):
+        verify_replay(res.replay)
+
+
+def test_incomplete_or_foreign_files_are_clear_errors(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"type": "header", "format": "arena-replay", "version": 1, "match_id": "x"}\n')
+    with pytest.raises(ReplayError, match="incomplete"):
+        read_replay(p)
+    p.write_text("not json\n")
+    with pytest.raises(ReplayError, match="not JSON"):
+        read_replay(p)
+    with pytest.raises(ReplayError, match="no replay"):
+        read_replay(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("stem", sorted(GOLDEN_CASES))
+def test_golden_replays(stem):
+    """Canonical replays: the format still reads, re-simulates, and a fresh match equals them."""
+    game, agents, seed = GOLDEN_CASES[stem]
+    golden = read_replay(GOLDEN / f"{stem}.jsonl")
+    assert verify_replay(golden).ok
+    fresh = play_match(game, agents, seed=seed, match_id=golden.match_id).replay.without_timing()
+    assert [json.dumps(s) for s in fresh.steps] == [json.dumps(s) for s in golden.without_timing().steps]
+    assert fresh.result == golden.without_timing().result
+
+
+WRITER = """
+import sys
+from arena.match import play_match
+from arena.replays import replay_path, write_replay
+out = sys.argv[1]
+res = play_match("arena/SimpleNegotiation-v1", ["random", "random"], seed=0, match_id="big")
+# Make the file large so that a kill lands mid-write most of the time.
+res.replay.steps = res.replay.steps * 4000
+print("ready", flush=True)
+i = 0
+while True:
+    res.replay.header["match_id"] = f"m{i:05d}"
+    write_replay(res.replay, replay_path(out, f"m{i:05d}", compress=False))
+    i += 1
+"""
+
+
+def test_kill_mid_write_leaves_no_partial_replay(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"ready"
+    time.sleep(1.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    visible = list_replays(tmp_path)
+    assert visible, "the writer should have finished some replays"
+    for p in visible:
+        r = read_replay(p)  # every visible replay is complete
+        assert r.result["type"] == "result"
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert all(".tmp-" in p.name for p in leftovers)

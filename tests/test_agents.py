@@ -1,0 +1,99 @@
+import io
+
+import pytest
+
+from arena.agents import make_agent
+from arena.agents.human import HumanAgent
+from arena.batch import play_matches, summarize
+from arena.envs import make_core
+from arena.errors import AgentSpecError
+from arena.match import play_match
+
+
+class Custom:
+    def __init__(self, depth=1):
+        self.depth = depth
+
+    def act(self, obs):
+        return obs.legal_actions[-1]
+
+
+def test_spec_parsing_builds_the_right_agents():
+    core = make_core("openspiel/tic_tac_toe-v0")
+    m = make_agent("mcts:simulations=17,rollouts=2", core, 0)
+    assert (m.simulations, m.rollouts) == (17, 2)
+    c = make_agent("test_agents:Custom:depth=3", core)
+    assert isinstance(c, Custom) and c.depth == 3 and c.spec == "test_agents:Custom:depth=3"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nonsense", "unknown agent kind"),
+    ("mcts:bogus=1", "unexpected keyword"),
+    ("random:5", "only key=value"),
+    ("no_such_module_q:Thing", "neither an agent kind"),
+    ("test_agents:Missing", "no attribute"),
+    ("", "non-empty"),
+])
+def test_bad_specs_are_clear_errors(spec, message):
+    with pytest.raises(AgentSpecError, match=message):
+        make_agent(spec, make_core("openspiel/tic_tac_toe-v0"))
+
+
+def test_search_agents_refuse_games_they_cannot_play():
+    with pytest.raises(ValueError, match="perfect-information"):
+        make_agent("mcts", make_core("openspiel/kuhn_poker-v0"))
+    with pytest.raises(ValueError, match="OpenSpiel games"):
+        make_agent("cfr", make_core("arena/KuhnPoker-v1"))
+
+
+def test_mcts_beats_random_at_tic_tac_toe():
+    res = play_matches("openspiel/tic_tac_toe-v0", ["mcts:simulations=100", "random"], 20, seed=1)
+    mcts, rnd = summarize(res, ["mcts", "random"])
+    assert mcts.win_rate >= 0.8 and mcts.losses <= 2
+
+
+def test_cfr_earns_against_random_at_kuhn():
+    res = play_matches("openspiel/kuhn_poker-v0", ["cfr:iterations=200", "random"], 1000, seed=1)
+    cfr, _ = summarize(res, ["cfr", "random"])
+    assert cfr.mean_return > 0.08  # equilibrium play gains about +0.14/hand against uniform random
+
+
+def test_random_agent_is_seeded_and_uses_its_own_generator():
+    r1 = play_match("openspiel/connect_four-v0", ["random", "random"], seed=9, match_id="m")
+    r2 = play_match("openspiel/connect_four-v0", ["random", "random"], seed=9, match_id="m")
+    assert [s["action"] for s in r1.replay.steps] == [s["action"] for s in r2.replay.steps]
+
+
+def _human(text: str):
+    out = io.StringIO()
+    return HumanAgent(stdin=io.StringIO(text), stdout=out), out
+
+
+def test_human_reasks_on_bad_input_and_accepts_number_or_text():
+    human, out = _human("9\nfoo\n4\nx(0,0)\n\n2\n8\n6\n")
+    res = play_match("openspiel/tic_tac_toe-v0", [human, "first"], seed=0, match_id="m")
+    shown = out.getvalue()
+    assert "9 is not a legal move" in shown
+    assert "legal moves:" in shown and "4=x(1,1)" in shown
+    ok = [s for s in res.replay.steps if s["player"] == 0]
+    assert ok[0]["action"] == 4 and ok[0]["event"] == "ok"
+    assert res.invalid == [0, 0]  # bad input is re-asked by the agent, never sent as a move
+
+
+def test_human_on_a_text_game_accepts_bare_cell_numbers():
+    human, out = _human("4\n0\n8\n2\n6\n1\n3\n5\n7\n")
+    res = play_match("arena/TicTacToe-v0", [human, "random"], seed=0, match_id="m")
+    assert res.replay.steps[0]["action"] == "[4]"
+    assert "Current Board" in out.getvalue()
+
+
+@pytest.mark.parametrize("text", ["", "4\n", "quit\n"])
+def test_human_eof_or_quit_forfeits_cleanly(text, tmp_path):
+    from arena.replays import read_replay, replay_path, write_replay
+
+    human, _ = _human(text)
+    res = play_match("openspiel/tic_tac_toe-v0", [human, "first"], seed=0, match_id="h")
+    assert res.outcome == "forfeit" and res.forfeiter == 0 and res.returns == [-1.0, 1.0]
+    assert res.replay.steps[-1]["event"] == "forfeit"
+    back = read_replay(write_replay(res.replay, replay_path(tmp_path, "h")))
+    assert back.result["outcome"] == "forfeit"

@@ -1,0 +1,74 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from arena.cli import app
+
+runner = CliRunner()
+ARENA = str(Path(sys.executable).with_name("arena"))
+
+
+def test_envs_list_shows_builtin_games():
+    r = runner.invoke(app, ["envs", "list"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    for gid in ("arena/TicTacToe-v0", "arena/KuhnPoker-v1", "arena/SimpleNegotiation-v1",
+                "openspiel/connect_four-v0", "openspiel/liars_dice-v0"):
+        assert gid in r.output
+
+
+def test_envs_list_with_plugin():
+    r = runner.invoke(app, ["envs", "list", "--plugin", "plugins.sample_games"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "plugin/Pendulum-v1" in r.output and "continuous" in r.output
+
+
+def test_play_many_then_list_show_verify(tmp_path):
+    rdir = tmp_path / "kuhn"
+    r = runner.invoke(app, ["play", "openspiel/kuhn_poker-v0", "--players", "cfr random", "-n", "20",
+                            "--replays", str(rdir), "--seed", "3"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "cfr" in r.output and "20 matches" in r.output
+    files = sorted(rdir.glob("*.jsonl.gz"))
+    assert len(files) == 20
+    r = runner.invoke(app, ["replay", "list", str(rdir)], terminal_width=200)
+    assert r.exit_code == 0 and "20 replays" in r.output
+    r = runner.invoke(app, ["replay", "show", str(files[0]), "--all"], terminal_width=200)
+    assert r.exit_code == 0 and "plays:" in r.output and "step 1/" in r.output
+    r = runner.invoke(app, ["replay", "show", str(files[0])], input="n\np\nl\nq\n", terminal_width=200)
+    assert r.exit_code == 0 and r.output.count("step ") >= 4
+    r = runner.invoke(app, ["replay", "verify", str(rdir)], terminal_width=200)
+    assert r.exit_code == 0 and r.output.count("OK") == 20
+
+
+def test_play_human_through_stdin(tmp_path):
+    r = runner.invoke(app, ["play", "arena/TicTacToe-v0", "--players", "human", "--players", "first",
+                            "--seed", "3", "--replays", str(tmp_path)],
+                      input="4\n8\n6\n2\n1\n3\n5\n7\n0\n", terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "your move>" in r.output and "Current Board" in r.output
+    assert len(list(tmp_path.glob("*.jsonl.gz"))) == 1
+
+
+def test_human_eof_is_a_recorded_forfeit(tmp_path):
+    r = runner.invoke(app, ["play", "openspiel/tic_tac_toe-v0", "--players", "human random",
+                            "--replays", str(tmp_path)], input="", terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "forfeit" in r.output
+    from arena.replays import list_replays, read_replay
+
+    (p,) = list_replays(tmp_path)
+    assert read_replay(p).result["outcome"] == "forfeit"
+
+
+def test_errors_are_clear_and_exit_2():
+    env = dict(os.environ, COLUMNS="200")
+    p = subprocess.run([ARENA, "play", "arena/TicTacToe-v9", "--players", "random random"], capture_output=True,
+                       text=True, env=env)
+    assert p.returncode == 2 and "unknown game id" in p.stderr and "arena/TicTacToe-v0" in p.stderr
+    assert "Traceback" not in p.stderr
+    p = subprocess.run([ARENA, "play", "openspiel/tic_tac_toe-v0", "--players", "random wizard"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "unknown agent kind" in p.stderr
