@@ -50,6 +50,9 @@ class InvalidMovePolicy:
             raise ValueError(f"invalid-move allowance must be >= 0, got {self.allowance}")
 
 
+_DEFAULT_POLICY = InvalidMovePolicy()
+
+
 class MoveTimeout(BaseException):
     """Raised inside an agent that runs past the per-move time limit.
 
@@ -191,7 +194,7 @@ def play_match(
     game_kwargs: dict | None = None,
 ) -> MatchResult:
     """Play one match of `game` (an id, an env or a `GameCore`) between `agents` (objects or spec strings)."""
-    policy = policy or InvalidMovePolicy()
+    policy = policy or _DEFAULT_POLICY
     core: GameCore = make_core(game, **(game_kwargs or {}))
     n = len(core.players)
     if len(agents) != n:
@@ -225,7 +228,7 @@ def play_match(
         obs = Observation(core, p, t, feedback)
         t0 = _perf()
         try:
-            action = timer.call(acts[p], obs)
+            action = acts[p](obs) if move_time_limit is None else timer.call(acts[p], obs)
             event = None
         except MoveTimeout:
             action, event, why = None, "timeout", f"no move within the {move_time_limit}s limit"
@@ -242,7 +245,7 @@ def play_match(
         text = obs.text if record else None
         if event is None:
             legal = obs._legal
-            if type(action) is int and type(legal) is list and action in legal:
+            if (type(action) is int or type(action) is str) and type(legal) is list and action in legal:
                 norm, why, event = action, None, "ok"  # the agent chose from the legal list it was shown
             else:
                 norm, why = validate(p, action)

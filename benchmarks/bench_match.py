@@ -267,10 +267,10 @@ def results_rows(variants: dict[str, Variant]) -> list[list[str]]:
 
 RATIOS = [
     # (label, numerator, denominator, goal or None)
-    ("1. arena play_match / bare pyspiel (record=True)", "arena_os", "pyspiel", 0.5),
-    ("1. arena play_match / bare pyspiel (record=False)", "arena_os_norec", "pyspiel", 0.5),
-    ("2. arena play_match / PettingZoo tictactoe_v3.env()", "arena_os", "pz_env", 3.0),
-    ("   arena play_match / PettingZoo raw_env() (reference)", "arena_os", "pz_raw", None),
+    ("1. arena (record=True) / bare pyspiel", "arena_os", "pyspiel", 0.5),
+    ("1. arena (record=False) / bare pyspiel", "arena_os_norec", "pyspiel", 0.5),
+    ("2. arena / PettingZoo env()", "arena_os", "pz_env", 3.0),
+    ("   arena / PettingZoo raw_env() (reference)", "arena_os", "pz_raw", None),
     ("3. arena/TicTacToe-v0 / bare TextArena", "arena_ta", "ta", 0.9),
 ]
 
@@ -374,7 +374,7 @@ def main() -> None:
     p.add_argument("--no-record", action="store_true", help="with --profile: play_match(record=False)")
     args = p.parse_args()
 
-    console = Console()
+    console = Console(width=max(Console().width, 110))
     random.seed(args.seed)
     np.random.seed(args.seed)
     if args.profile:
@@ -385,17 +385,17 @@ def main() -> None:
     s, keep = args.seed, args.textarena_keep_history
     specs: list[tuple[str, str, Callable[[], Callable[[], PlayFn]]]] = []
     if only & {"openspiel", "pettingzoo"}:
-        specs.append(("arena_os", f"arena play_match {OPENSPIEL_ID} (record=True)", lambda: arena_openspiel(s, True)))
+        specs.append(("arena_os", "arena openspiel/tic_tac_toe-v0, record=True", lambda: arena_openspiel(s, True)))
     if "openspiel" in only:
-        specs.append(("arena_os_norec", f"arena play_match {OPENSPIEL_ID} (record=False)",
+        specs.append(("arena_os_norec", "arena openspiel/tic_tac_toe-v0, record=False",
                       lambda: arena_openspiel(s, False)))
-        specs.append(("pyspiel", "bare pyspiel loop (tic_tac_toe)", lambda: bare_pyspiel(s)))
+        specs.append(("pyspiel", "bare pyspiel loop", lambda: bare_pyspiel(s)))
     if "pettingzoo" in only:
-        specs.append(("pz_env", "PettingZoo tictactoe_v3.env() (default wrappers)", lambda: pettingzoo_ttt(s, False)))
-        specs.append(("pz_raw", "PettingZoo tictactoe_v3.raw_env() (reference)", lambda: pettingzoo_ttt(s, True)))
+        specs.append(("pz_env", "PettingZoo tictactoe_v3.env()", lambda: pettingzoo_ttt(s, False)))
+        specs.append(("pz_raw", "PettingZoo tictactoe_v3.raw_env() (ref.)", lambda: pettingzoo_ttt(s, True)))
     if "textarena" in only:
-        specs.append(("arena_ta", f"arena play_match {TEXT_ID} (record=True)", lambda: arena_textarena(s, True, keep)))
-        specs.append(("ta", f"bare TextArena {TA_ID} loop", lambda: bare_textarena(s, keep)))
+        specs.append(("arena_ta", "arena arena/TicTacToe-v0, record=True", lambda: arena_textarena(s, True, keep)))
+        specs.append(("ta", "bare TextArena TicTacToe-v0-train loop", lambda: bare_textarena(s, keep)))
     variants = {k: Variant(k, label, factory) for k, label, factory in specs}
 
     console.print(f"[bold]bench_match[/bold]: {versions()}")

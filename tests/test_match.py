@@ -192,3 +192,12 @@ def test_encode_action_bounds_garbage():
     assert encode_action("x" * 10_000) == {"truncated": "x" * 200, "length": 10_000}
     assert encode_action(float("nan")) == {"repr": "nan"}
     assert encode_action(np.array([0.5, 1.0])) == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("game", ["arena/TicTacToe-v0", "arena/KuhnPoker-v1", "arena/SimpleNegotiation-v1"])
+def test_reused_core_does_not_leak_history_between_matches(game):
+    core = make_core(game)
+    for s in range(3):
+        reused = play_match(core, ["random", "random"], seed=s, match_id="m").replay.without_timing()
+    fresh = play_match(game, ["random", "random"], seed=2, match_id="m").replay.without_timing()
+    assert reused.to_text() == fresh.to_text()

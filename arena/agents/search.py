@@ -66,6 +66,9 @@ class CFRAgent(BaseAgent):
 
     def __init__(self, core: GameCore | None, iterations: int = 200, seed: int | None = None):
         self.game = _openspiel_game(core, "cfr")
+        if getattr(core, "perfect_information", False):
+            raise ValueError(f"CFR is for small imperfect-information games (kuhn_poker, leduc_poker); "
+                             f"{core.game_id} has perfect information: use mcts")
         self.iterations = int(iterations)
         self.spec = f"cfr:iterations={self.iterations}"
         self.policy = cfr_average_policy(self.game, self.iterations)

@@ -139,5 +139,12 @@ def _cfr(core, seed, positional, **opts):
     return CFRAgent(core, seed=seed, **opts)
 
 
-for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "cfr": _cfr}.items():
+def _tabular(core, seed, positional, **opts):
+    from arena.agents.tabular import _factory
+
+    return _factory(core, seed, positional, **opts)
+
+
+for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "cfr": _cfr,
+                        "tabular": _tabular}.items():
     register_agent_kind(_name, _factory)

@@ -75,7 +75,7 @@ class OpenSpielCore(GameCore):
         else:
             shape = None
         self._obs_shape = shape
-        self._min_u, self._max_u = self.game.min_utility(), self.game.max_utility()
+        self._has_chance = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
         self.state = None
         self._rng = None
         self._seed = None
@@ -119,7 +119,8 @@ class OpenSpielCore(GameCore):
             state.apply_action_with_legality_check(action)
         except pyspiel.SpielError as e:  # validate() normally catches this first
             return f"OpenSpiel refused action {action}: {e}"
-        self._resolve_chance()
+        if self._has_chance:
+            self._resolve_chance()
         rewards = state.rewards()
         self._last_rewards = rewards
         ret = self._returns

@@ -35,6 +35,10 @@ from arena.envs.core import TERMINAL, GameCore
 from arena.envs.spaces import FreeText
 
 _RESOURCES = ["Wheat", "Wood", "Sheep", "Brick", "Ore"]
+#: TextArena games whose reset, step and observation code never touches `random` (read from
+#: textarena 0.7.4's source); all others run with the state swap.
+_RANDOM_FREE = frozenset({"TicTacToeEnv"})
+_CELLS = [f"[{i}]" for i in range(9)]
 
 
 def _textarena():
@@ -75,6 +79,7 @@ class TextArenaCore(GameCore):
         self._returns = [0.0, 0.0]
         self._done = True
         self._invalid_reason: str | None = None
+        self._random_free = False
         self.outcome_reason = ""
 
     @contextlib.contextmanager
@@ -91,25 +96,45 @@ class TextArenaCore(GameCore):
     def reset(self, seed: int | None = None) -> None:
         if seed is None:
             seed = int(np.random.default_rng().integers(2**31))
+        # TextArena's observation wrappers keep their history in `full_observations`,
+        # set only in __init__: without clearing it, one match's messages would leak
+        # into the next match's observations.
+        w = self.env
+        while w is not None:
+            hist = w.__dict__.get("full_observations")  # __dict__: TextArena wrappers forward getattr
+            if isinstance(hist, dict):
+                hist.clear()
+            w = w.__dict__.get("env")
+        if self._kind in _RANDOM_FREE:
+            # No draws from `random` at all: skip the state swap (12 us a call), and do not
+            # pass the seed, which TextArena would feed to the global `random.seed`.
+            self._random_free = True
+            self.env.reset(num_players=2, seed=None)
+            self._after_reset()
+            return
+        self._random_free = False
         self._rand_state = random.Random(seed).getstate()
         with self._own_random():
             self.env.reset(num_players=2, seed=seed)
-            state = self.base.state
-            # The arena owns the invalid-move policy: TextArena must never end the
-            # game on its own for an invalid move, only report it.
-            state.error_allowance = 1 << 30
-            original = state.set_invalid_move
+            self._after_reset()
 
-            def record_invalid(reason: str, *args, _orig=original, **kwargs):
-                self._invalid_reason = str(reason)
-                return _orig(reason, *args, **kwargs)
+    def _after_reset(self) -> None:
+        state = self.base.state
+        # The arena owns the invalid-move policy: TextArena must never end the
+        # game on its own for an invalid move, only report it.
+        state.error_allowance = 1 << 30
+        original = state.set_invalid_move
 
-            state.set_invalid_move = record_invalid
-            self._texts = ["", ""]
-            self._returns = [0.0, 0.0]
-            self._done = False
-            self.outcome_reason = ""
-            self._observe()
+        def record_invalid(reason: str, *args, _orig=original, **kwargs):
+            self._invalid_reason = str(reason)
+            return _orig(reason, *args, **kwargs)
+
+        state.set_invalid_move = record_invalid
+        self._texts = ["", ""]
+        self._returns = [0.0, 0.0]
+        self._done = False
+        self.outcome_reason = ""
+        self._observe()
 
     def _observe(self) -> None:
         pid, text = self.env.get_observation()
@@ -124,14 +149,19 @@ class TextArenaCore(GameCore):
 
     def apply(self, p: int, action: Any) -> str | None:
         self._invalid_reason = None
-        with self._own_random():
-            done, _info = self.env.step(action=action)
-            reason = self._invalid_reason
-            if done:
-                self._finish()
-            else:
-                self._observe()
-        return reason
+        if self._random_free:
+            self._step(action)
+        else:
+            with self._own_random():
+                self._step(action)
+        return self._invalid_reason
+
+    def _step(self, action: str) -> None:
+        done, _info = self.env.step(action=action)
+        if done:
+            self._finish()
+        else:
+            self._observe()
 
     def _finish(self) -> None:
         rewards, game_info = self.env.close()
@@ -157,7 +187,7 @@ class TextArenaCore(GameCore):
         gs = self.base.state.game_state
         if self._kind == "TicTacToeEnv":
             board = gs["board"]
-            return [f"[{r * 3 + c}]" for r in range(3) for c in range(3) if board[r][c] == ""]
+            return [_CELLS[r * 3 + c] for r in range(3) for c in range(3) if board[r][c] == ""]
         if self._kind == "KuhnPokerEnv":
             tree = gs.get("current_legal_action_tree")
             return [f"[{k}]" for k in tree] if isinstance(tree, dict) else []

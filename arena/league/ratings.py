@@ -409,14 +409,27 @@ def recompute(
             ids, scores = result.ids, result.scores
         else:
             ids, scores = result
-        ids = list(ids)
-        scores = [float(s) for s in scores]
-        if len(ids) == 2 and all(0.0 <= s <= 1.0 for s in scores) and scores[0] + scores[1] == 1.0:
-            elo.update(ids[0], ids[1], scores[0])
-        else:
-            elo.update_multi(ids, scores)
-        ts.update(ids, ranks=scores_to_ranks(scores))
+        rate_result(elo, ts, ids, scores)
     return elo, ts
+
+
+def rate_result(elo: EloTable, ts: TrueSkillTable, ids: Sequence[str], scores: Sequence[float]) -> None:
+    """Apply one result to both tables: the one code path for live leagues and `recompute`."""
+    ids = list(ids)
+    scores = [float(s) for s in scores]
+    if len(ids) == 2 and all(0.0 <= s <= 1.0 for s in scores) and scores[0] + scores[1] == 1.0:
+        elo.update(ids[0], ids[1], scores[0])
+    else:
+        elo.update_multi(ids, scores)
+    ts.update(ids, ranks=scores_to_ranks(scores))
+
+
+def scores_from_returns(returns: Sequence[float]) -> list[float]:
+    """Two players: 1 / 0.5 / 0 game scores from returns; more: the returns themselves (ordinal)."""
+    if len(returns) == 2:
+        a, b = float(returns[0]), float(returns[1])
+        return [1.0, 0.0] if a > b else [0.0, 1.0] if a < b else [0.5, 0.5]
+    return [float(r) for r in returns]
 
 
 # --------------------------------------------------------------------------

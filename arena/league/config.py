@@ -1,0 +1,148 @@
+"""League configuration (``configs/leagues/*.yaml``), validated into typed dataclasses.
+
+Role thresholds and probabilities default to AlphaStar's published values
+(Vinyals et al. 2019, pseudocode): main agents play 35% self-play, 50% PFSP
+against all historicals and 15% verification; snapshots when a player beats
+every historical more than 70% of the time or after a step budget; main
+exploiters play the current mains while they win more than 10%; league
+exploiters reset with probability 0.25 at each snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+from arena.config import load_yaml
+from arena.errors import ConfigError
+
+Role = Literal["main", "main_exploiter", "league_exploiter"]
+
+
+@dataclass
+class GameEntry:
+    id: str
+    #: Relative share of matches on this game.
+    weight: float = 1.0
+    #: Keyword arguments for the game (e.g. OpenSpiel params).
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.weight <= 0:
+            raise ValueError(f"game {self.id}: weight must be > 0")
+
+
+@dataclass
+class PlayerEntry:
+    """A fixed player: any agent spec."""
+
+    name: str
+    agent: str
+    #: Games this player plays; None means every league game its agent can play.
+    games: Optional[list[str]] = None
+
+
+@dataclass
+class LearnerEntry:
+    """A learning player with an AlphaStar role; its weights change during the run."""
+
+    name: str
+    role: Role = "main"
+    #: Learner kind: "tabular" (built in) or "module:Class" for your own.
+    learner: str = "tabular"
+    games: Optional[list[str]] = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RolesConfig:
+    main_selfplay: float = 0.35
+    main_pfsp: float = 0.50
+    main_verification: float = 0.15
+    #: Verification: vs past main exploiters while win rate against them < this ...
+    verification_exploiter_threshold: float = 0.3
+    #: ... else vs its own past while win rate against them < this.
+    verification_historical_threshold: float = 0.7
+    #: Self-play falls back to PFSP-variance over an opponent's history when it wins < this.
+    selfplay_fallback_threshold: float = 0.3
+    #: Snapshot when the player beats every historical more than this ...
+    snapshot_win_rate: float = 0.7
+    #: ... or after this many of its own matches (AlphaStar: 2e9 steps; small games need far fewer).
+    snapshot_steps: int = 200
+    #: Matches before a snapshot may be considered at all.
+    snapshot_min_steps: int = 50
+    main_exploiter_threshold: float = 0.1
+    league_exploiter_reset_p: float = 0.25
+    #: Share of league matches that involve a learning player when there are any.
+    learner_share: float = 0.8
+
+    def __post_init__(self):
+        total = self.main_selfplay + self.main_pfsp + self.main_verification
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"main_selfplay + main_pfsp + main_verification must be 1, got {total}")
+        for name in ("learner_share", "league_exploiter_reset_p", "snapshot_win_rate"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], got {v}")
+
+
+@dataclass
+class LeagueConfig:
+    games: list[GameEntry]
+    name: str = "league"
+    seed: int = 0
+    players: list[PlayerEntry] = field(default_factory=list)
+    learners: list[LearnerEntry] = field(default_factory=list)
+    #: Total results to collect (a resumed run continues up to this number).
+    matches: int = 200
+    #: How fixed players are paired: every pair in turn, uniformly, or by PFSP on win rates.
+    pairing: Literal["round_robin", "uniform", "pfsp"] = "round_robin"
+    pfsp_weighting: Literal["squared", "variance", "linear", "linear_capped"] = "variance"
+    backend: Literal["local", "ray"] = "local"
+    ray_address: Optional[str] = None
+    workers: int = 2
+    #: Matches queued ahead of the workers.
+    in_flight: int = 8
+    move_time_limit: Optional[float] = 30.0
+    invalid_allowance: int = 1
+    #: Retries of a match whose worker died before it is marked failed.
+    max_attempts: int = 3
+    elo_k: float = 32.0
+    payoff_decay: float = 0.99
+    compress_replays: bool = True
+    #: Learning players update after this many new results of theirs.
+    update_every: int = 16
+    roles: RolesConfig = field(default_factory=RolesConfig)
+
+    def __post_init__(self):
+        if not self.games:
+            raise ValueError("games: a league needs at least one game")
+        names = [p.name for p in self.players] + [p.name for p in self.learners]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"players: duplicate name {sorted(dup)[0]!r}")
+        bad = [n for n in names if not n or any(c in n for c in " /:\\")]
+        if bad:
+            raise ValueError(f"players: name {bad[0]!r} may not be empty or contain spaces, '/', ':' or '\\'")
+        if len(names) < 1:
+            raise ValueError("players: a league needs players")
+        if self.workers < 1 or self.in_flight < 1 or self.matches < 0:
+            raise ValueError("workers and in_flight must be >= 1 and matches >= 0")
+        ids = [g.id for g in self.games]
+        for p in list(self.players) + list(self.learners):
+            for g in p.games or []:
+                if g not in ids:
+                    raise ValueError(f"player {p.name}: game {g!r} is not one of the league's games ({', '.join(ids)})")
+
+    @property
+    def game_ids(self) -> list[str]:
+        return [g.id for g in self.games]
+
+
+def load_league_config(path, **overrides) -> LeagueConfig:
+    cfg = load_yaml(LeagueConfig, path, overrides)
+    return cfg
+
+
+__all__ = ["ConfigError", "GameEntry", "LeagueConfig", "LearnerEntry", "PlayerEntry", "RolesConfig",
+           "load_league_config"]

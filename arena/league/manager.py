@@ -1,0 +1,360 @@
+"""The league: who plays whom, results recorded exactly once, ratings, snapshots, resume.
+
+`League.run` keeps up to ``in_flight`` matches queued on the executor, commits
+each finished match (result, replay path, Elo, OpenSkill, payoff) in one
+transaction, feeds learning players, snapshots and resets them by their
+role's rules, and stops at the match budget. Stop it at any moment (Ctrl-C,
+kill -9, a crashed worker) and run it again: matches that were in flight are
+committed from their replay if it was written, else re-queued with the same
+id and seed; nothing is lost or counted twice, and ratings continue from the
+database.
+
+External trainers use the same small interface the built-in learners do:
+`next_pairing(learner)`, `begin_match(...)` + `report(...)`, and
+`add_snapshot(parent, spec)`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from arena.errors import ConfigError
+from arena.league.config import LeagueConfig
+from arena.league.executor import make_executor
+from arena.league.learners import make_learner
+from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
+from arena.league.storage import OVERALL, LeagueStore, MatchRow
+from arena.replays.format import ReplayError, read_replay, replay_path
+
+
+@dataclass
+class Pairing:
+    game: str
+    players: list[str]  # by seat
+    specs: list[str]
+    why: str = ""
+
+
+def _seed(league_seed: int, seq: int) -> int:
+    return (league_seed * 1_000_003 + seq * 7919 + 17) % (2**31)
+
+
+class League:
+    def __init__(self, cfg: LeagueConfig, directory: str | Path, *, backend: str | None = None,
+                 address: str | None = None):
+        self.cfg = cfg
+        self.dir = Path(directory)
+        self.backend = backend or cfg.backend
+        self.address = address or cfg.ray_address
+        self.store = LeagueStore(self.dir, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay)
+        starts = int(self.store.get_meta("starts", 0))
+        with self.store.tx():
+            self.store.set_meta("starts", starts + 1)
+        self.rng = np.random.default_rng([cfg.seed, starts])
+        self._eligible_cache: dict[tuple[str, str], bool] = {}
+        self.learners: dict[str, Any] = {}
+        self._sync_config()
+        self._load_learners()
+
+    # -- configuration and players ------------------------------------------------------
+    def _sync_config(self) -> None:
+        cfg, store = self.cfg, self.store
+        stored = store.get_meta("config")
+        if stored is not None:
+            old_games = [g["id"] for g in stored["games"]]
+            if sorted(old_games) != sorted(cfg.game_ids):
+                raise ConfigError(
+                    f"{self.dir}: this league plays {', '.join(old_games)}; the config now says "
+                    f"{', '.join(cfg.game_ids)}. Game ids cannot change in a running league: restore them, "
+                    "or start a new league in another --dir."
+                )
+        known = {p.name: p for p in store.players()}
+        wanted = set()
+        for p in cfg.players:
+            wanted.add(p.name)
+            games = self._games_for(p.agent, p.games)
+            if p.name in known:
+                if known[p.name].spec != p.agent:
+                    raise ConfigError(
+                        f"player {p.name!r} was {known[p.name].spec!r} and is now {p.agent!r}: its ratings would "
+                        "mix two agents. Give the new agent a new name.")
+                store.update_player(p.name, games=games, active=1)
+            else:
+                if not games:
+                    raise ConfigError(f"player {p.name!r} ({p.agent}) can play none of the league's games")
+                store.add_player(p.name, "fixed", p.agent, games)
+        for entry in cfg.learners:
+            wanted.add(entry.name)
+            if entry.name in known:
+                if known[entry.name].role != entry.role:
+                    raise ConfigError(f"learner {entry.name!r} was a {known[entry.name].role}, the config says "
+                                      f"{entry.role}; give it a new name")
+                store.update_player(entry.name, active=1)
+        for name, row in known.items():
+            if row.kind in ("fixed", "learner") and name not in wanted:
+                store.update_player(name, active=0)
+        with store.tx():
+            store.set_meta("config", asdict(cfg))
+
+    def _games_for(self, spec: str, games: list[str] | None) -> list[str]:
+        ids = self.cfg.game_ids if games is None else games
+        return [g for g in ids if self._can_play(spec, g)] if games is None else list(ids)
+
+    def _can_play(self, spec: str, game: str) -> bool:
+        key = (spec, game)
+        if key not in self._eligible_cache:
+            from arena.agents.specs import make_agent
+            from arena.envs.registry import make_core
+
+            try:
+                make_agent(spec, make_core(game, **self._game_kwargs(game)), 0)
+                ok = True
+            except (ValueError, NotImplementedError, TypeError):
+                ok = False
+            self._eligible_cache[key] = ok
+        return self._eligible_cache[key]
+
+    def _game_kwargs(self, game: str) -> dict:
+        for g in self.cfg.games:
+            if g.id == game:
+                return dict(g.kwargs)
+        return {}
+
+    def _load_learners(self) -> None:
+        store = self.store
+        for entry in self.cfg.learners:
+            learner = make_learner(entry.learner, entry.name, self.dir / "players" / entry.name, dict(entry.options))
+            row = store.player(entry.name)
+            games = entry.games or self.cfg.game_ids
+            if row is None:
+                spec = learner.update(self._version_path(entry.name, 0))
+                store.add_player(entry.name, "learner", spec, games, role=entry.role,
+                                 state={"last_commit_seq": 0, "steps_at_snapshot": 0, "snapshots": 0})
+                store.add_event("created", entry.name, role=entry.role)
+            else:
+                learner.load(self._version_path(entry.name, row.version))
+                # Re-learn what was committed after the last saved update (lost with the process).
+                since = (row.state or {}).get("last_commit_seq", 0)
+                for r in store.results(since=since):
+                    for seat, name in enumerate(r.players):
+                        if name == entry.name and r.replay:
+                            learner.learn(read_replay(r.replay), seat)
+            self.learners[entry.name] = learner
+
+    def _version_path(self, name: str, version: int) -> Path:
+        return self.dir / "players" / name / f"v{version:05d}.json"
+
+    def members(self) -> list[Member]:
+        return [Member(p.name, p.kind, p.role, p.parent) for p in self.store.players(active_only=True)]
+
+    # -- matchmaking ---------------------------------------------------------------------
+    def _win_rate_fn(self, game: str) -> Callable[[str, str], float]:
+        payoff = self.store.payoff(game)
+        return payoff.win_rate
+
+    def _pick_game(self, games: list[str]) -> str:
+        weights = {g.id: g.weight for g in self.cfg.games}
+        w = np.array([weights.get(g, 1.0) for g in games], dtype=float)
+        return games[int(self.rng.choice(len(games), p=w / w.sum()))]
+
+    def next_pairing(self, learner: str | None = None) -> Pairing:
+        """The next match: for `learner` by its role, else fixed players by the configured pairing."""
+        players = {p.name: p for p in self.store.players(active_only=True)}
+        learners = [n for n, p in players.items() if p.kind == "learner"]
+        if learner is None and learners and self.rng.random() < self.cfg.roles.learner_share:
+            learner = min(learners, key=lambda n: (players[n].steps, n))
+        if learner is not None:
+            me = players[learner]
+            game = self._pick_game(me.games)
+            pool = [Member(p.name, p.kind, p.role, p.parent) for p in players.values() if game in p.games]
+            opp, why = choose_opponent(Member(me.name, me.kind, me.role, me.parent), pool, self._win_rate_fn(game),
+                                       self.cfg.roles, self.rng)
+            seats = [learner, opp] if self.rng.random() < 0.5 else [opp, learner]
+            return Pairing(game, seats, [players[n].spec for n in seats], why)
+        return self._fixed_pairing(players)
+
+    def _fixed_pairing(self, players) -> Pairing:
+        frozen = sorted(n for n, p in players.items() if p.kind in ("fixed", "historical"))
+        combos = [(g, a, b) for g in self.cfg.game_ids for a, b in itertools.combinations(frozen, 2)
+                  if g in players[a].games and g in players[b].games]
+        if not combos:
+            raise ConfigError("no two frozen players share a game: add players or games")
+        if self.cfg.pairing == "round_robin":
+            with self.store.tx():
+                i = int(self.store.get_meta("rr_index", 0))
+                self.store.set_meta("rr_index", i + 1)
+            g, a, b = combos[i % len(combos)]
+            seats = [a, b] if (i // len(combos)) % 2 == 0 else [b, a]
+            return Pairing(g, seats, [players[n].spec for n in seats], "round_robin")
+        g, a, b = combos[int(self.rng.integers(len(combos)))]
+        if self.cfg.pairing == "pfsp":
+            others = [n for n in frozen if n != a and g in players[n].games]
+            from arena.league.pfsp import pfsp_sample
+
+            wr = self._win_rate_fn(g)
+            b = pfsp_sample(others, [wr(a, o) for o in others], self.cfg.pfsp_weighting, self.rng)
+        seats = [a, b] if self.rng.random() < 0.5 else [b, a]
+        return Pairing(g, seats, [players[n].spec for n in seats], self.cfg.pairing)
+
+    # -- the interface for trainers --------------------------------------------------------
+    def begin_match(self, pairing: Pairing, status: str = "queued") -> MatchRow:
+        row = self.store.enqueue(pairing.game, pairing.players, pairing.specs, status=status, note=pairing.why)
+        seed = _seed(self.cfg.seed, row.seq)
+        with self.store.tx() as c:
+            c.execute("UPDATE matches SET seed=? WHERE match_id=?", (seed, row.match_id))
+        row.seed = seed
+        return row
+
+    def report(self, match_id: str, result: dict) -> bool:
+        """Commit a finished match (idempotent) and feed the learning players that played it."""
+        fresh = self.store.commit_result(match_id, result["returns"], result.get("winner"), result.get("draw", False),
+                                         result.get("outcome", "normal"), result.get("moves", 0),
+                                         result.get("reason", ""), result.get("invalid", ()),
+                                         result.get("duration"), result.get("replay"))
+        if fresh:
+            self._feed_learners(match_id, result)
+        return fresh
+
+    def add_snapshot(self, parent: str, spec: str, name: str | None = None) -> str:
+        """Freeze `spec` (weights of learning player `parent`) as a historical player."""
+        prow = self.store.player(parent)
+        if prow is None:
+            raise KeyError(f"no player {parent!r} in this league")
+        state = dict(prow.state or {})
+        n = int(state.get("snapshots", 0)) + 1
+        name = name or f"{parent}@{n}"
+        self.store.add_player(name, "historical", spec, prow.games, role=prow.role, parent=parent)
+        state.update(snapshots=n, steps_at_snapshot=prow.steps)
+        self.store.update_player(parent, state=state)
+        self.store.add_event("snapshot", parent, snapshot=name, steps=prow.steps, version=prow.version)
+        return name
+
+    # -- learning players --------------------------------------------------------------------
+    def _feed_learners(self, match_id: str, result: dict) -> None:
+        if not self.learners:
+            return
+        row = self.store.result_for(match_id)
+        touched = [n for n in dict.fromkeys(row.players) if n in self.learners]
+        if not touched:
+            return
+        replay = read_replay(result["replay"])
+        for seat, name in enumerate(row.players):
+            if name in self.learners:
+                self.learners[name].learn(replay, seat)
+        for name in touched:
+            if self.learners[name].pending >= self.cfg.update_every:
+                self._update_learner(name, row.commit_seq)
+
+    def _update_learner(self, name: str, commit_seq: int) -> None:
+        learner, prow = self.learners[name], self.store.player(name)
+        version = prow.version + 1
+        spec = learner.update(self._version_path(name, version))
+        state = dict(prow.state or {})
+        state["last_commit_seq"] = commit_seq
+        self.store.update_player(name, spec=spec, version=version, state=state)
+        me = Member(name, "learner", prow.role, None)
+        game = prow.games[0]
+        pool = [m for m in self.members() if m.kind != "learner" or m.name != name]
+        steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
+        if ready_to_snapshot(me, steps_since, pool, self._win_rate_fn(OVERALL if len(prow.games) > 1 else game),
+                             self.cfg.roles):
+            snap = self.add_snapshot(name, learner.freeze_to(self.dir / "players" / "frozen" / f"{name}-v{version}.json"))
+            if reset_after_snapshot(me, self.cfg.roles, self.rng):
+                source = branch_source(me, self.members())
+                if source is not None:
+                    src = self.store.player(source)
+                    learner.copy_weights_from(self._version_path(source, src.version))
+                else:
+                    learner.q = {}
+                version += 1
+                spec = learner.update(self._version_path(name, version))
+                self.store.update_player(name, spec=spec, version=version)
+                self.store.add_event("reset", name, branched_from=source, after_snapshot=snap)
+
+    # -- running ---------------------------------------------------------------------------
+    def _job(self, row: MatchRow) -> dict:
+        return {
+            "match_id": row.match_id, "game": row.game, "specs": row.specs, "seed": row.seed,
+            "game_kwargs": self._game_kwargs(row.game), "replay_dir": str(self.store.replay_dir),
+            "compress": self.cfg.compress_replays, "move_time_limit": self.cfg.move_time_limit,
+            "invalid_allowance": self.cfg.invalid_allowance,
+        }
+
+    def recover(self) -> dict[str, int]:
+        """Matches left running by a stopped process: commit from their replay, else re-queue."""
+        counts = {"committed_from_replay": 0, "requeued": 0}
+        for m in self.store.matches(status="running"):
+            path = replay_path(self.store.replay_dir, m.match_id, self.cfg.compress_replays)
+            try:
+                rep = read_replay(path) if path.exists() else None
+            except ReplayError:
+                rep = None
+            if rep is not None:
+                r = rep.result
+                self.report(m.match_id, {"returns": r["returns"], "winner": r["winner"], "draw": r["draw"],
+                                         "outcome": r["outcome"], "reason": r.get("reason", ""), "moves": r["moves"],
+                                         "invalid": r.get("invalid", []), "duration": r.get("duration"),
+                                         "replay": str(path)})
+                counts["committed_from_replay"] += 1
+            else:
+                self.store.requeue(m.match_id, "re-queued after the league stopped mid-match", self.cfg.max_attempts + 1)
+                counts["requeued"] += 1
+        return counts
+
+    def run(self, matches: int | None = None, on_progress: Callable[[dict], None] | None = None,
+            stop: Callable[[], bool] | None = None) -> dict:
+        """Play until `matches` results (default: the config's budget) are committed."""
+        target = self.cfg.matches if matches is None else matches
+        recovered = self.recover()
+        executor = make_executor(self.backend, self.cfg.workers, self.address)
+        inflight: dict[str, MatchRow] = {}
+        started, done_at_start = time.perf_counter(), self.store.result_count()
+        failures = 0
+        try:
+            while True:
+                done = self.store.result_count()
+                if (done >= target and not inflight) or (stop is not None and stop()):
+                    break
+                if done + len(inflight) < target and len(inflight) < self.cfg.in_flight:
+                    queued = [m for m in self.store.matches(status="queued") if m.match_id not in inflight]
+                    while done + len(inflight) < target and len(inflight) < self.cfg.in_flight:
+                        row = queued.pop(0) if queued else self.begin_match(self.next_pairing())
+                        self.store.mark_running(row.match_id)
+                        executor.submit(self._job(row))
+                        inflight[row.match_id] = row
+                for mid, out in executor.wait(timeout=0.5):
+                    inflight.pop(mid, None)
+                    if isinstance(out, BaseException):
+                        failures += 1
+                        self.store.requeue(mid, f"{type(out).__name__}: {out}", self.cfg.max_attempts)
+                    else:
+                        self.report(mid, out)
+                if on_progress is not None:
+                    elapsed = time.perf_counter() - started
+                    new = self.store.result_count() - done_at_start
+                    on_progress({"done": self.store.result_count(), "target": target, "inflight": len(inflight),
+                                 "rate": new / elapsed if elapsed > 0 else 0.0, "failures": failures})
+        finally:
+            executor.shutdown()
+        elapsed = time.perf_counter() - started
+        new = self.store.result_count() - done_at_start
+        return {"results": self.store.result_count(), "new": new, "seconds": elapsed,
+                "matches_per_s": new / elapsed if elapsed > 0 else 0.0, "failures": failures, **recovered}
+
+
+def open_league(directory: str | Path) -> LeagueStore:
+    """Read-only access to an existing league's state (for status, ratings, reports)."""
+    return LeagueStore(directory, create=False)
+
+
+def league_config_of(store: LeagueStore) -> LeagueConfig:
+    from arena.config import from_dict
+
+    return from_dict(LeagueConfig, json.loads(json.dumps(store.get_meta("config"))))

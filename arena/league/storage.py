@@ -1,0 +1,372 @@
+"""League state in one SQLite database (WAL) per league directory.
+
+Tables: players, matches (the queue: every match has an id before it starts),
+results (one row per match, committed once), ratings (current Elo and
+OpenSkill per game and overall), rating_history, payoff (decayed counts per
+game and overall), events (snapshots, resets, branches) and meta (config,
+counters).
+
+A result is committed in one transaction together with its replay path, the
+rating updates and the payoff updates; ``INSERT ... ON CONFLICT DO NOTHING`` on
+the match id makes the commit idempotent, so a result reported twice (a
+re-queued match finishing twice, a resumed run re-reading a replay) counts
+once. Ratings are read from and written to the database inside that
+transaction, so two processes committing results (a running league and a human
+playing one of its players) never overwrite each other's updates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from arena.league.payoff import Payoff, decayed_update
+from arena.league.ratings import EloTable, TrueSkillTable, rate_result, scores_from_returns
+
+SCHEMA_VERSION = 1
+OVERALL = "*"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS players (
+    name TEXT PRIMARY KEY, kind TEXT NOT NULL, role TEXT, spec TEXT NOT NULL, games TEXT NOT NULL,
+    parent TEXT, version INTEGER NOT NULL DEFAULT 0, steps INTEGER NOT NULL DEFAULT 0,
+    active INTEGER NOT NULL DEFAULT 1, created REAL NOT NULL, state TEXT
+);
+CREATE TABLE IF NOT EXISTS matches (
+    match_id TEXT PRIMARY KEY, seq INTEGER UNIQUE NOT NULL, game TEXT NOT NULL, players TEXT NOT NULL,
+    specs TEXT NOT NULL, seed INTEGER NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    note TEXT, created REAL NOT NULL, started REAL, finished REAL
+);
+CREATE INDEX IF NOT EXISTS matches_status ON matches(status);
+CREATE TABLE IF NOT EXISTS results (
+    commit_seq INTEGER PRIMARY KEY AUTOINCREMENT, match_id TEXT UNIQUE NOT NULL REFERENCES matches(match_id),
+    game TEXT NOT NULL, players TEXT NOT NULL, returns TEXT NOT NULL, winner INTEGER, draw INTEGER NOT NULL,
+    outcome TEXT NOT NULL, reason TEXT, moves INTEGER NOT NULL, invalid TEXT, duration REAL, replay TEXT,
+    committed REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ratings (
+    system TEXT NOT NULL, game TEXT NOT NULL, player TEXT NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (system, game, player)
+);
+CREATE TABLE IF NOT EXISTS rating_history (
+    commit_seq INTEGER NOT NULL, game TEXT NOT NULL, player TEXT NOT NULL, elo REAL, mu REAL, sigma REAL
+);
+CREATE INDEX IF NOT EXISTS rating_history_player ON rating_history(player, game);
+CREATE TABLE IF NOT EXISTS payoff (
+    game TEXT NOT NULL, home TEXT NOT NULL, away TEXT NOT NULL, w REAL NOT NULL, d REAL NOT NULL,
+    l REAL NOT NULL, n REAL NOT NULL, PRIMARY KEY (game, home, away)
+);
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, kind TEXT NOT NULL,
+    player TEXT, data TEXT);
+"""
+
+
+@dataclass
+class PlayerRow:
+    name: str
+    kind: str  # "fixed", "learner" or "historical"
+    role: str | None
+    spec: str
+    games: list[str]
+    parent: str | None
+    version: int
+    steps: int
+    active: bool
+    created: float
+    state: dict | None
+
+
+@dataclass
+class MatchRow:
+    match_id: str
+    seq: int
+    game: str
+    players: list[str]
+    specs: list[str]
+    seed: int
+    status: str
+    attempts: int
+    note: str | None
+
+
+@dataclass
+class ResultRow:
+    commit_seq: int
+    match_id: str
+    game: str
+    players: list[str]
+    returns: list[float]
+    winner: int | None
+    draw: bool
+    outcome: str
+    reason: str | None
+    moves: int
+    invalid: list[int]
+    duration: float | None
+    replay: str | None
+    committed: float
+
+
+class LeagueStore:
+    def __init__(self, directory: str | Path, *, elo_k: float = 32.0, payoff_decay: float = 0.99,
+                 create: bool = True):
+        self.dir = Path(directory)
+        self.db_path = self.dir / "league.db"
+        if not create and not self.db_path.exists():
+            from arena.errors import ArenaError
+
+            raise ArenaError(f"no league at {self.dir} (no league.db); start one with `arena league run CONFIG --dir {self.dir}`")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.replay_dir = self.dir / "replays"
+        self.players_dir = self.dir / "players"
+        self.conn = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA busy_timeout=60000")
+        self.conn.executescript(_SCHEMA)
+        with self.tx():
+            if self.get_meta("schema") is None:
+                self.set_meta("schema", SCHEMA_VERSION)
+                self.set_meta("next_seq", 0)
+                self.set_meta("elo_k", elo_k)
+                self.set_meta("payoff_decay", payoff_decay)
+        if self.get_meta("schema") != SCHEMA_VERSION:
+            from arena.errors import ArenaError
+
+            raise ArenaError(f"{self.db_path}: league schema {self.get_meta('schema')}, this arena reads {SCHEMA_VERSION}")
+        self.elo_k = float(self.get_meta("elo_k"))
+        self.payoff_decay = float(self.get_meta("payoff_decay"))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE: takes the write lock up front, no upgrade deadlocks)."""
+        c = self.conn
+        if c.in_transaction:  # nested: join the outer transaction
+            yield c
+            return
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+
+    # -- meta --------------------------------------------------------------------------
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                          (key, json.dumps(value)))
+
+    # -- players -----------------------------------------------------------------------
+    def add_player(self, name: str, kind: str, spec: str, games: Sequence[str], role: str | None = None,
+                   parent: str | None = None, state: dict | None = None) -> None:
+        with self.tx() as c:
+            c.execute("INSERT INTO players(name, kind, role, spec, games, parent, created, state) VALUES(?,?,?,?,?,?,?,?)",
+                      (name, kind, role, spec, json.dumps(list(games)), parent, time.time(),
+                       json.dumps(state) if state is not None else None))
+
+    def update_player(self, name: str, **fields: Any) -> None:
+        if not fields:
+            return
+        enc = {k: (json.dumps(v) if k in ("games", "state") else v) for k, v in fields.items()}
+        sets = ", ".join(f"{k}=?" for k in enc)
+        with self.tx() as c:
+            c.execute(f"UPDATE players SET {sets} WHERE name=?", (*enc.values(), name))
+
+    def player(self, name: str) -> PlayerRow | None:
+        row = self.conn.execute("SELECT * FROM players WHERE name=?", (name,)).fetchone()
+        return _player(row) if row else None
+
+    def players(self, active_only: bool = False) -> list[PlayerRow]:
+        q = "SELECT * FROM players" + (" WHERE active=1" if active_only else "") + " ORDER BY created, name"
+        return [_player(r) for r in self.conn.execute(q)]
+
+    # -- matches -----------------------------------------------------------------------
+    def enqueue(self, game: str, players: Sequence[str], specs: Sequence[str], seed: int | None = None,
+                status: str = "queued", note: str | None = None) -> MatchRow:
+        with self.tx() as c:
+            seq = int(self.get_meta("next_seq"))
+            self.set_meta("next_seq", seq + 1)
+            match_id = f"m{seq:08d}"
+            seed = seq if seed is None else seed
+            c.execute("INSERT INTO matches(match_id, seq, game, players, specs, seed, status, note, created) "
+                      "VALUES(?,?,?,?,?,?,?,?,?)",
+                      (match_id, seq, game, json.dumps(list(players)), json.dumps(list(specs)), int(seed), status,
+                       note, time.time()))
+        return MatchRow(match_id, seq, game, list(players), list(specs), int(seed), status, 0, note)
+
+    def mark_running(self, match_id: str) -> None:
+        with self.tx() as c:
+            c.execute("UPDATE matches SET status='running', attempts=attempts+1, started=? WHERE match_id=?",
+                      (time.time(), match_id))
+
+    def requeue(self, match_id: str, note: str, max_attempts: int) -> str:
+        """Put a match whose worker failed back in the queue, or mark it failed after `max_attempts`."""
+        with self.tx() as c:
+            row = c.execute("SELECT attempts, status FROM matches WHERE match_id=?", (match_id,)).fetchone()
+            if row is None or row[1] == "done":
+                return row[1] if row else "missing"
+            status = "failed" if row[0] >= max_attempts else "queued"
+            c.execute("UPDATE matches SET status=?, note=? WHERE match_id=?", (status, note, match_id))
+        return status
+
+    def matches(self, status: str | Sequence[str] | None = None, limit: int | None = None) -> list[MatchRow]:
+        q, args = "SELECT * FROM matches", []
+        if status is not None:
+            sts = [status] if isinstance(status, str) else list(status)
+            q += f" WHERE status IN ({','.join('?' * len(sts))})"
+            args += sts
+        q += " ORDER BY seq"
+        if limit:
+            q += f" LIMIT {int(limit)}"
+        return [_match(r) for r in self.conn.execute(q, args)]
+
+    def status_counts(self) -> dict[str, int]:
+        return dict(self.conn.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall())
+
+    # -- results -----------------------------------------------------------------------
+    def commit_result(self, match_id: str, returns: Sequence[float], winner: int | None, draw: bool, outcome: str,
+                      moves: int, reason: str = "", invalid: Sequence[int] = (), duration: float | None = None,
+                      replay: str | None = None) -> bool:
+        """Record a finished match once, with its ratings and payoff. False if it was already recorded."""
+        with self.tx() as c:
+            m = c.execute("SELECT game, players FROM matches WHERE match_id=?", (match_id,)).fetchone()
+            if m is None:
+                raise KeyError(f"unknown match id {match_id!r}")
+            game, players = m[0], json.loads(m[1])
+            if len(returns) != len(players):
+                raise ValueError(f"match {match_id}: {len(players)} players but {len(returns)} returns")
+            cur = c.execute(
+                "INSERT INTO results(match_id, game, players, returns, winner, draw, outcome, reason, moves, invalid, "
+                "duration, replay, committed) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(match_id) DO NOTHING",
+                (match_id, game, json.dumps(players), json.dumps([float(r) for r in returns]), winner, int(draw),
+                 outcome, reason, int(moves), json.dumps(list(invalid)), duration, replay, time.time()))
+            if cur.rowcount == 0:
+                return False
+            commit_seq = cur.lastrowid
+            c.execute("UPDATE matches SET status='done', finished=? WHERE match_id=?", (time.time(), match_id))
+            if len(set(players)) == len(players) and len(players) >= 2:  # self-play is not rated
+                scores = scores_from_returns(returns)
+                for g in (game, OVERALL):
+                    self._rate(c, commit_seq, g, players, scores)
+                    self._payoff(c, g, players, returns)
+            for name in set(players):
+                c.execute("UPDATE players SET steps=steps+1 WHERE name=?", (name,))
+        return True
+
+    def _rate(self, c, commit_seq: int, game: str, players: list[str], scores: list[float]) -> None:
+        elo = EloTable(k=self.elo_k)
+        ts = TrueSkillTable()
+        elo_d, ts_d = elo.to_dict(), ts.to_dict()
+        for p in players:
+            for system, d in (("elo", elo_d), ("openskill", ts_d)):
+                row = c.execute("SELECT value FROM ratings WHERE system=? AND game=? AND player=?",
+                                (system, game, p)).fetchone()
+                if row:
+                    d["ratings"][p] = json.loads(row[0])
+        elo, ts = EloTable.from_dict(elo_d), TrueSkillTable.from_dict(ts_d)
+        rate_result(elo, ts, players, scores)
+        for p in players:
+            mu, sigma = ts.rating(p)
+            c.execute("INSERT INTO ratings VALUES('elo',?,?,?) ON CONFLICT DO UPDATE SET value=excluded.value",
+                      (game, p, json.dumps(elo.rating(p))))
+            c.execute("INSERT INTO ratings VALUES('openskill',?,?,?) ON CONFLICT DO UPDATE SET value=excluded.value",
+                      (game, p, json.dumps([mu, sigma])))
+            c.execute("INSERT INTO rating_history VALUES(?,?,?,?,?,?)", (commit_seq, game, p, elo.rating(p), mu, sigma))
+
+    def _payoff(self, c, game: str, players: list[str], returns: Sequence[float]) -> None:
+        n = len(players)
+        for i in range(n):
+            for j in range(n):
+                if i == j:
+                    continue
+                a, b = float(returns[i]), float(returns[j])
+                outcome = "win" if a > b else "loss" if a < b else "draw"
+                row = c.execute("SELECT w, d, l, n FROM payoff WHERE game=? AND home=? AND away=?",
+                                (game, players[i], players[j])).fetchone()
+                w, d, l, k = decayed_update(row or (0.0, 0.0, 0.0, 0.0), outcome, self.payoff_decay)
+                c.execute("INSERT INTO payoff VALUES(?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                          "w=excluded.w, d=excluded.d, l=excluded.l, n=excluded.n", (game, players[i], players[j], w, d, l, k))
+
+    def results(self, game: str | None = None, since: int = 0) -> list[ResultRow]:
+        q, args = "SELECT * FROM results WHERE commit_seq > ?", [since]
+        if game is not None:
+            q += " AND game=?"
+            args.append(game)
+        return [_result(r) for r in self.conn.execute(q + " ORDER BY commit_seq", args)]
+
+    def result_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+    def result_for(self, match_id: str) -> ResultRow | None:
+        row = self.conn.execute("SELECT * FROM results WHERE match_id=?", (match_id,)).fetchone()
+        return _result(row) if row else None
+
+    # -- ratings and payoff --------------------------------------------------------------
+    def elo(self, game: str = OVERALL) -> dict[str, float]:
+        rows = self.conn.execute("SELECT player, value FROM ratings WHERE system='elo' AND game=?", (game,))
+        return {p: json.loads(v) for p, v in rows}
+
+    def openskill(self, game: str = OVERALL) -> dict[str, tuple[float, float]]:
+        rows = self.conn.execute("SELECT player, value FROM ratings WHERE system='openskill' AND game=?", (game,))
+        return {p: tuple(json.loads(v)) for p, v in rows}
+
+    def rated_games(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT game FROM ratings ORDER BY game")]
+
+    def rating_history(self, game: str = OVERALL) -> list[tuple[int, str, float, float, float]]:
+        return self.conn.execute("SELECT commit_seq, player, elo, mu, sigma FROM rating_history WHERE game=? "
+                                 "ORDER BY commit_seq", (game,)).fetchall()
+
+    def payoff(self, game: str = OVERALL) -> Payoff:
+        rows = self.conn.execute("SELECT home, away, w, d, l, n FROM payoff WHERE game=?", (game,)).fetchall()
+        return Payoff.from_dict({"decay": self.payoff_decay, "pairs": [list(r) for r in rows]})
+
+    def recompute(self, game: str = OVERALL) -> tuple[EloTable, TrueSkillTable]:
+        """Ratings rebuilt from the stored result log, through the same code path as live commits."""
+        elo, ts = EloTable(k=self.elo_k), TrueSkillTable()
+        for r in self.results(None if game == OVERALL else game):
+            if len(set(r.players)) == len(r.players) and len(r.players) >= 2:
+                rate_result(elo, ts, r.players, scores_from_returns(r.returns))
+        return elo, ts
+
+    # -- events ------------------------------------------------------------------------
+    def add_event(self, kind: str, player: str | None = None, **data: Any) -> None:
+        with self.tx() as c:
+            c.execute("INSERT INTO events(t, kind, player, data) VALUES(?,?,?,?)",
+                      (time.time(), kind, player, json.dumps(data)))
+
+    def events(self, kind: str | None = None) -> list[dict]:
+        q, args = "SELECT t, kind, player, data FROM events", []
+        if kind:
+            q += " WHERE kind=?"
+            args.append(kind)
+        return [{"t": t, "kind": k, "player": p, **json.loads(d or "{}")} for t, k, p, d in
+                self.conn.execute(q + " ORDER BY id", args)]
+
+
+def _player(r) -> PlayerRow:
+    return PlayerRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], bool(r[8]), r[9],
+                     json.loads(r[10]) if r[10] else None)
+
+
+def _match(r) -> MatchRow:
+    return MatchRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8])
+
+
+def _result(r) -> ResultRow:
+    return ResultRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], bool(r[6]), r[7], r[8], r[9],
+                     json.loads(r[10]) if r[10] else [], r[11], r[12], r[13])
