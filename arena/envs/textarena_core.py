@@ -67,6 +67,7 @@ class TextArenaCore(GameCore):
         self.ta_id = env_id
         self.game_id = game_id or f"textarena/{env_id}"
         self.settings = {"env_id": env_id, **env_kwargs}
+        self._env_kwargs = dict(env_kwargs)
         self.engine = {"textarena": _pkg_version("textarena")}
         self.players = ["player_0", "player_1"]
         self._rand_state = random.Random(0).getstate()
@@ -115,6 +116,11 @@ class TextArenaCore(GameCore):
         self._random_free = False
         self._rand_state = random.Random(seed).getstate()
         with self._own_random():
+            # A fresh env per match: TextArena games keep state across reset() (Kuhn
+            # Poker shuffles its deck list in place), so reuse would make a seed's deal
+            # depend on the matches played before it.
+            self.env = _textarena().make(self.ta_id, **self._env_kwargs)
+            self.base = _unwrap(self.env)
             self.env.reset(num_players=2, seed=seed)
             self._after_reset()
 
