@@ -14,8 +14,10 @@ from arena.errors import ArenaError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Self-play arena: games, agents, leagues, replays.")
 envs_app = typer.Typer(no_args_is_help=True, help="Registered games.")
 replay_app = typer.Typer(no_args_is_help=True, help="List, view and verify replays.")
+league_app = typer.Typer(no_args_is_help=True, help="Run and inspect leagues.")
 app.add_typer(envs_app, name="envs")
 app.add_typer(replay_app, name="replay")
+app.add_typer(league_app, name="league")
 
 console = Console()
 
@@ -43,7 +45,10 @@ def envs_list(
 @app.command()
 def play(
     game: str = typer.Argument(..., help="Game id, e.g. arena/TicTacToe-v0"),
-    players: List[str] = typer.Option(..., "--players", "-p", help="Agent specs, one per seat (repeat or space-separate)."),
+    players: Optional[List[str]] = typer.Option(None, "--players", "-p",
+                                                help="Agent specs, one per seat (repeat or space-separate)."),
+    vs: Optional[str] = typer.Option(None, "--vs", help="Play a league player yourself: LEAGUE_DIR:PLAYER (rated)."),
+    seat: int = typer.Option(0, "--seat", help="With --vs: your seat."),
     n: int = typer.Option(1, "-n", "--matches", help="Number of matches."),
     seed: int = typer.Option(0, "--seed"),
     replays: Optional[Path] = typer.Option(None, "--replays", help="Folder to store replays in."),
@@ -57,6 +62,20 @@ def play(
     from arena.views import summary_table
 
     _plugins(plugin)
+    if vs is not None:
+        from arena.league.live import play_against
+
+        directory, _, player = vs.rpartition(":")
+        if not directory or not player:
+            raise typer.BadParameter("--vs takes LEAGUE_DIR:PLAYER, e.g. runs/quick:mcts")
+        out = play_against(directory, player, game, seat=seat, seed=seed)
+        who = "draw" if out["draw"] else (f"{out['players'][out['winner']]} wins" if out["winner"] is not None else "-")
+        console.print(f"[bold]{game}[/]: {who}; returns {out['returns']}; {out['outcome']}")
+        console.print("Elo now: " + ", ".join(f"{k} {v:.0f}" for k, v in out["elo"].items() if v is not None))
+        console.print(f"Replay: {out['replay']}")
+        return
+    if not players:
+        raise typer.BadParameter("give --players (one agent spec per seat) or --vs LEAGUE_DIR:PLAYER")
     specs = [s for p in players for s in p.split()]
     if "human" in specs and workers > 1:
         raise typer.BadParameter("a human player needs --workers 1")
@@ -123,6 +142,85 @@ def replay_verify(path: Path):
         bad += not rep.ok
     if bad:
         raise typer.Exit(1)
+
+
+@league_app.command("run")
+def league_run(
+    config: Path = typer.Argument(..., help="League YAML, e.g. configs/leagues/quickstart.yaml"),
+    directory: Path = typer.Option(..., "--dir", help="League directory (created, or resumed if it exists)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="local (process pool) or ray."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (with --backend ray)."),
+    matches: Optional[int] = typer.Option(None, "--matches", help="Total results to reach (overrides the config)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (overrides the config)."),
+):
+    """Run (or resume) a league: progress bar and a live top-5 table. Ctrl-C is safe; run again to continue."""
+    from arena.league.config import load_league_config
+    from arena.league.live import run_with_progress
+
+    cfg = load_league_config(config, workers=workers, backend=backend)
+    try:
+        summary = run_with_progress(cfg, directory, backend=backend, address=address, matches=matches, console=console)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]stopped[/]: run the same command again to continue ({directory})")
+        raise typer.Exit(130)
+    console.print(f"{summary['new']} new matches in {summary['seconds']:.1f}s ({summary['matches_per_s']:.1f}/s); "
+                  f"{summary['results']} results in {directory}"
+                  + (f"; recovered {summary['committed_from_replay']} from replays, re-queued {summary['requeued']}"
+                     if summary["committed_from_replay"] or summary["requeued"] else ""))
+
+
+@league_app.command("status")
+def league_status(directory: Path):
+    """Players, roles, matches played/queued, recent results and events."""
+    from arena.league.manager import open_league
+    from arena.league.views import status_view
+
+    console.print(status_view(open_league(directory)))
+
+
+@league_app.command("report")
+def league_report(directory: Path, out: Optional[Path] = typer.Option(None, "--out")):
+    """One self-contained HTML page: tables, plots, links to replays."""
+    from arena.league.manager import open_league
+    from arena.league.report import write_report
+
+    path = write_report(open_league(directory), out)
+    console.print(f"Report: {path}")
+
+
+@app.command()
+def ratings(
+    directory: Path,
+    game: Optional[str] = typer.Option(None, "--game", help="One game's ratings (default: all games, then each)."),
+    payoff: bool = typer.Option(False, "--payoff", help="Show the payoff matrix (win rates) with alpha-rank."),
+    plot: bool = typer.Option(False, "--plot", help="Write PNGs: rating curves and payoff heatmaps."),
+    recompute: bool = typer.Option(False, "--recompute", help="Recompute from the match log and compare."),
+):
+    """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates."""
+    from arena.league.manager import open_league
+    from arena.league.storage import OVERALL
+    from arena.league.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view
+
+    store = open_league(directory)
+    g = game or OVERALL
+    if recompute:
+        view, equal = recompute_view(store)
+        console.print(view)
+        if not equal:
+            raise typer.Exit(1)
+        return
+    if payoff:
+        console.print(payoff_view(store, g))
+    else:
+        console.print(ratings_view(store, g))
+        if game is None:
+            for v in ratings_per_game_views(store):
+                console.print(v)
+    if plot:
+        from arena.league.plots import plot_all
+
+        for p in plot_all(store, Path(directory) / "plots"):
+            console.print(f"wrote {p}")
 
 
 @app.command()

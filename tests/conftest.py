@@ -11,6 +11,8 @@ os.environ["COLUMNS"] = "200"  # rich tables in CLI output: no wrapped ids
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))  # so `plugins.sample_games` imports as a plug-in module
+# ... in worker processes and subprocesses too (league workers import test agents by spec)
+os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
 
 
 @pytest.fixture(scope="session")

@@ -140,8 +140,8 @@ class LeagueConfig:
 
 
 def load_league_config(path, **overrides) -> LeagueConfig:
-    cfg = load_yaml(LeagueConfig, path, overrides)
-    return cfg
+    """Load and validate a league YAML; keyword overrides (CLI flags) that are not None replace keys."""
+    return load_yaml(LeagueConfig, path, {k: v for k, v in overrides.items() if v is not None})
 
 
 __all__ = ["ConfigError", "GameEntry", "LeagueConfig", "LearnerEntry", "PlayerEntry", "RolesConfig",

@@ -169,7 +169,11 @@ class League:
         players = {p.name: p for p in self.store.players(active_only=True)}
         learners = [n for n, p in players.items() if p.kind == "learner"]
         if learner is None and learners and self.rng.random() < self.cfg.roles.learner_share:
-            learner = min(learners, key=lambda n: (players[n].steps, n))
+            # Learners take turns as the scheduling player (each is also picked as others' opponent).
+            with self.store.tx():
+                turn = int(self.store.get_meta("learner_turn", 0))
+                self.store.set_meta("learner_turn", turn + 1)
+            learner = sorted(learners)[turn % len(learners)]
         if learner is not None:
             me = players[learner]
             game = self._pick_game(me.games)
@@ -290,7 +294,7 @@ class League:
     def recover(self) -> dict[str, int]:
         """Matches left running by a stopped process: commit from their replay, else re-queue."""
         counts = {"committed_from_replay": 0, "requeued": 0}
-        for m in self.store.matches(status="running"):
+        for m in self.store.matches(status="running", source="league"):
             path = replay_path(self.store.replay_dir, m.match_id, self.cfg.compress_replays)
             try:
                 rep = read_replay(path) if path.exists() else None
@@ -315,15 +319,17 @@ class League:
         recovered = self.recover()
         executor = make_executor(self.backend, self.cfg.workers, self.address)
         inflight: dict[str, MatchRow] = {}
-        started, done_at_start = time.perf_counter(), self.store.result_count()
+        count = lambda: self.store.result_count("league")  # noqa: E731  (the budget counts the league's own matches)
+        started, done_at_start = time.perf_counter(), count()
         failures = 0
         try:
             while True:
-                done = self.store.result_count()
+                done = count()
                 if (done >= target and not inflight) or (stop is not None and stop()):
                     break
                 if done + len(inflight) < target and len(inflight) < self.cfg.in_flight:
-                    queued = [m for m in self.store.matches(status="queued") if m.match_id not in inflight]
+                    queued = [m for m in self.store.matches(status="queued", source="league")
+                              if m.match_id not in inflight]
                     while done + len(inflight) < target and len(inflight) < self.cfg.in_flight:
                         row = queued.pop(0) if queued else self.begin_match(self.next_pairing())
                         self.store.mark_running(row.match_id)
@@ -338,14 +344,15 @@ class League:
                         self.report(mid, out)
                 if on_progress is not None:
                     elapsed = time.perf_counter() - started
-                    new = self.store.result_count() - done_at_start
-                    on_progress({"done": self.store.result_count(), "target": target, "inflight": len(inflight),
+                    now_done = count()
+                    new = now_done - done_at_start
+                    on_progress({"done": now_done, "target": target, "inflight": len(inflight),
                                  "rate": new / elapsed if elapsed > 0 else 0.0, "failures": failures})
         finally:
             executor.shutdown()
         elapsed = time.perf_counter() - started
-        new = self.store.result_count() - done_at_start
-        return {"results": self.store.result_count(), "new": new, "seconds": elapsed,
+        new = count() - done_at_start
+        return {"results": count(), "new": new, "seconds": elapsed,
                 "matches_per_s": new / elapsed if elapsed > 0 else 0.0, "failures": failures, **recovered}
 
 

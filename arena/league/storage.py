@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS players (
 CREATE TABLE IF NOT EXISTS matches (
     match_id TEXT PRIMARY KEY, seq INTEGER UNIQUE NOT NULL, game TEXT NOT NULL, players TEXT NOT NULL,
     specs TEXT NOT NULL, seed INTEGER NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-    note TEXT, created REAL NOT NULL, started REAL, finished REAL
+    note TEXT, created REAL NOT NULL, started REAL, finished REAL,
+    source TEXT NOT NULL DEFAULT 'league'  -- 'league' (scheduled by the league) or 'external' (a human, a trainer)
 );
 CREATE INDEX IF NOT EXISTS matches_status ON matches(status);
 CREATE TABLE IF NOT EXISTS results (
@@ -196,16 +197,16 @@ class LeagueStore:
 
     # -- matches -----------------------------------------------------------------------
     def enqueue(self, game: str, players: Sequence[str], specs: Sequence[str], seed: int | None = None,
-                status: str = "queued", note: str | None = None) -> MatchRow:
+                status: str = "queued", note: str | None = None, source: str = "league") -> MatchRow:
         with self.tx() as c:
             seq = int(self.get_meta("next_seq"))
             self.set_meta("next_seq", seq + 1)
             match_id = f"m{seq:08d}"
             seed = seq if seed is None else seed
-            c.execute("INSERT INTO matches(match_id, seq, game, players, specs, seed, status, note, created) "
-                      "VALUES(?,?,?,?,?,?,?,?,?)",
+            c.execute("INSERT INTO matches(match_id, seq, game, players, specs, seed, status, note, created, source) "
+                      "VALUES(?,?,?,?,?,?,?,?,?,?)",
                       (match_id, seq, game, json.dumps(list(players)), json.dumps(list(specs)), int(seed), status,
-                       note, time.time()))
+                       note, time.time(), source))
         return MatchRow(match_id, seq, game, list(players), list(specs), int(seed), status, 0, note)
 
     def mark_running(self, match_id: str) -> None:
@@ -223,12 +224,18 @@ class LeagueStore:
             c.execute("UPDATE matches SET status=?, note=? WHERE match_id=?", (status, note, match_id))
         return status
 
-    def matches(self, status: str | Sequence[str] | None = None, limit: int | None = None) -> list[MatchRow]:
-        q, args = "SELECT * FROM matches", []
+    def matches(self, status: str | Sequence[str] | None = None, limit: int | None = None,
+                source: str | None = None) -> list[MatchRow]:
+        q, args, where = "SELECT * FROM matches", [], []
         if status is not None:
             sts = [status] if isinstance(status, str) else list(status)
-            q += f" WHERE status IN ({','.join('?' * len(sts))})"
+            where.append(f"status IN ({','.join('?' * len(sts))})")
             args += sts
+        if source is not None:
+            where.append("source=?")
+            args.append(source)
+        if where:
+            q += " WHERE " + " AND ".join(where)
         q += " ORDER BY seq"
         if limit:
             q += f" LIMIT {int(limit)}"
@@ -308,8 +315,12 @@ class LeagueStore:
             args.append(game)
         return [_result(r) for r in self.conn.execute(q + " ORDER BY commit_seq", args)]
 
-    def result_count(self) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    def result_count(self, source: str | None = None) -> int:
+        """Results committed; with `source`, only of matches the league ('league') or others ('external') started."""
+        if source is None:
+            return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        return self.conn.execute("SELECT COUNT(*) FROM results JOIN matches USING(match_id) WHERE matches.source=?",
+                                 (source,)).fetchone()[0]
 
     def result_for(self, match_id: str) -> ResultRow | None:
         row = self.conn.execute("SELECT * FROM results WHERE match_id=?", (match_id,)).fetchone()

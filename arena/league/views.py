@@ -1,0 +1,392 @@
+"""Terminal views of a league: rich renderables built from a `LeagueStore`.
+
+Every function here is a pure function of the store: it reads, builds a rich
+`Table` or `Group` and returns it; nothing is printed. The small data helpers
+(`rating_rows`, `payoff_data`, `record_counts`, ...) are shared with
+`arena.league.plots` and `arena.league.report`, so the terminal, the plots
+and the HTML report always show the same numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from arena.league.ratings import scores_from_returns
+from arena.league.storage import OVERALL, LeagueStore, ResultRow
+
+__all__ = [
+    "MATCH_STATUSES",
+    "PayoffData",
+    "RatingRow",
+    "SORT_KEYS",
+    "describe_outcome",
+    "game_label",
+    "league_name",
+    "payoff_data",
+    "payoff_view",
+    "rating_rows",
+    "ratings_per_game_views",
+    "ratings_view",
+    "recent_results",
+    "recompute_rows",
+    "recompute_view",
+    "record_counts",
+    "status_view",
+    "top_table",
+    "win_rate_rgb",
+]
+
+#: Match states in queue order; any other state a store reports is listed after these.
+MATCH_STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed")
+
+
+# ---------------------------------------------------------------------------------------
+# Shared data helpers
+# ---------------------------------------------------------------------------------------
+
+
+def game_label(game: str) -> str:
+    """Human name of a rating scope: 'all games' for OVERALL, else the game id."""
+    return "all games" if game == OVERALL else game
+
+
+def league_name(store: LeagueStore) -> str:
+    cfg = store.get_meta("config") or {}
+    return str(cfg.get("name") or store.dir.name)
+
+
+def _rated(r: ResultRow) -> bool:
+    """The store rates a result only between distinct players (self-play is not rated)."""
+    return len(r.players) >= 2 and len(set(r.players)) == len(r.players)
+
+
+def record_counts(store: LeagueStore, game: str = OVERALL) -> dict[str, tuple[int, int, int]]:
+    """(wins, draws, losses) per player over the rated results of `game` (OVERALL: every game).
+
+    Two players: the same 1 / 0.5 / 0 scores the ratings use. More players: a
+    player wins with the unique highest return, draws when tied for it, else loses.
+    """
+    out: dict[str, list[int]] = {}
+    for r in store.results(None if game == OVERALL else game):
+        if not _rated(r):
+            continue
+        if len(r.players) == 2:
+            scores = scores_from_returns(r.returns)
+            kinds = ["w" if s == 1.0 else "d" if s == 0.5 else "l" for s in scores]
+        else:
+            best = max(float(x) for x in r.returns)
+            n_best = sum(1 for x in r.returns if float(x) == best)
+            kinds = ["l" if float(x) != best else ("w" if n_best == 1 else "d") for x in r.returns]
+        for p, k in zip(r.players, kinds):
+            c = out.setdefault(p, [0, 0, 0])
+            c["wdl".index(k)] += 1
+    return {p: (c[0], c[1], c[2]) for p, c in out.items()}
+
+
+@dataclass(frozen=True)
+class RatingRow:
+    player: str
+    elo: float
+    mu: float
+    sigma: float
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def conservative(self) -> float:
+        """OpenSkill mu - 3 sigma."""
+        return self.mu - 3.0 * self.sigma
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def win_rate(self) -> float | None:
+        """(wins + draws / 2) / games; None before the first game."""
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else None
+
+
+SORT_KEYS: dict[str, Any] = {
+    "elo": lambda r: (-r.elo, r.player),
+    "mu": lambda r: (-r.mu, r.player),
+    "conservative": lambda r: (-r.conservative, r.player),
+    "games": lambda r: (-r.games, r.player),
+    "win_rate": lambda r: (-(r.win_rate if r.win_rate is not None else -1.0), r.player),
+    "name": lambda r: r.player,
+}
+
+
+def rating_rows(store: LeagueStore, game: str = OVERALL, sort: str = "elo") -> list[RatingRow]:
+    """Every player rated in `game`, best first by `sort` (one of SORT_KEYS; ties by name)."""
+    if sort not in SORT_KEYS:
+        raise ValueError(f"unknown sort {sort!r}; use one of {', '.join(SORT_KEYS)}")
+    elo, skill, wdl = store.elo(game), store.openskill(game), record_counts(store, game)
+    rows = []
+    for p, e in elo.items():
+        mu, sigma = skill.get(p, (float("nan"), float("nan")))
+        w, d, l = wdl.get(p, (0, 0, 0))
+        rows.append(RatingRow(p, float(e), float(mu), float(sigma), w, d, l))
+    return sorted(rows, key=SORT_KEYS[sort])
+
+
+@dataclass
+class PayoffData:
+    """The decayed payoff of one rating scope, players ordered by Elo (best first).
+
+    ``win_rate[i, j]`` is player i's decayed win rate against j, NaN where they
+    never met; ``games`` the decayed game counts (0 where never met);
+    ``alpharank`` the alpha-rank mass per player computed on the win-rate
+    matrix with 0.5 for unseen pairs and on the diagonal (None, with
+    ``alpharank_error`` saying why, if it could not be computed).
+    """
+
+    game: str
+    players: list[str]
+    win_rate: np.ndarray
+    games: np.ndarray
+    alpharank: np.ndarray | None
+    alpharank_error: str | None = None
+
+
+def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = True) -> PayoffData:
+    payoff = store.payoff(game)
+    elo = store.elo(game)
+    players = sorted(payoff.players(), key=lambda p: (p not in elo, -elo.get(p, 0.0), p))
+    n = len(players)
+    wr = np.full((n, n), np.nan)
+    games = np.zeros((n, n))
+    for i, a in enumerate(players):
+        for j, b in enumerate(players):
+            g = payoff.games(a, b)
+            games[i, j] = g
+            if g > 0:
+                wr[i, j] = payoff.win_rate(a, b)
+    masses, err = None, None
+    if with_alpharank and n:
+        try:
+            from arena.league.ratings import alpharank
+
+            # Payoff.matrix already gives 0.5 for pairs that never met, the diagonal included.
+            masses = alpharank(payoff.matrix(players))
+        except (ImportError, RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
+            err = f"{type(exc).__name__}: {exc}"
+    return PayoffData(game, players, wr, games, masses, err)
+
+
+def win_rate_rgb(x: float) -> tuple[int, int, int]:
+    """Red (0) through amber (0.5) to green (1), for colouring win rates."""
+    x = min(1.0, max(0.0, float(x)))
+    red, amber, green = (215, 48, 39), (230, 180, 40), (26, 152, 80)
+    lo, hi, t = (red, amber, x / 0.5) if x <= 0.5 else (amber, green, (x - 0.5) / 0.5)
+    return tuple(int(round(a + (b - a) * t)) for a, b in zip(lo, hi))  # type: ignore[return-value]
+
+
+def recent_results(store: LeagueStore, n: int = 10) -> list[ResultRow]:
+    """The last `n` committed results, oldest first, without reading the whole log."""
+    total = store.result_count()
+    rows = store.results(since=max(0, total - n))
+    if len(rows) < min(n, total):  # commit_seq has gaps: fall back to the full log
+        rows = store.results()
+    return rows[-n:] if n > 0 else []
+
+
+def describe_outcome(r: ResultRow) -> str:
+    if r.draw:
+        text = "draw"
+    elif r.winner is not None and 0 <= r.winner < len(r.players):
+        text = f"{r.players[r.winner]} wins"
+    else:
+        text = "no winner"
+    if r.outcome and r.outcome != "normal":
+        text += f" ({r.outcome}{': ' + r.reason if r.reason else ''})"
+    return text
+
+
+def _returns(values: Sequence[float]) -> str:
+    return ", ".join(f"{float(v):g}" for v in values)
+
+
+def _event_details(ev: dict) -> str:
+    skip = {"t", "kind", "player"}
+    return ", ".join(f"{k}={v}" for k, v in ev.items() if k not in skip and v is not None)
+
+
+def _clock(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+
+
+# ---------------------------------------------------------------------------------------
+# Renderables
+# ---------------------------------------------------------------------------------------
+
+
+def status_view(store: LeagueStore, recent: int = 10) -> Group:
+    """Players, match counts by status, the last `recent` results and events."""
+    players = store.players()
+    header = Text.assemble(
+        ("League ", "bold"), (league_name(store), "bold cyan"),
+        f"  {store.result_count()} results  ", (str(store.dir), "dim"))
+
+    pt = Table(title="Players", title_justify="left")
+    for col, kw in (("Name", {"style": "bold"}), ("Kind", {}), ("Role", {}), ("Parent", {}),
+                    ("Version", {"justify": "right"}), ("Played", {"justify": "right"}), ("Active", {})):
+        pt.add_column(col, **kw)
+    for p in players:
+        pt.add_row(p.name, p.kind, p.role or "-", p.parent or "-", str(p.version), str(p.steps),
+                   Text("yes", style="green") if p.active else Text("no", style="dim"))
+
+    counts = store.status_counts()
+    ct = Table(title="Matches", title_justify="left")
+    statuses = list(MATCH_STATUSES) + sorted(s for s in counts if s not in MATCH_STATUSES)
+    for s in statuses:
+        ct.add_column(s, justify="right", style="red" if s == "failed" and counts.get(s) else None)
+    ct.add_column("total", justify="right", style="bold")
+    ct.add_row(*[str(counts.get(s, 0)) for s in statuses], str(sum(counts.values())))
+
+    rt = Table(title=f"Recent results (last {recent})", title_justify="left")
+    for col in ("Match", "Game", "Players", "Returns", "Outcome"):
+        rt.add_column(col)
+    for r in reversed(recent_results(store, recent)):
+        rt.add_row(r.match_id, r.game, " vs ".join(r.players), _returns(r.returns), describe_outcome(r))
+
+    events = store.events()[-recent:]
+    et = Table(title=f"Recent events (last {recent})", title_justify="left")
+    for col in ("Time", "Kind", "Player", "Details"):
+        et.add_column(col)
+    for ev in reversed(events):
+        et.add_row(_clock(ev.get("t")), str(ev.get("kind")), str(ev.get("player") or "-"), _event_details(ev))
+    if not events:
+        et.add_row("-", "-", "-", "no snapshots or resets yet")
+    return Group(header, pt, ct, rt, et)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100.0 * x:.1f}%"
+
+
+def ratings_view(store: LeagueStore, game: str = OVERALL, sort: str = "elo") -> Table:
+    """One row per player rated in `game`: Elo, OpenSkill, record; best first by `sort`."""
+    rows = rating_rows(store, game, sort)
+    t = Table(title=f"Ratings: {game_label(game)}", title_justify="left",
+              caption=None if rows else "no rated results yet")
+    t.add_column("#", justify="right", style="dim")
+    t.add_column("Player", style="bold")
+    for col in ("Elo", "mu", "sigma", "mu-3σ", "Games", "W", "D", "L", "Win rate"):
+        t.add_column(col, justify="right")
+    for i, r in enumerate(rows, 1):
+        t.add_row(str(i), r.player, f"{r.elo:.1f}", f"{r.mu:.2f}", f"{r.sigma:.2f}", f"{r.conservative:.2f}",
+                  str(r.games), str(r.wins), str(r.draws), str(r.losses), _pct(r.win_rate))
+    return t
+
+
+def ratings_per_game_views(store: LeagueStore, sort: str = "elo") -> list[Table]:
+    """`ratings_view` for every rated game (OVERALL excluded), in game order."""
+    return [ratings_view(store, g, sort) for g in store.rated_games() if g != OVERALL]
+
+
+def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
+    """Row player's decayed win rate against each column player, with decayed game counts and alpha-rank."""
+    data = payoff_data(store, game)
+    t = Table(title=f"Payoff: {game_label(game)} (row vs column win rate, decayed games in brackets)",
+              title_justify="left",
+              caption=(data.alpharank_error and f"alpha-rank unavailable: {data.alpharank_error}")
+              or (None if data.players else "no rated results yet"))
+    t.add_column("Player", style="bold")
+    for p in data.players:
+        t.add_column(p, justify="right")
+    t.add_column("α-rank", justify="right", style="bold magenta")
+    for i, p in enumerate(data.players):
+        cells: list[Any] = []
+        for j in range(len(data.players)):
+            x = data.win_rate[i, j]
+            if np.isnan(x):
+                cells.append(Text("-", style="dim"))
+            else:
+                r, g, b = win_rate_rgb(x)
+                cells.append(Text.assemble((f"{x:.2f}", f"bold rgb({r},{g},{b})"),
+                                           (f" ({data.games[i, j]:.1f})", "dim")))
+        mass = "-" if data.alpharank is None else f"{data.alpharank[i]:.3f}"
+        t.add_row(p, *cells, mass)
+    return t
+
+
+def top_table(store: LeagueStore, n: int = 5) -> Table:
+    """Compact top-`n` by overall Elo, cheap enough to refresh during a run."""
+    elo, skill = store.elo(OVERALL), store.openskill(OVERALL)
+    played = {p.name: p.steps for p in store.players()}
+    best = sorted(elo, key=lambda p: (-elo[p], p))[:n]
+    t = Table(title=f"Top {n} (Elo, all games)", title_justify="left", box=None, pad_edge=False)
+    t.add_column("#", justify="right", style="dim")
+    t.add_column("Player", style="bold")
+    t.add_column("Elo", justify="right")
+    t.add_column("mu-3σ", justify="right")
+    t.add_column("Played", justify="right")
+    for i, p in enumerate(best, 1):
+        mu, sigma = skill.get(p, (float("nan"), float("nan")))
+        t.add_row(str(i), p, f"{elo[p]:.1f}", f"{mu - 3 * sigma:.2f}", str(played.get(p, 0)))
+    if not best:
+        t.add_row("", "no rated results yet", "", "", "")
+    return t
+
+
+@dataclass(frozen=True)
+class RecomputeRow:
+    game: str
+    player: str
+    live: tuple[float, float, float] | None  # (elo, mu, sigma)
+    recomputed: tuple[float, float, float] | None
+
+    @property
+    def equal(self) -> bool:
+        return self.live is not None and self.live == self.recomputed
+
+
+def recompute_rows(store: LeagueStore) -> list[RecomputeRow]:
+    """Live ratings next to ratings rebuilt from the result log, per game and player."""
+    out = []
+    for game in store.rated_games():
+        elo, skill = store.elo(game), store.openskill(game)
+        r_elo, r_ts = store.recompute(game)
+        r_elo_d, r_ts_d = r_elo.ratings(), r_ts.ratings()
+        for p in sorted(set(elo) | set(skill) | set(r_elo_d) | set(r_ts_d)):
+            live = (float(elo[p]), *map(float, skill[p])) if p in elo and p in skill else None
+            rec = (float(r_elo_d[p]), *map(float, r_ts_d[p])) if p in r_elo_d and p in r_ts_d else None
+            out.append(RecomputeRow(game, p, live, rec))  # type: ignore[arg-type]
+    return out
+
+
+def recompute_view(store: LeagueStore) -> tuple[Group, bool]:
+    """(table of live vs recomputed Elo / mu / sigma, whether every value is exactly equal)."""
+    rows = recompute_rows(store)
+    t = Table(title="Live ratings vs recomputed from the result log (exact equality)", title_justify="left")
+    for col, kw in (("Game", {}), ("Player", {"style": "bold"}), ("Elo live", {"justify": "right"}),
+                    ("Elo recomputed", {"justify": "right"}), ("mu live", {"justify": "right"}),
+                    ("mu recomputed", {"justify": "right"}), ("sigma live", {"justify": "right"}),
+                    ("sigma recomputed", {"justify": "right"}), ("max |Δ|", {"justify": "right"}), ("Check", {})):
+        t.add_column(col, **kw)
+
+    def fmt(v: tuple[float, float, float] | None, k: int) -> str:
+        return "-" if v is None else f"{v[k]:.6f}"
+
+    for r in rows:
+        if r.live is not None and r.recomputed is not None:
+            diff = f"{max(abs(a - b) for a, b in zip(r.live, r.recomputed)):.1e}"
+        else:
+            diff = "missing"
+        t.add_row(game_label(r.game), r.player, fmt(r.live, 0), fmt(r.recomputed, 0), fmt(r.live, 1),
+                  fmt(r.recomputed, 1), fmt(r.live, 2), fmt(r.recomputed, 2), diff,
+                  Text("match", style="green") if r.equal else Text("MISMATCH", style="bold red"))
+    all_equal = all(r.equal for r in rows)
+    bad = sum(not r.equal for r in rows)
+    summary = (Text(f"all {len(rows)} ratings match the result log exactly", style="bold green") if all_equal
+               else Text(f"{bad} of {len(rows)} ratings differ from the result log", style="bold red"))
+    return Group(t, summary), all_equal

@@ -1,0 +1,238 @@
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from arena.errors import ConfigError
+from arena.league.config import LeagueConfig, load_league_config
+from arena.league.live import play_against
+from arena.league.manager import League, open_league
+from arena.replays import list_replays, read_replay
+from arena.replays.verify import verify_replay
+
+ARENA = str(Path(sys.executable).with_name("arena"))
+
+BASE = {
+    "name": "t",
+    "seed": 1,
+    "games": [{"id": "openspiel/tic_tac_toe-v0"}, {"id": "openspiel/kuhn_poker-v0"}],
+    "players": [
+        {"name": "random", "agent": "random"},
+        {"name": "first", "agent": "first"},
+        {"name": "mcts", "agent": "mcts:simulations=10"},
+        {"name": "cfr", "agent": "cfr:iterations=50"},
+    ],
+    "matches": 40,
+    "workers": 2,
+    "in_flight": 4,
+}
+
+
+def write_cfg(path: Path, **changes) -> Path:
+    data = json.loads(json.dumps(BASE))
+    data.update(changes)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def assert_consistent(directory: Path, expected: int):
+    """Every result once, every result with its replay, ratings equal a recompute."""
+    store = open_league(directory)
+    results = store.results()
+    ids = [r.match_id for r in results]
+    assert len(ids) == len(set(ids)) == expected
+    assert store.status_counts().get("done", 0) == expected
+    assert store.result_count("league") + store.result_count("external") == expected
+    assert not store.matches(status=["running"])
+    replays = list_replays(store.replay_dir)
+    assert sorted(p.name.split(".")[0] for p in replays) == sorted(ids)
+    for game in store.rated_games():
+        elo, ts = store.recompute(game)
+        assert elo.ratings() == store.elo(game)
+        assert {p: ts.rating(p) for p in store.openskill(game)} == store.openskill(game)
+    return store
+
+
+# -- configuration ----------------------------------------------------------------------------
+@pytest.mark.parametrize("change, message", [
+    ({"matchez": 3}, "matchez: unknown key (did you mean 'matches'?)"),
+    ({"matches": "many"}, "matches: expected an integer"),
+    ({"pairing": "swiss"}, "pairing: 'swiss' is not one of"),
+    ({"games": []}, "at least one game"),
+    ({"players": [{"name": "a", "agent": "random", "speed": 3}]}, "players[0].speed: unknown key"),
+    ({"players": [{"name": "a b", "agent": "random"}]}, "may not be empty or contain spaces"),
+    ({"roles": {"main_pfsp": 0.9}}, "must be 1"),
+])
+def test_bad_config_names_the_key(tmp_path, change, message):
+    with pytest.raises(ConfigError) as e:
+        load_league_config(write_cfg(tmp_path / "c.yaml", **change))
+    assert message in str(e.value)
+    assert "c.yaml" in str(e.value)
+
+
+def test_bad_yaml_is_a_clear_error(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("games: [\n  - id: x\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_league_config(p)
+    p.write_text("- just a list\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_league_config(p)
+    with pytest.raises(ConfigError, match="no config file"):
+        load_league_config(tmp_path / "missing.yaml")
+
+
+def test_shipped_configs_load():
+    root = Path(__file__).parents[2] / "configs" / "leagues"
+    files = sorted(root.glob("*.yaml"))
+    assert len(files) >= 3
+    for f in files:
+        cfg = load_league_config(f)
+        assert isinstance(cfg, LeagueConfig) and cfg.games
+
+
+# -- running ----------------------------------------------------------------------------------
+def test_inline_league_records_every_match_once(tmp_path):
+    cfg = load_league_config(write_cfg(tmp_path / "c.yaml"))
+    league = League(cfg, tmp_path / "L", backend="inline")
+    summary = league.run()
+    assert summary["results"] == 40 and summary["failures"] == 0
+    store = assert_consistent(tmp_path / "L", 40)
+    # eligibility: mcts never plays kuhn (imperfect information), cfr never plays tic-tac-toe
+    for r in store.results():
+        assert not ("mcts" in r.players and r.game.endswith("kuhn_poker-v0"))
+        assert not ("cfr" in r.players and r.game.endswith("tic_tac_toe-v0"))
+    assert all(verify_replay(p).ok for p in list_replays(store.replay_dir)[:10])
+    # a second run with the same budget does nothing; a bigger budget continues
+    assert League(cfg, tmp_path / "L", backend="inline").run()["new"] == 0
+    assert League(cfg, tmp_path / "L", backend="inline").run(matches=50)["new"] == 10
+    assert_consistent(tmp_path / "L", 50)
+
+
+def test_config_changes_on_resume(tmp_path):
+    c = write_cfg(tmp_path / "c.yaml", matches=4)
+    League(load_league_config(c), tmp_path / "L", backend="inline").run()
+    with pytest.raises(ConfigError, match="Game ids cannot change"):
+        League(load_league_config(write_cfg(tmp_path / "c2.yaml", games=[{"id": "openspiel/tic_tac_toe-v0"}])),
+               tmp_path / "L")
+    changed = BASE["players"][:1] + [{"name": "first", "agent": "mcts:simulations=5"}]
+    with pytest.raises(ConfigError, match="Give the new agent a new name"):
+        League(load_league_config(write_cfg(tmp_path / "c3.yaml", players=changed)), tmp_path / "L")
+    more = BASE["players"] + [{"name": "mcts50", "agent": "mcts:simulations=50"}]
+    league = League(load_league_config(write_cfg(tmp_path / "c4.yaml", players=more, matches=30)), tmp_path / "L",
+                    backend="inline")
+    assert league.store.player("mcts50").games == ["openspiel/tic_tac_toe-v0"]
+    league.run()
+    assert any("mcts50" in r.players for r in league.store.results())
+
+
+def _kill_and_resume(tmp_path, sig):
+    c = write_cfg(tmp_path / "c.yaml", matches=60, players=BASE["players"] + [
+        {"name": "slow", "agent": "plugins.agents:Slow:delay=0.02"}])
+    d = tmp_path / "L"
+    err = open(tmp_path / "stderr.txt", "w+")
+    proc = subprocess.Popen([ARENA, "league", "run", str(c), "--dir", str(d)], stdout=subprocess.DEVNULL,
+                            stderr=err, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.3)
+        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
+        if (d / "league.db").exists():
+            try:
+                if open_league(d).result_count() >= 15:
+                    break
+            except Exception:
+                pass
+    os.kill(proc.pid, sig)
+    proc.wait(timeout=60)
+    store = open_league(d)
+    done_before = store.result_count()
+    assert 15 <= done_before < 60, "the league should have been stopped mid-run"
+    elo_before = store.elo()
+    assert any(v != 1500.0 for v in elo_before.values())
+    # the same command again finishes the budget
+    p = subprocess.run([ARENA, "league", "run", str(c), "--dir", str(d)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    store = assert_consistent(d, 60)
+    # ratings continued from where they were: the first results' history rows are unchanged
+    hist = store.rating_history()
+    assert hist[0][2] != 1500.0 or hist[1][2] != 1500.0
+    return done_before
+
+
+def test_kill_9_mid_run_then_resume(tmp_path):
+    _kill_and_resume(tmp_path, signal.SIGKILL)
+
+
+def test_ctrl_c_mid_run_then_resume(tmp_path):
+    _kill_and_resume(tmp_path, signal.SIGINT)
+
+
+def test_worker_crash_requeues_only_that_match(tmp_path):
+    marker = tmp_path / "crashed"
+    c = write_cfg(tmp_path / "c.yaml", matches=12, games=[{"id": "openspiel/tic_tac_toe-v0"}],
+                  players=[{"name": "random", "agent": "random"},
+                           {"name": "crashy", "agent": f"plugins.agents:CrashOnce:marker='{marker}'"}])
+    league = League(load_league_config(c), tmp_path / "L", backend="local")
+    summary = league.run()
+    assert marker.exists(), "the crashing agent should have killed a worker"
+    assert summary["failures"] >= 1
+    store = assert_consistent(tmp_path / "L", 12)
+    attempts = [m.attempts for m in store.matches()]
+    assert max(attempts) >= 2 and all(a >= 1 for a in attempts)
+
+
+def test_two_processes_write_results(tmp_path):
+    c = write_cfg(tmp_path / "c.yaml", matches=40, players=BASE["players"] + [
+        {"name": "slow", "agent": "plugins.agents:Slow:delay=0.01"}])
+    d = tmp_path / "L"
+    League(load_league_config(c), d, backend="inline").run(matches=2)  # create the league
+    proc = subprocess.Popen([ARENA, "league", "run", str(c), "--dir", str(d)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    human_matches = 0
+    while proc.poll() is None and human_matches < 6:
+        out = play_against(d, "first", "openspiel/tic_tac_toe-v0", seat=human_matches % 2,
+                           stdin=io.StringIO("0\n1\n2\n3\n4\n5\n6\n7\n8\n"), stdout=io.StringIO())
+        assert out["outcome"] in ("normal", "forfeit")
+        human_matches += 1
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    store = assert_consistent(d, 40 + human_matches)
+    assert "human" in store.elo("openspiel/tic_tac_toe-v0")
+
+
+def test_human_vs_league_player_is_rated(tmp_path):
+    d = tmp_path / "L"
+    League(load_league_config(write_cfg(tmp_path / "c.yaml", matches=6)), d, backend="inline").run()
+    out = play_against(d, "mcts", "openspiel/tic_tac_toe-v0", seat=0, seed=3,
+                       stdin=io.StringIO("4\n0\n8\n2\n6\n1\n3\n5\n7\n"), stdout=io.StringIO())
+    store = assert_consistent(d, 7)
+    last = store.results()[-1]
+    assert last.players == ["human", "mcts"] and last.match_id == out["match_id"]
+    assert store.elo("openspiel/tic_tac_toe-v0")["human"] == out["elo"]["human"] != 1500.0
+    with pytest.raises(KeyError, match="no player 'nobody'"):
+        play_against(d, "nobody", stdin=io.StringIO(""), stdout=io.StringIO())
+    # the human is never scheduled by the league itself
+    League(load_league_config(write_cfg(tmp_path / "c.yaml", matches=20)), d, backend="inline").run()
+    assert sum("human" in r.players for r in open_league(d).results()) == 1
+
+
+def test_ray_backend(tmp_path):
+    pytest.importorskip("ray")
+    c = write_cfg(tmp_path / "c.yaml", matches=10, backend="ray", workers=2)
+    league = League(load_league_config(c), tmp_path / "L")
+    try:
+        summary = league.run()
+    finally:
+        import ray
+
+        ray.shutdown()
+    assert summary["results"] == 10
+    assert_consistent(tmp_path / "L", 10)
