@@ -225,14 +225,14 @@ def ratings(
 
 @app.command()
 def demo(
-    out: str = typer.Option("runs/demo", "--dir", help="Where replays go."),
-    matches: int = typer.Option(20, "--matches", help="Matches per pair of agents."),
-    workers: int = typer.Option(2, "--workers"),
+    out: str = typer.Option("runs/demo", "--dir", help="League directory (resumed if it exists)."),
+    matches: Optional[int] = typer.Option(None, "--matches", help="Total matches (default: the config's)."),
+    workers: Optional[int] = typer.Option(None, "--workers"),
 ):
-    """A short round robin of the built-in agents on three games; prints the results table."""
+    """The quickstart league on embedded defaults: ratings, payoff, plots and an HTML report."""
     from arena.demo import DemoConfig, run_demo
 
-    run_demo(DemoConfig(out=out, matches_per_pair=matches, workers=workers), console)
+    run_demo(DemoConfig(out=out, matches=matches, workers=workers), console)
 
 
 def main() -> None:

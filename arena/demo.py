@@ -1,52 +1,49 @@
-"""The main job on embedded defaults: a short round robin of the built-in agents on three games."""
+"""The main job on embedded defaults: the quickstart league (fixed agents on three games,
+local process pool, SQLite, replay files), then its ratings, payoff matrix, plots and report."""
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
-from arena.batch import AgentSummary, play_matches, summarize
-
-DEFAULT_GAMES: dict[str, list[str]] = {
-    "openspiel/tic_tac_toe-v0": ["random", "first", "mcts:simulations=100"],
-    "openspiel/kuhn_poker-v0": ["random", "first", "cfr:iterations=200"],
-    "arena/TicTacToe-v0": ["random", "first"],
-}
+QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "leagues" / "quickstart.yaml"
 
 
 @dataclass
 class DemoConfig:
     out: str = "runs/demo"
-    matches_per_pair: int = 20
-    seed: int = 0
-    workers: int = 2
-    games: dict[str, list[str]] = field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_GAMES.items()})
+    config: str = str(QUICKSTART)
+    matches: int | None = None
+    workers: int | None = None
 
 
-def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, list[AgentSummary]]:
-    from arena.views import summary_table
+def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
+    from arena.league.config import load_league_config
+    from arena.league.live import run_with_progress
+    from arena.league.manager import open_league
+    from arena.league.plots import plot_all
+    from arena.league.report import write_report
+    from arena.league.views import payoff_view, ratings_per_game_views, ratings_view
 
     console = console or Console()
-    out: dict[str, list[AgentSummary]] = {}
-    for game, specs in cfg.games.items():
-        totals = {s: AgentSummary(s) for s in specs}
-        for a, b in itertools.combinations(specs, 2):
-            rdir = Path(cfg.out) / game.replace("/", "_") / f"{_slug(a)}__vs__{_slug(b)}"
-            res = play_matches(game, [a, b], cfg.matches_per_pair, seed=cfg.seed, workers=cfg.workers,
-                               replay_dir=rdir)
-            for s in summarize(res, [a, b]):
-                t = totals[s.spec]
-                for f in ("games", "wins", "draws", "losses", "total_return", "invalid", "forfeits", "move_time"):
-                    setattr(t, f, getattr(t, f) + getattr(s, f))
-        rows = sorted(totals.values(), key=lambda s: -s.win_rate)
-        out[game] = rows
-        console.print(summary_table(f"{game}: round robin, {cfg.matches_per_pair} matches per pair", rows))
-    console.print(f"Replays: {Path(cfg.out).resolve()}  (arena replay list {cfg.out}/<game>/<pair>)")
-    return out
-
-
-def _slug(spec: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)
+    league_cfg = load_league_config(cfg.config, workers=cfg.workers)
+    console.rule(f"League '{league_cfg.name}': {', '.join(league_cfg.game_ids)}")
+    summary = run_with_progress(league_cfg, cfg.out, matches=cfg.matches, console=console)
+    console.print()
+    store = open_league(cfg.out)
+    console.print(ratings_view(store))
+    for view in ratings_per_game_views(store):
+        console.print(view)
+    console.print(payoff_view(store))
+    plots = plot_all(store, Path(cfg.out) / "plots")
+    report = write_report(store)
+    console.print(f"{summary['results']} matches, {summary['new']} new in {summary['seconds']:.1f}s "
+                  f"({summary['matches_per_s']:.1f} matches/s)")
+    console.print(f"Replays: {store.replay_dir}   (arena replay list {store.replay_dir})")
+    console.print(f"Plots:   {plots[0].parent}")
+    console.print(f"Report:  {report}   (open it in a browser)")
+    console.print(f"More:    arena league status {cfg.out} · arena ratings {cfg.out} --payoff · "
+                  f"arena play arena/TicTacToe-v0 --vs {cfg.out}:first")
+    return summary

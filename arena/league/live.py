@@ -41,6 +41,7 @@ def run_with_progress(cfg: LeagueConfig, directory: str | Path, *, backend: str 
 
         summary = league.run(matches=target, on_progress=on_progress)
         live.update(Group(progress, top_table(league.store)))
+    console.print()
     return summary
 
 

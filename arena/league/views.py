@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -25,6 +26,7 @@ __all__ = [
     "MATCH_STATUSES",
     "PayoffData",
     "RatingRow",
+    "RecomputeRow",
     "SORT_KEYS",
     "describe_outcome",
     "game_label",
@@ -365,28 +367,38 @@ def recompute_rows(store: LeagueStore) -> list[RecomputeRow]:
 
 
 def recompute_view(store: LeagueStore) -> tuple[Group, bool]:
-    """(table of live vs recomputed Elo / mu / sigma, whether every value is exactly equal)."""
+    """(live vs recomputed Elo / mu / sigma, one table per rating scope; whether all are exactly equal).
+
+    "log" columns are the ratings rebuilt from the stored result log; the check
+    is exact float equality (a mismatch shows the largest difference).
+    """
     rows = recompute_rows(store)
-    t = Table(title="Live ratings vs recomputed from the result log (exact equality)", title_justify="left")
-    for col, kw in (("Game", {}), ("Player", {"style": "bold"}), ("Elo live", {"justify": "right"}),
-                    ("Elo recomputed", {"justify": "right"}), ("mu live", {"justify": "right"}),
-                    ("mu recomputed", {"justify": "right"}), ("sigma live", {"justify": "right"}),
-                    ("sigma recomputed", {"justify": "right"}), ("max |Δ|", {"justify": "right"}), ("Check", {})):
-        t.add_column(col, **kw)
 
-    def fmt(v: tuple[float, float, float] | None, k: int) -> str:
-        return "-" if v is None else f"{v[k]:.6f}"
+    def fmt(v: tuple[float, float, float] | None, k: int, digits: int) -> str:
+        return "-" if v is None else f"{v[k]:.{digits}f}"
 
-    for r in rows:
-        if r.live is not None and r.recomputed is not None:
-            diff = f"{max(abs(a - b) for a, b in zip(r.live, r.recomputed)):.1e}"
-        else:
-            diff = "missing"
-        t.add_row(game_label(r.game), r.player, fmt(r.live, 0), fmt(r.recomputed, 0), fmt(r.live, 1),
-                  fmt(r.recomputed, 1), fmt(r.live, 2), fmt(r.recomputed, 2), diff,
-                  Text("match", style="green") if r.equal else Text("MISMATCH", style="bold red"))
+    tables = []
+    for game in dict.fromkeys(r.game for r in rows):
+        t = Table(title=f"Live vs recomputed from the result log: {game_label(game)}", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+        t.add_column("Player", style="bold", min_width=6, overflow="fold")
+        for col in ("Elo", "Elo log", "mu", "mu log", "sigma", "σ log"):
+            t.add_column(col, justify="right", no_wrap=True)
+        t.add_column("Check", no_wrap=True)
+        for r in (r for r in rows if r.game == game):
+            if r.equal:
+                check = Text("match", style="green")
+            elif r.live is None or r.recomputed is None:
+                check = Text("MISMATCH (missing)", style="bold red")
+            else:
+                diff = max(abs(a - b) for a, b in zip(r.live, r.recomputed))
+                check = Text(f"MISMATCH |Δ| {diff:.1e}", style="bold red")
+            t.add_row(r.player, fmt(r.live, 0, 2), fmt(r.recomputed, 0, 2), fmt(r.live, 1, 4),
+                      fmt(r.recomputed, 1, 4), fmt(r.live, 2, 4), fmt(r.recomputed, 2, 4), check)
+        tables.append(t)
     all_equal = all(r.equal for r in rows)
     bad = sum(not r.equal for r in rows)
-    summary = (Text(f"all {len(rows)} ratings match the result log exactly", style="bold green") if all_equal
+    summary = (Text(f"all {len(rows)} ratings match the result log exactly (Elo, mu and sigma bit for bit)",
+                    style="bold green") if all_equal
                else Text(f"{bad} of {len(rows)} ratings differ from the result log", style="bold red"))
-    return Group(t, summary), all_equal
+    return Group(*tables, summary), all_equal
