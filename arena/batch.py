@@ -38,7 +38,7 @@ def schedule(n: int, num_agents: int, seed: int, swap_seats: bool, game_id: str)
 def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], replay_dir: str | None,
                compress: bool, policy: InvalidMovePolicy, move_time_limit: float | None,
                max_moves: int | None, plugins: Sequence[str] = (), game_kwargs: dict | None = None,
-               on_result: Callable[[MatchResult], None] | None = None) -> list[MatchResult]:
+               record: bool = False, on_result: Callable[[MatchResult], None] | None = None) -> list[MatchResult]:
     for mod in plugins:
         load_plugin(mod)
     core = make_core(game, **(game_kwargs or {}))
@@ -48,7 +48,7 @@ def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], replay
     for job in jobs:
         seated = [agents[k] for k in job.seats]
         res = play_match(core, seated, seed=job.seed, policy=policy, move_time_limit=move_time_limit,
-                         max_moves=max_moves, match_id=job.match_id, record=replay_dir is not None,
+                         max_moves=max_moves, match_id=job.match_id, record=record or replay_dir is not None,
                          game_kwargs=game_kwargs)
         res.seats = list(job.seats)
         if replay_dir is not None:
@@ -80,9 +80,13 @@ def play_matches(
     max_moves: int | None = None,
     plugins: Sequence[str] = (),
     game_kwargs: dict | None = None,
+    record: bool = False,
     on_result: Callable[[MatchResult], None] | None = None,
 ) -> list[MatchResult]:
-    """Play `n` matches of `game` between agents built from `specs`, seats rotating match by match."""
+    """Play `n` matches of `game` between agents built from `specs`, seats rotating match by match.
+
+    Replays are written to `replay_dir` when given, else kept on the results with `record=True`.
+    """
     policy = policy or InvalidMovePolicy()
     core = make_core(game, **(game_kwargs or {}))
     if len(specs) != len(core.players):
@@ -91,7 +95,7 @@ def play_matches(
     rdir = str(replay_dir) if replay_dir is not None else None
     if rdir is not None:
         Path(rdir).mkdir(parents=True, exist_ok=True)
-    common = (rdir, compress, policy, move_time_limit, max_moves, tuple(plugins), game_kwargs)
+    common = (rdir, compress, policy, move_time_limit, max_moves, tuple(plugins), game_kwargs, record)
     if workers <= 1 or n <= 1:
         return _play_jobs(game, list(specs), jobs, *common, on_result=on_result)
     workers = min(workers, n)

@@ -224,6 +224,43 @@ def ratings(
 
 
 @app.command()
+def train(
+    config: Path = typer.Argument(..., help="Training YAML, e.g. configs/train/spiral_tictactoe_tiny.yaml"),
+    directory: Path = typer.Option(..., "--dir", help="Run folder (resumed from its latest checkpoint if it exists)."),
+    model: Optional[str] = typer.Option(None, "--model", help="tiny, smollm2 or a local Hugging Face folder."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="ppo_clip, dppo_binary_tv, dppo_topk_kl, drpo, ..."),
+    iterations: Optional[int] = typer.Option(None, "--iterations"),
+):
+    """SPIRAL-style self-play RL for a language-model player, fed by its own league."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from arena.trainers.config import load_train_config
+    from arena.trainers.spiral import SpiralTrainer
+
+    cfg = load_train_config(config, model=model, loss=loss, iterations=iterations)
+    trainer = SpiralTrainer(cfg, directory)
+    cols = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn())
+    try:
+        with Progress(*cols, console=console) as progress:
+            task = progress.add_task("train", total=cfg.iterations, completed=trainer.iteration, info="")
+
+            def show(it, total, m):
+                wr = next((f"win {v:.2f} vs {k.split('/')[-1]}" for k, v in m.items() if k.startswith("eval/win_rate")), "")
+                progress.update(task, completed=it, info=f"return {m.get('train/return', 0):+.2f} "
+                                f"invalid {m.get('train/invalid_rate', 0):.2f} {wr}")
+
+            final = trainer.run(progress=show)
+    finally:
+        trainer.close()
+    for k in sorted(final):
+        if k.startswith("eval/"):
+            console.print(f"{k}: {final[k]:.3f}")
+    console.print(f"Run folder: {directory} (latest checkpoint: {directory}/latest; curves: {directory}/curves.png; "
+                  f"tensorboard --logdir {directory})")
+
+
+@app.command()
 def demo(
     out: str = typer.Option("runs/demo", "--dir", help="League directory (resumed if it exists)."),
     matches: Optional[int] = typer.Option(None, "--matches", help="Total matches (default: the config's)."),

@@ -145,6 +145,12 @@ def _tabular(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
+def _llm(core, seed, positional, **opts):
+    from arena.agents.llm import _factory
+
+    return _factory(core, seed, positional, **opts)
+
+
 for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "cfr": _cfr,
-                        "tabular": _tabular}.items():
+                        "tabular": _tabular, "llm": _llm}.items():
     register_agent_kind(_name, _factory)

@@ -69,6 +69,9 @@ class GameCore:
         cur = self.current_player()
         if cur != p and cur != SIMULTANEOUS:
             return None, "the game is over" if cur == TERMINAL else f"it is not {self.players[p]}'s turn"
+        refused = getattr(action, "invalid_reason", None)  # e.g. an LLM output with no readable move
+        if refused:
+            return None, str(refused)
         kind = self.action_kind
         if kind == "discrete":
             if isinstance(action, str):

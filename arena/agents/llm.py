@@ -1,0 +1,126 @@
+"""Language-model players: a causal LM from a local folder (no hub at run time).
+
+The observation goes through a prompt template (SPIRAL's, inside the model's
+chat template, by default); the last ``\\boxed{}`` of the output is read as the
+move and checked against the legal set. Anything else is an invalid move,
+counted and penalised by the match loop's policy, never a crash.
+
+Spec: ``llm:<model folder>`` with options ``template=auto|spiral|compact``,
+``max_new_tokens=256``, ``temperature=1.0``, ``greedy=true``, ``dtype=fp32|bf16|fp16``.
+The trainer builds agents directly around a shared (batching) engine so that
+many concurrent matches share one batched generation call.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from arena.agents.base import BaseAgent, derive_seed
+from arena.agents.prompts import PromptTemplate, last_boxed, make_template, parse_move
+from arena.envs.observation import Observation
+
+
+class MalformedMove:
+    """What an LLM agent returns when its output holds no legal move; the match loop refuses it."""
+
+    __slots__ = ("text", "invalid_reason")
+
+    def __init__(self, text: str, reason: str):
+        self.text = text
+        self.invalid_reason = reason
+
+    def __repr__(self) -> str:
+        snippet = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        return f"MalformedMove({self.invalid_reason!r}, text={snippet!r})"
+
+
+@dataclass
+class Turn:
+    """One generation of an LLM player, kept for training."""
+
+    game_id: str
+    player: int
+    step: int
+    prompt: str
+    generation: Any  # arena.trainers.engine.Generation
+    move: Any
+    error: str | None
+
+
+class LLMAgent(BaseAgent):
+    def __init__(self, engine: Any, tokenizer: Any = None, template: str | PromptTemplate = "auto",
+                 max_new_tokens: int = 256, temperature: float = 1.0, greedy: bool = False,
+                 top_k_logprobs: int = 0, record: bool = False, seed: int | None = None):
+        self.engine = engine
+        self.template = template if isinstance(template, PromptTemplate) else make_template(template, tokenizer)
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.greedy = bool(greedy)
+        self.top_k_logprobs = int(top_k_logprobs)
+        self.record = record
+        self.turns: list[Turn] = []
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        self._seed = seed
+        self._calls = 0
+        self.turns = []
+
+    def _generate(self, prompt: str):
+        kwargs = dict(max_new_tokens=self.max_new_tokens, temperature=self.temperature, greedy=self.greedy,
+                      top_k_logprobs=self.top_k_logprobs)
+        submit = getattr(self.engine, "submit", None)
+        if submit is not None:  # a batching engine shared by concurrent matches
+            return submit(prompt, **kwargs).result()
+        seed = derive_seed(self._seed, self._calls) if self._seed is not None else None
+        self._calls += 1
+        return self.engine.generate([prompt], seed=seed, **kwargs)[0]
+
+    def act(self, observation: Observation) -> Any:
+        prompt = self.template.render(observation.game_id, observation.text, observation.player)
+        gen = self._generate(prompt)
+        move, why = parse_move(last_boxed(gen.text), observation.action_kind, observation.legal_actions,
+                               observation.parse_action)
+        if self.record:
+            self.turns.append(Turn(observation.game_id, observation.player, observation.step, prompt, gen, move, why))
+        return move if why is None else MalformedMove(gen.text, why)
+
+
+_ENGINES: dict[tuple[str, str], Any] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def cached_engine(path: str, dtype: str = "fp32"):
+    """One engine per (model folder, dtype) per process.
+
+    Loading is serialised: transformers' model loading patches process-wide state
+    (default device, init contexts) and is not safe to run from several threads.
+    """
+    key = (str(path), dtype)
+    with _ENGINES_LOCK:
+        return _ENGINES[key] if key in _ENGINES else _load_engine(key, path, dtype)
+
+
+def _load_engine(key, path: str, dtype: str):
+    from arena.errors import require
+
+    require("torch", "LLM agents", "llm")
+    require("transformers", "LLM agents", "llm")
+    from arena.trainers.engine import HFEngine
+    from arena.trainers.models import load_model
+
+    model, tok = load_model(path, dtype=dtype)
+    _ENGINES[key] = HFEngine(model, tok)
+    return _ENGINES[key]
+
+
+def _factory(core, seed, positional, **opts):
+    from arena.errors import AgentSpecError
+
+    if not positional:
+        raise AgentSpecError("llm agents need a model folder: llm:<path to a Hugging Face model folder>")
+    dtype = opts.pop("dtype", "fp32")
+    engine = cached_engine(positional, dtype)
+    return LLMAgent(engine, engine.tokenizer, seed=seed, **opts)

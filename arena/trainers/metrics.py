@@ -1,0 +1,73 @@
+"""Metrics: JSONL lines and TensorBoard scalars from one call, and PNG learning curves."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLogger:
+    def __init__(self, directory: str | Path, tensorboard: bool = True):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "metrics.jsonl"
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(log_dir=str(self.dir / "tensorboard"))
+            except ImportError:  # tensorboard not installed: JSONL still has everything
+                self._tb = None
+
+    def log(self, step: int, **scalars: Any) -> None:
+        clean = {k: (float(v) if isinstance(v, (int, float)) or hasattr(v, "item") else v) for k, v in scalars.items()}
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
+        if self._tb is not None:
+            for k, v in clean.items():
+                if isinstance(v, float) and math.isfinite(v):
+                    self._tb.add_scalar(k, v, step)
+            self._tb.flush()
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def plot_curves(metrics_path: str | Path, out: str | Path,
+                keys: tuple[str, ...] = ("eval/win_rate/random", "eval/invalid_rate", "train/return",
+                                         "train/mask_frac", "train/entropy", "train/loss")) -> Path:
+    """One PNG with a panel per metric (learning curves)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    rows = read_metrics(metrics_path)
+    present = [k for k in keys if any(k in r for r in rows)]
+    fig = Figure(figsize=(4.0 * max(1, min(3, len(present))), 3.2 * math.ceil(max(1, len(present)) / 3)))
+    for i, k in enumerate(present):
+        ax = fig.add_subplot(math.ceil(len(present) / 3), min(3, len(present)), i + 1)
+        pts = [(r["step"], r[k]) for r in rows if k in r and isinstance(r[k], (int, float))]
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, marker="." if len(pts) < 30 else None)
+        ax.set_title(k, fontsize=9)
+        ax.set_xlabel("iteration", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    return out

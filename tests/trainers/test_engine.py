@@ -1,0 +1,300 @@
+"""arena.trainers.engine (HFEngine, BatchingEngine, VLLMEngine) and arena.trainers.logprobs."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from arena.errors import ArenaError, MissingExtra  # noqa: E402
+from arena.trainers import engine as E  # noqa: E402
+from arena.trainers.logprobs import sequence_logprobs  # noqa: E402
+from arena.trainers.models import load_model, make_tiny_model_folder  # noqa: E402
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+PROMPTS = [
+    "Board:\n X | O | . \n",
+    "Your move? \\boxed{",
+    "a",
+    "Legal moves: [0, 1, 2, 3, 5, 7, 8]. I choose",
+    "Kuhn poker: you hold K.",
+    "{}",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = make_tiny_model_folder(tmp_path_factory.mktemp("tiny"), seed=0)
+    model, tok = load_model(folder)
+    return folder, model, tok
+
+
+@pytest.fixture(scope="module")
+def engine(tiny):
+    _, model, tok = tiny
+    return E.HFEngine(model, tok)
+
+
+def test_batched_greedy_equals_one_by_one(engine):
+    batched = engine.generate(PROMPTS, max_new_tokens=24, greedy=True)
+    single = [engine.generate([p], max_new_tokens=24, greedy=True)[0] for p in PROMPTS]
+    for b, s in zip(batched, single):
+        assert b.token_ids == s.token_ids
+        assert b.text == s.text and b.finish_reason == s.finish_reason
+        assert b.prompt_ids == s.prompt_ids
+        assert max(abs(x - y) for x, y in zip(b.logprobs, s.logprobs)) < 1e-4
+    for g, p in zip(batched, PROMPTS):
+        assert g.prompt_ids == engine.tokenizer(p)["input_ids"]
+        assert g.text == engine.tokenizer.decode(g.token_ids, skip_special_tokens=True)
+        assert len(g.logprobs) == len(g.token_ids) and g.topk_ids is None and g.topk_logprobs is None
+        assert all(lp <= 0 for lp in g.logprobs)
+
+
+def test_seeded_sampling_is_reproducible_and_leaves_global_rng_alone(engine):
+    state = torch.random.get_rng_state()
+    a = engine.generate(PROMPTS, max_new_tokens=20, seed=7)
+    b = engine.generate(PROMPTS, max_new_tokens=20, seed=7)
+    c = engine.generate(PROMPTS, max_new_tokens=20, seed=8)
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert [g.token_ids for g in a] == [g.token_ids for g in b]
+    assert [g.logprobs for g in a] == [g.logprobs for g in b]
+    assert [g.token_ids for g in a] != [g.token_ids for g in c]
+    # rows of one batch are different samples
+    same = engine.generate([PROMPTS[0]] * 4, max_new_tokens=20, seed=7)
+    assert len({tuple(g.token_ids) for g in same}) > 1
+
+
+def test_temperature_is_applied_when_sampling(engine):
+    greedy = engine.generate(PROMPTS, max_new_tokens=16, greedy=True)
+    cold = engine.generate(PROMPTS, max_new_tokens=16, temperature=1e-4, seed=0)
+    assert [g.token_ids for g in cold] == [g.token_ids for g in greedy]
+    hot = engine.generate(PROMPTS, max_new_tokens=16, temperature=1.0, seed=0)
+    assert [g.token_ids for g in hot] != [g.token_ids for g in greedy]
+
+
+@pytest.mark.parametrize("kw", [{"temperature": 1.0}, {"temperature": 0.7}, {"greedy": True}], ids=["T1", "T0.7", "greedy"])
+def test_engine_logprobs_match_sequence_logprobs(tiny, engine, kw):
+    _, model, tok = tiny
+    gens = engine.generate(PROMPTS, max_new_tokens=32, seed=1, top_k_logprobs=4, **kw)
+    T = 1.0 if kw.get("greedy") else kw["temperature"]
+    out = sequence_logprobs(
+        model,
+        [g.prompt_ids for g in gens],
+        [g.token_ids for g in gens],
+        topk_ids=[g.topk_ids for g in gens],
+        pad_id=tok.pad_token_id,
+        temperature=T,
+    )
+    B, Tmax = len(gens), max(len(g.token_ids) for g in gens)
+    assert out["logp"].shape == out["mask"].shape == out["entropy"].shape == (B, Tmax)
+    assert out["topk_logp"].shape == (B, Tmax, 4)
+    for i, g in enumerate(gens):
+        n = len(g.token_ids)
+        assert out["mask"][i, :n].eq(1).all() and out["mask"][i, n:].eq(0).all()
+        got = out["logp"][i, :n].detach()
+        assert (got - torch.tensor(g.logprobs)).abs().max().item() < 1e-4
+        assert (out["topk_logp"][i, :n].detach() - torch.tensor(g.topk_logprobs)).abs().max().item() < 1e-4
+        assert out["logp"][i, n:].eq(0).all()
+    assert out["logp"].requires_grad and not out["entropy"].requires_grad
+    assert (out["entropy"] >= 0).all()
+    loss = -(out["logp"].sum() + out["topk_logp"].sum())
+    loss.backward()
+    assert model.model.embed_tokens.weight.grad is not None
+    model.zero_grad(set_to_none=True)
+
+
+def test_sequence_logprobs_alignment_by_hand(tiny):
+    """logits at position i predict token i + 1: check one row against a plain forward pass."""
+    _, model, tok = tiny
+    prompt = tok("ab")["input_ids"]
+    resp = tok("cde", add_special_tokens=False)["input_ids"]
+    out = sequence_logprobs(model, [prompt, tok("xyzw")["input_ids"]], [resp, resp[:1]], pad_id=tok.pad_token_id)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + resp])).logits[0]
+    ls = torch.log_softmax(logits, -1)
+    want = torch.stack([ls[len(prompt) - 1 + t, resp[t]] for t in range(len(resp))])
+    assert torch.allclose(out["logp"][0].detach(), want, atol=1e-5)
+    assert out["mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+    with pytest.raises(ArenaError):
+        sequence_logprobs(model, [prompt], [resp, resp])
+
+
+def test_topk_lists_sorted_and_contain_the_sampled_token(engine):
+    K = 2
+    gens = engine.generate(PROMPTS, max_new_tokens=32, temperature=2.0, seed=3, top_k_logprobs=K)
+    forced = 0
+    for g in gens:
+        assert len(g.topk_ids) == len(g.topk_logprobs) == len(g.token_ids)
+        for tok, lp, ids, lps in zip(g.token_ids, g.logprobs, g.topk_ids, g.topk_logprobs):
+            assert len(ids) == len(lps) == K and len(set(ids)) == K
+            assert tok in ids
+            assert lps[ids.index(tok)] == pytest.approx(lp, abs=1e-6)
+            assert all(a >= b for a, b in zip(lps, lps[1:]))
+            forced += ids[-1] == tok and lps[-1] < lps[0]
+    assert forced > 0  # at T=2 some sampled tokens were outside the top 2 and were forced in
+
+
+def test_eos_ends_a_row_and_sets_finish_reason(engine):
+    gens = engine.generate(PROMPTS * 3, max_new_tokens=48, temperature=1.5, seed=0)
+    eos = set(engine.eos_ids)
+    reasons = {g.finish_reason for g in gens}
+    assert reasons == {"stop", "length"}, reasons  # random model: some rows hit </s>, some don't
+    for g in gens:
+        if g.finish_reason == "stop":
+            assert g.token_ids[-1] in eos and not eos & set(g.token_ids[:-1])
+            assert "</s>" not in g.text
+        else:
+            assert len(g.token_ids) == 48 and not eos & set(g.token_ids)
+
+
+def test_stop_strings_cut_text_and_tokens(engine):
+    free = engine.generate(PROMPTS, max_new_tokens=32, seed=5)
+    target = free[0].text[6]  # a character the first row produces
+    stopped = engine.generate(PROMPTS, max_new_tokens=32, seed=5, stop=[target, "never-there"])
+    decode = engine.decode
+    for f, s in zip(free, stopped):
+        assert f.token_ids[: len(s.token_ids)] == s.token_ids  # same samples, just cut
+        assert f.logprobs[: len(s.logprobs)] == s.logprobs
+        if target in decode(f.token_ids):
+            assert s.finish_reason == "stop"
+            assert target not in s.text and target in decode(s.token_ids)
+            assert target not in decode(s.token_ids[:-1])  # the last token completed the stop string
+            assert s.text == decode(s.token_ids)[: decode(s.token_ids).index(target)]
+        else:
+            assert s.token_ids == f.token_ids and s.text == f.text
+    assert stopped[0].finish_reason == "stop" and len(stopped[0].token_ids) < len(free[0].token_ids)
+    # only the literal stop strings stop: "}" after "\boxed{" is just text
+    again = engine.generate(PROMPTS, max_new_tokens=32, seed=5, stop=["</answer>"])
+    assert [g.text for g in again] == [g.text for g in free]
+
+
+def test_argument_edge_cases(engine):
+    assert engine.generate([], max_new_tokens=4) == []
+    z = engine.generate(["ab"], max_new_tokens=0, top_k_logprobs=3)[0]
+    assert z.token_ids == [] and z.text == "" and z.finish_reason == "length" and z.topk_ids == []
+    g = engine.generate([""], max_new_tokens=3, greedy=True)[0]
+    assert g.prompt_ids == [engine.tokenizer.bos_token_id] and len(g.token_ids) == 3
+    with pytest.raises(ArenaError, match="temperature"):
+        engine.generate(["a"], temperature=0.0)
+    with pytest.raises(ArenaError, match="stop"):
+        engine.generate(["a"], stop="x")
+    with pytest.raises(ArenaError, match="list of prompts"):
+        engine.generate("a")
+
+
+class CountingEngine:
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls: list[int] = []
+        self.lock = threading.Lock()
+
+    def generate(self, prompts, **kw):
+        with self.lock:
+            self.calls.append(len(prompts))
+        return self.inner.generate(prompts, **kw)
+
+
+def test_batching_engine_serves_threads_in_batches(engine):
+    prompts = [PROMPTS[i % len(PROMPTS)] + str(i) for i in range(16)]
+    direct = engine.generate(prompts, max_new_tokens=16, greedy=True)
+    counting = CountingEngine(engine)
+    results: list = [None] * 16
+    barrier = threading.Barrier(16)
+
+    with E.BatchingEngine(counting, max_batch=32, max_wait_s=0.05) as be:
+
+        def worker(i):
+            barrier.wait()
+            results[i] = be.submit(prompts[i], max_new_tokens=16, greedy=True).result(timeout=60)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert be.requests == 16
+    assert [r.token_ids for r in results] == [d.token_ids for d in direct]
+    assert [r.text for r in results] == [d.text for d in direct]
+    assert sum(counting.calls) == 16 and len(counting.calls) < 16
+    with pytest.raises(RuntimeError, match="closed"):
+        be.submit("a")
+
+
+def test_batching_engine_groups_by_kwargs_and_propagates_errors(engine):
+    counting = CountingEngine(engine)
+    with E.BatchingEngine(counting, max_batch=8, max_wait_s=0.2) as be:
+        futs = [be.submit("a", max_new_tokens=4, greedy=True), be.submit("b", max_new_tokens=4, seed=1),
+                be.submit("c", max_new_tokens=4, greedy=True)]
+        bad = be.submit("d", max_new_tokens=4, temperature=-1.0)
+        gens = [f.result(timeout=60) for f in futs]
+        with pytest.raises(ArenaError, match="temperature"):
+            bad.result(timeout=60)
+        assert all(len(g.token_ids) == 4 for g in gens)
+        assert sorted(counting.calls) == [1, 1, 2]  # greedy a+c together, sampled b alone, bad d alone
+        assert be.generate(["x", "y"], max_new_tokens=2, greedy=True)[1].prompt_ids == engine.encode("y")
+
+
+def test_vllm_missing_is_a_clear_error(monkeypatch, tiny):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError, installed or not
+    with pytest.raises(MissingExtra, match=r"vLLM engine.*arena\[vllm\]") as e:
+        E.VLLMEngine(tiny[0])
+    assert e.value.extra == "vllm"
+    with pytest.raises(MissingExtra):
+        E.make_engine("vllm", tiny[0])
+
+
+def test_vllm_engine_maps_outputs(monkeypatch):
+    """VLLMEngine against a stand-in for the documented vllm API (LLM, SamplingParams, RequestOutput)."""
+    LP = types.SimpleNamespace
+    seen: dict = {}
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class LLM:
+        def __init__(self, **kw):
+            seen["llm"] = kw
+
+        def get_tokenizer(self):
+            return "tok"
+
+        def generate(self, prompts, params, use_tqdm=True):
+            seen["params"] = [p.kw for p in params]
+            # token 7 sampled outside the top-2 at step 1; EOS (2) at the end
+            steps = [{5: LP(logprob=-0.1), 6: LP(logprob=-2.5)},
+                     {5: LP(logprob=-0.5), 6: LP(logprob=-1.5), 7: LP(logprob=-3.0)},
+                     {2: LP(logprob=-0.2), 9: LP(logprob=-1.9)}]
+            out = LP(text="ab", token_ids=[5, 7, 2], logprobs=steps, finish_reason="stop")
+            return [LP(prompt_token_ids=[1, 4], outputs=[out]) for _ in prompts]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    eng = E.make_engine("vllm", "/some/model", dtype="bf16", device="cuda", gpu_memory_utilization=0.3)
+    assert seen["llm"]["dtype"] == "bfloat16" and seen["llm"]["logprobs_mode"] == "processed_logprobs"
+    assert seen["llm"]["gpu_memory_utilization"] == 0.3
+    g1, g2 = eng.generate(["p", "q"], max_new_tokens=3, temperature=0.8, top_k_logprobs=2, seed=10, stop=["\n"])
+    assert [p["seed"] for p in seen["params"]] == [10, 11]
+    assert seen["params"][0]["temperature"] == 0.8 and seen["params"][0]["logprobs"] == 2
+    assert seen["params"][0]["max_tokens"] == 3 and seen["params"][0]["stop"] == ["\n"]
+    assert g1.text == "ab" and g1.prompt_ids == [1, 4] and g1.token_ids == [5, 7, 2]
+    assert g1.logprobs == [-0.1, -3.0, -0.2] and g1.finish_reason == "stop"
+    assert g1.topk_ids == [[5, 6], [5, 7], [2, 9]]
+    assert g1.topk_logprobs == [[-0.1, -2.5], [-0.5, -3.0], [-0.2, -1.9]]
+    eng.generate(["p"], greedy=True)
+    assert seen["params"][0]["temperature"] == 0.0 and seen["params"][0]["logprobs"] == 1
+
+
+def test_make_engine(tiny):
+    eng = E.make_engine("hf", tiny[0])
+    assert isinstance(eng, E.HFEngine)
+    assert eng.generate(["ab"], max_new_tokens=3, greedy=True)[0].token_ids
+    with pytest.raises(ArenaError, match="unknown engine kind"):
+        E.make_engine("tgi", tiny[0])
+    with pytest.raises(ArenaError, match="does not exist"):
+        E.make_engine("hf", tiny[0] / "missing")
