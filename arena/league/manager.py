@@ -98,7 +98,9 @@ class League:
                                       f"{entry.role}; give it a new name")
                 store.update_player(entry.name, active=1)
         for name, row in known.items():
-            if row.kind in ("fixed", "learner") and name not in wanted:
+            # Learners added by an external trainer (state "external") are not the config's to retire.
+            managed = row.kind == "fixed" or (row.kind == "learner" and not (row.state or {}).get("external"))
+            if managed and name not in wanted:
                 store.update_player(name, active=0)
         with store.tx():
             store.set_meta("config", asdict(cfg))

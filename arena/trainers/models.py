@@ -70,9 +70,14 @@ def _transformers():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     try:
-        return importlib.import_module("transformers")
+        tf = importlib.import_module("transformers")
     except ImportError as e:
         raise MissingExtra("LLM models", "llm", e) from e
+    # Saving and loading small local folders happens often (checkpoints, snapshots):
+    # no per-call progress bars or load reports on the terminal.
+    tf.utils.logging.disable_progress_bar()
+    tf.utils.logging.set_verbosity_error()
+    return tf
 
 
 def _tokenizers():

@@ -70,7 +70,7 @@ def supervised_finetune(model: Any, tokenizer: Any, pairs: Sequence[tuple[list[i
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            total += float(loss) * len(batch)
+            total += float(loss.detach()) * len(batch)
             n += len(batch)
         losses.append(total / max(n, 1))
         if log is not None:

@@ -146,7 +146,7 @@ class SpiralTrainer:
         store = self.league.store
         if store.player(LEARNER_NAME) is None:
             store.add_player(LEARNER_NAME, "learner", f"llm:{self.latest}", [cfg.game], role="main",
-                             state={"snapshots": 0})
+                             state={"snapshots": 0, "external": True})
         self.train_opponents = {_slug(s) for s in cfg.opponents}
 
     def _pairings(self, n: int) -> list[tuple[list[str], str]]:
@@ -298,7 +298,7 @@ class SpiralTrainer:
                 stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
                 self.scaler.step(self.opt)
                 self.scaler.update()
-                stats["loss"] = float(loss)
+                stats["loss"] = float(loss.detach())
                 for k, v in stats.items():
                     agg_stats.setdefault(k, []).append(float(v))
         self.model.eval()
