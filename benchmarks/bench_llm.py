@@ -42,7 +42,9 @@ b. ``rollout``: rollout tokens/s of 32 concurrent tic-tac-toe matches
    alternating) played by ``play_episodes`` with concurrency 32 through one
    shared ``BatchingEngine``, against the same 32 matches (same seeds) played one
    after another with the ``HFEngine`` called directly per move (concurrency
-   1).  Compact template, ``max_new_tokens`` 12, sampled at temperature 1, top-K
+   1).  A third, reference row uses a 50 ms batching window
+   (``BatchingEngine(max_wait_s=0.05)``) instead of the default 5 ms one.
+   Compact template, ``max_new_tokens`` 12, sampled at temperature 1, top-K
    8 log-probs kept (as in training), SPIRAL's training invalid-move policy (an
    invalid move ends the match).  Tokens/s = generated tokens / wall time of the
    whole ``play_episodes`` call; median of ``--rollout-repeats`` interleaved
@@ -278,7 +280,7 @@ def bench_step(args, console: Console) -> Section:
             stats[name].append(st)
 
     sec = Section("a. Learner step (tiny model, same batch)",
-                  ["loss", "step ms (median)", "IQR ms", "x ppo_clip", "peak step MB", "x ppo_clip",
+                  ["loss", "step ms (median)", "IQR ms", "min ms", "x ppo_clip", "peak step MB", "x ppo_clip",
                    "mask/clip frac"])
     base_t = statistics.median(times["ppo_clip"])
     base_m = mem["ppo_clip"]
@@ -288,7 +290,8 @@ def bench_step(args, console: Console) -> Section:
         q = statistics.quantiles(ts, n=4) if len(ts) >= 2 else [med, med, med]
         key = "clip_frac" if name == "ppo_clip" else "mask_frac"
         frac = statistics.mean(s.get(key, float("nan")) for s in stats[name])
-        sec.rows.append([name, f"{med * 1e3:.1f}", f"{q[0] * 1e3:.1f}-{q[2] * 1e3:.1f}", f"{med / base_t:.3f}x",
+        sec.rows.append([name, f"{med * 1e3:.1f}", f"{q[0] * 1e3:.1f}-{q[2] * 1e3:.1f}", f"{ts[0] * 1e3:.1f}",
+                         f"{med / base_t:.3f}x",
                          f"{mem[name] / 2**20:.1f}", f"{mem[name] / base_m:.3f}x", f"{frac:.3f} ({key.split('_')[0]})"])
     for name in STEP_LOSSES[1:]:
         rt = statistics.median(times[name]) / base_t
@@ -331,37 +334,52 @@ def bench_rollout(args, console: Console) -> Section:
     console.print(f"[bold]b. rollouts[/bold]: {n} tic-tac-toe matches, tiny model vs random, max_new_tokens 12, "
                   f"T=1; batched (concurrency {n}, one BatchingEngine) vs sequential (concurrency 1, HFEngine "
                   f"per move); median of {args.rollout_repeats}")
-    res: dict[str, list[tuple[float, int, int]]] = {"batched": [], "sequential": []}
-    with BatchingEngine(hf, max_batch=n) as batching:
-        _rollout(batching, tok, template, n, n, args.seed)  # warm-up (threads, first generate)
-        _rollout(hf, tok, template, 2, 1, args.seed)
-        calls0, req0 = batching.calls, batching.requests
+    wait_ref = 0.05
+    labels = {
+        "batched": f"batched: play_episodes, concurrency {n}, BatchingEngine (default max_wait_s, as the trainer)",
+        "batched_wait": f"batched, BatchingEngine max_wait_s={wait_ref:g} (reference)",
+        "sequential": "sequential: concurrency 1, HFEngine per move",
+    }
+    res: dict[str, list[tuple[float, int, int]]] = {k: [] for k in labels}
+    calls = {k: [0, 0] for k in labels}  # generate calls, prompts
+    with BatchingEngine(hf, max_batch=n) as batching, \
+            BatchingEngine(hf, max_batch=n, max_wait_s=wait_ref) as batching_wait:
+        engines = {"batched": (batching, n), "batched_wait": (batching_wait, n), "sequential": (hf, 1)}
+        for eng, conc in engines.values():  # warm-up (threads, first generate)
+            _rollout(eng, tok, template, n if conc > 1 else 2, conc, args.seed)
+        kinds = list(labels)
         for r in range(args.rollout_repeats):
             seed = args.seed + 1 + r
-            for kind in (("batched", "sequential") if r % 2 == 0 else ("sequential", "batched")):
-                if kind == "batched":
-                    res[kind].append(_rollout(batching, tok, template, n, n, seed))
-                else:
-                    res[kind].append(_rollout(hf, tok, template, n, 1, seed))
-        calls, reqs = batching.calls - calls0, batching.requests - req0
+            for kind in kinds[r % 3:] + kinds[: r % 3]:  # rotate the order: load drift hits every variant
+                eng, conc = engines[kind]
+                c0, q0 = getattr(eng, "calls", 0), getattr(eng, "requests", 0)
+                res[kind].append(_rollout(eng, tok, template, n, conc, seed))
+                calls[kind][0] += getattr(eng, "calls", 0) - c0
+                calls[kind][1] += getattr(eng, "requests", 0) - q0
 
-    def summary(kind: str) -> tuple[float, float, int, int]:
+    def summary(kind: str) -> tuple[float, float, int, int, float]:
         rates = [tok_ / wall for wall, tok_, _ in res[kind]]
         i = sorted(range(len(rates)), key=rates.__getitem__)[len(rates) // 2]  # the median run
         wall, toks, gens = res[kind][i]
-        return rates[i], wall, toks, gens
+        return rates[i], wall, toks, gens, max(rates)
 
     sec = Section(f"b. Rollout tokens/s ({n} tic-tac-toe matches, tiny model)",
-                  ["rollout", "tokens/s (median)", "wall s", "tokens", "generations", "x sequential"])
-    seq = summary("sequential")
-    bat = summary("batched")
-    for label, s in ((f"batched: play_episodes, concurrency {n}, BatchingEngine", bat),
-                     ("sequential: concurrency 1, HFEngine per move", seq)):
-        sec.rows.append([label, f"{s[0]:,.0f}", f"{s[1]:.2f}", f"{s[2]:,}", f"{s[3]:,}", f"{s[0] / seq[0]:.2f}x"])
-    ratio = bat[0] / seq[0]
+                  ["rollout", "tokens/s (median)", "best", "wall s", "tokens", "generations", "prompts/call",
+                   "x sequential"])
+    summ = {k: summary(k) for k in labels}
+    seq = summ["sequential"]
+    for kind, s in summ.items():
+        per_call = f"{calls[kind][1] / calls[kind][0]:.1f}" if calls[kind][0] else "1.0"
+        sec.rows.append([labels[kind], f"{s[0]:,.0f}", f"{s[4]:,.0f}", f"{s[1]:.2f}", f"{s[2]:,}", f"{s[3]:,}",
+                         per_call, f"{s[0] / seq[0]:.2f}x"])
+    ratio = summ["batched"][0] / seq[0]
     sec.ratios.append((f"b. rollout tokens/s, batched ({n} concurrent) / sequential", ratio, ">= 5x", ratio >= 5.0))
-    sec.notes.append(f"batched runs: {reqs / max(calls, 1):.1f} prompts per generate call on average "
-                     f"({reqs} prompts in {calls} calls)")
+    ratio_w = summ["batched_wait"][0] / seq[0]
+    sec.ratios.append((f"b. same, BatchingEngine max_wait_s={wait_ref:g} / sequential", ratio_w, "-", None))
+    sec.notes.append("rollouts: wall s / tokens / generations are those of the median run; ratios are of medians")
+    sec.notes.append(f"rollouts: the {n} match threads start staggered; a {batching.max_wait_s * 1e3:g} ms batching "
+                     f"window (BatchingEngine's default, used by SpiralTrainer) splits their first moves over "
+                     f"several generate calls (prompts/call above)")
     return sec
 
 
@@ -398,9 +416,13 @@ def bench_smollm(args, console: Console) -> Section:
                   f"{args.smollm_repeats} (model load {load_s:.1f} s)")
     engine.generate(prompts[:1], max_new_tokens=4, seed=0)  # warm-up
     sec = Section(f"c. SmolLM2-135M generation ({args.threads} CPU threads)",
-                  ["batch", "tokens/s (best)", "wall s", "generated tokens", "s per sequence", "x batch 1"])
+                  ["batch", "tokens/s (best)", "wall s", "generated tokens", "s per sequence", "x batch 1",
+                   "prefill s", "decode tokens/s"])
     rates = {}
     for bs in (1, 8):
+        t0 = _perf()
+        engine.generate(prompts[:bs], max_new_tokens=1, temperature=1.0, seed=args.seed)
+        prefill = _perf() - t0  # the prompt forward plus one sampled token
         best = None
         for r in range(args.smollm_repeats):
             t0 = _perf()
@@ -408,11 +430,14 @@ def bench_smollm(args, console: Console) -> Section:
             wall = _perf() - t0
             toks = sum(g.num_tokens for g in gens)
             if best is None or toks / wall > best[0]:
-                best = (toks / wall, wall, toks)
+                best = (toks / wall, wall, toks, prefill)
         rates[bs] = best
-    for bs, (rate, wall, toks) in rates.items():
+    for bs, (rate, wall, toks, prefill) in rates.items():
+        decode = (toks - bs) / max(wall - prefill, 1e-9)
         sec.rows.append([str(bs), f"{rate:,.1f}", f"{wall:.2f}", f"{toks}", f"{wall / bs:.2f}",
-                         f"{rate / rates[1][0]:.2f}x"])
+                         f"{rate / rates[1][0]:.2f}x", f"{prefill:.2f}", f"{decode:,.1f}"])
+    sec.notes.append("SmolLM2: prefill s = a max_new_tokens=1 call (prompt forward + one token); decode tokens/s = "
+                     "(generated tokens - batch) / (wall - prefill)")
     sec.ratios.append(("c. SmolLM2 tokens/s, batch 8 / batch 1", rates[8][0] / rates[1][0], "-", None))
     return sec
 
@@ -517,14 +542,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=None, help="a. timed steps per loss (default 21; quick 5)")
     p.add_argument("--warmup", type=int, default=2, help="a. warm-up steps per loss (default 2)")
     p.add_argument("--matches", type=int, default=32, help="b. concurrent matches (default 32)")
-    p.add_argument("--rollout-repeats", type=int, default=None, help="b. runs per variant (default 3; quick 1)")
+    p.add_argument("--rollout-repeats", type=int, default=None, help="b. runs per variant (default 7; quick 1)")
     p.add_argument("--smollm-tokens", type=int, default=None, help="c. max_new_tokens (default 64; quick 16)")
     p.add_argument("--smollm-repeats", type=int, default=None, help="c. runs per batch size (default 2; quick 1)")
     args = p.parse_args(argv)
     q = args.quick
     args.batch = args.batch or (64 if q else 256)
     args.repeats = args.repeats or (5 if q else 21)
-    args.rollout_repeats = args.rollout_repeats or (1 if q else 3)
+    args.rollout_repeats = args.rollout_repeats or (1 if q else 7)
     args.smollm_tokens = args.smollm_tokens or (16 if q else 64)
     args.smollm_repeats = args.smollm_repeats or (1 if q else 2)
     only = list(dict.fromkeys(args.only or [s for s in SECTIONS if s != "vllm" or args.vllm]))

@@ -279,14 +279,17 @@ def ratings_view(store: LeagueStore, game: str = OVERALL, sort: str = "elo") -> 
     """One row per player rated in `game`: Elo, OpenSkill, record; best first by `sort`."""
     rows = rating_rows(store, game, sort)
     t = Table(title=f"Ratings: {game_label(game)}", title_justify="left",
-              caption=None if rows else "no rated results yet")
-    t.add_column("#", justify="right", style="dim")
-    t.add_column("Player", style="bold")
-    for col in ("Elo", "mu", "sigma", "mu-3σ", "Games", "W", "D", "L", "Win rate"):
-        t.add_column(col, justify="right")
-    for i, r in enumerate(rows, 1):
-        t.add_row(str(i), r.player, f"{r.elo:.1f}", f"{r.mu:.2f}", f"{r.sigma:.2f}", f"{r.conservative:.2f}",
-                  str(r.games), str(r.wins), str(r.draws), str(r.losses), _pct(r.win_rate))
+              caption=None if rows else "no rated results yet", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("#", justify="right", style="dim", no_wrap=True)
+    t.add_column("Player", style="bold", no_wrap=True, min_width=8)
+    cells = [[f"{r.elo:.1f}", f"{r.mu:.2f}", f"{r.sigma:.2f}", f"{r.conservative:.2f}", str(r.games), str(r.wins),
+              str(r.draws), str(r.losses), _pct(r.win_rate)] for r in rows]
+    # Numbers are never cut: each column is at least as wide as its widest value.
+    for j, col in enumerate(("Elo", "mu", "sigma", "mu-3σ", "Games", "W", "D", "L", "Win rate")):
+        width = max([len(c[j]) for c in cells] + [1])
+        t.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for i, (r, c) in enumerate(zip(rows, cells), 1):
+        t.add_row(str(i), r.player, *c)
     return t
 
 
@@ -302,7 +305,7 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
               title_justify="left",
               caption=(data.alpharank_error and f"alpha-rank unavailable: {data.alpharank_error}")
               or (None if data.players else "no rated results yet"))
-    t.add_column("Player", style="bold")
+    t.add_column("Player", style="bold", no_wrap=True)
     for p in data.players:
         t.add_column(p, justify="right")
     t.add_column("α-rank", justify="right", style="bold magenta")
@@ -328,7 +331,7 @@ def top_table(store: LeagueStore, n: int = 5) -> Table:
     best = sorted(elo, key=lambda p: (-elo[p], p))[:n]
     t = Table(title=f"Top {n} (Elo, all games)", title_justify="left", box=None, pad_edge=False)
     t.add_column("#", justify="right", style="dim")
-    t.add_column("Player", style="bold")
+    t.add_column("Player", style="bold", no_wrap=True)
     t.add_column("Elo", justify="right")
     t.add_column("mu-3σ", justify="right")
     t.add_column("Played", justify="right")

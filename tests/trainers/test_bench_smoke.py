@@ -1,0 +1,66 @@
+"""Smoke tests of the LLM benchmarks: bench_llm.py's learner-step section and a one-run ablation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("matplotlib")
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+
+
+def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", COLUMNS="200")
+    proc = subprocess.run([sys.executable, *args], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def test_bench_llm_quick_step_prints_ratio_table():
+    proc = _run([str(BENCH / "bench_llm.py"), "--quick", "--only", "step", "--threads", "1", "--batch", "32",
+                 "--repeats", "3", "--warmup", "1"], timeout=120)
+    out = proc.stdout
+    assert "Ratios" in out and "Markdown" in out
+    for loss in ("ppo_clip", "dppo_binary_tv", "dppo_topk_kl"):
+        assert f"| {loss} |" in out  # a markdown row per loss
+    md_ratio_rows = [line for line in out.splitlines() if line.startswith("| a. ")]
+    labels = " ".join(md_ratio_rows)
+    assert "step time dppo_binary_tv / ppo_clip" in labels and "step time dppo_topk_kl / ppo_clip" in labels
+    assert "peak step memory dppo_topk_kl / ppo_clip" in labels
+    for line in md_ratio_rows:  # | label | 1.012x | <= 1.05x | PASS |
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[1].endswith("x") and float(cells[1][:-1]) > 0
+        assert cells[3] in ("PASS", "below goal")
+
+
+def test_ablation_one_tiny_run_writes_table_and_plot(tmp_path):
+    out = tmp_path / "ablation"
+    args = [str(BENCH / "ablation.py"), "--variants", "base", "--iterations", "1", "--seeds", "1",
+            "--games-per-iter", "4", "--eval-games", "4", "--il-matches", "10", "--il-epochs", "1",
+            "--threads", "1", "--out", str(out)]
+    proc = _run(args, timeout=300)
+    md = (out / "ablation.md").read_text()
+    png = out / "ablation.png"
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [line for line in md.splitlines() if line.startswith("| base |")]
+    assert len(rows) == 1, md
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[2] == "1"  # one seed finished
+    assert "±" in cells[3]  # final win rate mean ± std
+    assert 0.0 <= float(cells[4]) <= 1.0  # best
+    assert (out / "base" / "seed-0" / "ablation_done.json").is_file()
+    assert "| base |" in proc.stdout
+
+    # --reuse: the finished run is skipped, the report is rebuilt
+    proc2 = _run(args + ["--reuse"], timeout=120)
+    assert "reused" in proc2.stdout
+    assert (out / "ablation.md").read_text().count("| base |") == 1
