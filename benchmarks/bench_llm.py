@@ -22,8 +22,10 @@ a. ``step``: learner step time and peak step memory of ``dppo_binary_tv`` and
    put, so every timed step sees the same ratios and masks (with a real
    learning rate, repeated steps on one fixed batch drift far from the
    behaviour policy within a few steps, which no real minibatch sees).  The
-   losses are interleaved (the order rotates every repeat) and the median of ``--repeats``
-   steps is kept.
+   losses are interleaved (the order rotates every repeat) and the median of
+   ``--repeats`` steps is kept (wall clock, which the goal is about; the
+   process's CPU time per step is shown too: it is less disturbed by other jobs
+   on a shared machine).
 
    Peak memory, one method: the torch profiler with ``profile_memory=True``
    records every CPU tensor allocation and free (its ``[memory]`` events, with
@@ -34,8 +36,11 @@ a. ``step``: learner step time and peak step memory of ``dppo_binary_tv`` and
    malloc arena, of pages the allocator keeps after ``free`` and of other
    threads -- which is why peak RSS (``getrusage``/``VmHWM``) was not used: on
    a model this small the differences between losses are a few MB and RSS
-   noise from glibc's heap trimming is of the same order.  The profiled step is
-   not one of the timed ones.
+   noise from glibc's heap trimming is of the same order.  The profiler does
+   not see frees of blocks allocated before it started (it warns about this
+   once), so the previous step's gradients, freed and allocated again during
+   the step, count once too often: the same ~3 MB for every loss.  The
+   profiled step is not one of the timed ones.
 
 b. ``rollout``: rollout tokens/s of 32 concurrent tic-tac-toe matches
    (``openspiel/tic_tac_toe-v0``, the tiny model against ``random``, seats
@@ -270,19 +275,22 @@ def bench_step(args, console: Console) -> Section:
         peak, _net = peak_step_bytes(lambda: learner_step(*learners[name], name, batch))
         mem[name] = peak
     times: dict[str, list[float]] = {n: [] for n in STEP_LOSSES}
+    cpu: dict[str, list[float]] = {n: [] for n in STEP_LOSSES}
     order = list(STEP_LOSSES)
     for r in range(args.repeats):
         rot = order[r % len(order):] + order[: r % len(order)]
         for name in rot:
-            t0 = _perf()
+            c0, t0 = time.process_time(), _perf()
             st = learner_step(*learners[name], name, batch)
             times[name].append(_perf() - t0)
+            cpu[name].append(time.process_time() - c0)
             stats[name].append(st)
 
     sec = Section("a. Learner step (tiny model, same batch)",
-                  ["loss", "step ms (median)", "IQR ms", "min ms", "x ppo_clip", "peak step MB", "x ppo_clip",
-                   "mask/clip frac"])
+                  ["loss", "step ms (median)", "IQR ms", "min ms", "x ppo_clip", "CPU ms (median)", "x ppo_clip",
+                   "peak step MB", "x ppo_clip", "mask/clip frac"])
     base_t = statistics.median(times["ppo_clip"])
+    base_c = statistics.median(cpu["ppo_clip"])
     base_m = mem["ppo_clip"]
     for name in STEP_LOSSES:
         ts = sorted(times[name])
@@ -291,15 +299,18 @@ def bench_step(args, console: Console) -> Section:
         key = "clip_frac" if name == "ppo_clip" else "mask_frac"
         frac = statistics.mean(s.get(key, float("nan")) for s in stats[name])
         sec.rows.append([name, f"{med * 1e3:.1f}", f"{q[0] * 1e3:.1f}-{q[2] * 1e3:.1f}", f"{ts[0] * 1e3:.1f}",
-                         f"{med / base_t:.3f}x",
-                         f"{mem[name] / 2**20:.1f}", f"{mem[name] / base_m:.3f}x", f"{frac:.3f} ({key.split('_')[0]})"])
+                         f"{med / base_t:.3f}x", f"{statistics.median(cpu[name]) * 1e3:.1f}",
+                         f"{statistics.median(cpu[name]) / base_c:.3f}x", f"{mem[name] / 2**20:.1f}", f"{mem[name] / base_m:.3f}x", f"{frac:.3f} ({key.split('_')[0]})"])
     for name in STEP_LOSSES[1:]:
         rt = statistics.median(times[name]) / base_t
         rm = mem[name] / base_m
+        rc = statistics.median(cpu[name]) / base_c
         sec.ratios.append((f"a. step time {name} / ppo_clip", rt, "<= 1.05x", rt <= 1.05))
+        sec.ratios.append((f"a. step CPU time {name} / ppo_clip (info)", rc, "-", None))
         sec.ratios.append((f"a. peak step memory {name} / ppo_clip", rm, "<= 1.05x", rm <= 1.05))
     sec.notes.append(f"step = sequence_logprobs + behaviour tensors + loss + backward + grad clip + AdamW, fp32, "
-                     f"{args.threads} threads; peak step memory = torch profiler allocation timeline, live tensor "
+                     f"{args.threads} threads; step ms = wall clock (the goal); CPU ms = this process's CPU time "
+                     f"(all its threads), less sensitive to other jobs on the machine; peak step memory = torch profiler allocation timeline, live tensor "
                      f"bytes above the step's start")
     return sec
 

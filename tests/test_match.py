@@ -201,3 +201,17 @@ def test_reused_core_does_not_leak_history_between_matches(game):
         reused = play_match(core, ["random", "random"], seed=s, match_id="m").replay.without_timing()
     fresh = play_match(game, ["random", "random"], seed=2, match_id="m").replay.without_timing()
     assert reused.to_text() == fresh.to_text()
+
+
+def test_batch_worker_processes_give_the_same_results():
+    from arena.batch import play_matches, summarize
+
+    one = play_matches("openspiel/connect_four-v0", ["random", "first"], 12, seed=4, workers=1, record=True)
+    two = play_matches("openspiel/connect_four-v0", ["random", "first"], 12, seed=4, workers=2, record=True)
+    assert [r.match_id for r in one] == [r.match_id for r in two]
+    assert [r.returns for r in one] == [r.returns for r in two]
+    assert [r.seats for r in one] == [r.seats for r in two]
+    # seats rotate: each agent sits first in half the matches
+    assert sum(r.seats[0] == 0 for r in one) == 6
+    a, b = summarize(one, ["random", "first"])
+    assert a.games == b.games == 12 and a.wins + a.draws + a.losses == 12

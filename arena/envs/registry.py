@@ -94,8 +94,15 @@ def ensure_registered() -> None:
         _register_textarena(ta_id)
     for gid, (ta_id, _note) in CURATED_TEXT_GAMES.items():
         _register_textarena(ta_id, gid)
-    for ep in entry_points(group="arena.envs"):
+    load_entry_point_plugins()
+
+
+def load_entry_point_plugins(group: str = "arena.envs") -> list[str]:
+    """Load the games that installed packages register through an entry-point group."""
+    before = len(_plugin_ids)
+    for ep in entry_points(group=group):
         _load_with_duplicate_check(ep.name, ep.load)
+    return _plugin_ids[before:]
 
 
 def _load_with_duplicate_check(name: str, loader) -> None:

@@ -90,3 +90,23 @@ def test_kuhn_v1_is_spirals_setting():
     assert core.base.max_rounds == 5 and core.base.ante == 1
     neg = make_core("arena/SimpleNegotiation-v1")
     assert neg.base.max_turns == 10
+
+
+def test_entry_point_group_plugins(tmp_path, monkeypatch):
+    """An installed package registers games through the `arena.envs` entry-point group."""
+    import sys
+
+    from arena.envs.registry import load_entry_point_plugins
+
+    pkg = tmp_path / "entry_games.py"
+    pkg.write_text('import gymnasium\ngymnasium.register(id="ep/Pendulum-v1", '
+                   'entry_point="gymnasium.envs.classic_control.pendulum:PendulumEnv", max_episode_steps=20)\n')
+    dist = tmp_path / "entry_games-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: entry-games\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[arena.envs.test]\nentry_games = entry_games\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    added = load_entry_point_plugins("arena.envs.test")
+    assert added == ["ep/Pendulum-v1"]
+    assert "ep/Pendulum-v1" in list_game_ids()
+    sys.modules.pop("entry_games", None)
