@@ -126,6 +126,7 @@ class AgentSummary:
     invalid: int = 0
     forfeits: int = 0
     move_time: float = 0.0
+    move_calls: int = 0
 
     @property
     def win_rate(self) -> float:
@@ -148,6 +149,7 @@ def summarize(results: Sequence[MatchResult], specs: Sequence[str]) -> list[Agen
             s.invalid += r.invalid[seat] if r.invalid else 0
             s.forfeits += int(r.forfeiter == seat)
             s.move_time += r.move_time_total[seat] if r.move_time_total else 0.0
+            s.move_calls += r.move_calls[seat] if r.move_calls else 0
             if r.draw:
                 s.draws += 1
             elif r.winner == seat:

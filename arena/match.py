@@ -84,6 +84,8 @@ class MatchResult:
     invalid: list[int] = field(default_factory=list)
     move_time_total: list[float] = field(default_factory=list)
     move_time_max: list[float] = field(default_factory=list)
+    #: Agent calls (move attempts) per player: move_time_total / this is the mean time per move.
+    move_calls: list[int] = field(default_factory=list)
     duration: float = 0.0
     replay: Replay | None = None
     replay_path: str | None = None
@@ -216,6 +218,7 @@ def play_match(
     invalid = [0] * n
     t_total = [0.0] * n
     t_max = [0.0] * n
+    calls = [0] * n
     allowance = policy.allowance
     forfeiter: int | None = None
     outcome, reason = "normal", ""
@@ -239,6 +242,7 @@ def play_match(
         except Exception as e:  # an agent's bug must never crash the caller
             action, event, why = None, "error", f"agent raised {type(e).__name__}: {e}"
         dt = _perf() - t0
+        calls[p] += 1
         t_total[p] += dt
         if dt > t_max[p]:
             t_max[p] = dt
@@ -346,7 +350,7 @@ def play_match(
     return MatchResult(
         match_id=match_id, game_id=core.game_id, seed=seed, agents=specs, returns=returns, winner=winner, draw=draw,
         moves=t, outcome=outcome, reason=reason, forfeiter=forfeiter, invalid=invalid, move_time_total=t_total,
-        move_time_max=t_max, duration=duration, replay=replay,
+        move_time_max=t_max, move_calls=calls, duration=duration, replay=replay,
     )
 
 

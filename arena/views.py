@@ -11,13 +11,13 @@ from arena.batch import AgentSummary
 
 def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:
     t = Table(title=title, title_justify="left")
-    t.add_column("agent", no_wrap=True)
+    t.add_column("agent", overflow="fold", max_width=32)
     for col, just in ( ("games", "right"), ("W", "right"), ("D", "right"), ("L", "right"),
                       ("win rate", "right"), ("mean return", "right"), ("invalid", "right"), ("ms/move", "right")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=True)
     for s in rows:
         t.add_row(s.spec, str(s.games), str(s.wins), str(s.draws), str(s.losses), f"{s.win_rate:.3f}",
-                  f"{s.mean_return:+.3f}", str(s.invalid), f"{1000 * s.move_time / max(s.games, 1):.2f}")
+                  f"{s.mean_return:+.3f}", str(s.invalid), f"{1000 * s.move_time / max(s.move_calls, 1):.2f}")
     return t
 
 

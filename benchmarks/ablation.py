@@ -38,7 +38,9 @@ seed-mean curve), final invalid rate, mean mask fraction, wall time per run) and
 
 Resuming: ``--reuse`` skips runs that finished with the same configuration,
 extends finished runs when only ``--iterations`` grew, and resumes interrupted
-runs from their latest checkpoint (the trainer's own resume).  Without
+runs from their latest checkpoint (the trainer's own resume; a run interrupted
+before its first snapshot after iteration 0 is restarted instead, see
+``launch``).  The wall time of a resumed run counts from the resume.  Without
 ``--reuse`` the selected variants' run folders are deleted and run afresh.
 
 The full study (8 variants x 3 seeds x 60 iterations of 128 games) takes hours
@@ -75,6 +77,7 @@ from typing import Any  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 BASE_CONFIG = ROOT / "configs" / "train" / "spiral_tictactoe_tiny.yaml"
 DONE = "ablation_done.json"
+STARTED = "ablation_config.json"
 WIN_KEY = "eval/win_rate/random"
 INVALID_KEY = "eval/invalid_rate"
 
@@ -187,10 +190,24 @@ def launch(args, owner: str, seed: int, cfg, console) -> dict[str, Any]:
             raise SystemExit(f"{run_dir} finished with a different configuration: drop --reuse to rerun it, "
                              f"or use another --out")
     elif args.reuse and run_dir.exists() and (run_dir / "latest").exists():
-        console.print(f"{owner} seed {seed}: resuming an interrupted run from {(run_dir / 'latest').resolve().name}")
+        started = run_dir / STARTED
+        old = json.loads(started.read_text()) if started.exists() else None
+        if old is None or {k: v for k, v in old.items() if k != "iterations"} != \
+                {k: v for k, v in key.items() if k != "iterations"}:
+            raise SystemExit(f"{run_dir} holds an unfinished run with a different configuration: drop --reuse "
+                             f"to rerun it, or use another --out")
+        latest = (run_dir / "latest").resolve().name
+        if latest == "iter-00000":
+            # SpiralTrainer.run redoes snapshot(0) when it resumes from the iteration-0 checkpoint, and the
+            # league refuses the duplicate snapshot name: start such runs afresh (little is lost)
+            console.print(f"{owner} seed {seed}: interrupted before its first snapshot after iteration 0, restarting")
+            shutil.rmtree(run_dir)
+        else:
+            console.print(f"{owner} seed {seed}: resuming an interrupted run from {latest}")
     elif run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / STARTED).write_text(json.dumps(key, indent=1))
     spec = {"variant": owner, "dir": str(run_dir), "config": asdict(cfg), "threads": cfg.threads,
             "prior_wall_s": prior_wall}
     console.print(f"[bold]{owner}[/bold] seed {seed}: {cfg.iterations} iterations x {cfg.games_per_iter} games, "
@@ -392,13 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     # identical configurations (e.g. dppo_binary_tv = base) share the runs of the first variant that has them
     owners: dict[str, str] = {}
     first_of: dict[str, str] = {}
-    cfgs = {}
     for v in args.variant_list:
         cfg = make_config(args, v, seeds[0])
         key = config_key(cfg)
         owners[v] = first_of.setdefault(key, v)
-        cfgs[v] = cfg
-    base_cfg = cfgs[args.variant_list[0]]
+    base_cfg = make_config(args, "base", seeds[0])  # the settings line describes the base recipe
     console.print(f"[bold]ablation[/bold]: {len(args.variant_list)} variant(s) x {len(seeds)} seed(s), base "
                   f"{Path(args.config).name}, {base_cfg.iterations} iterations x {base_cfg.games_per_iter} games, "
                   f"eval {base_cfg.eval.games} games every {base_cfg.eval.every}, "
@@ -436,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"eval {base_cfg.eval.games} greedy games vs random every {base_cfg.eval.every} "
                 f"iterations; imitation {base_cfg.il.matches if base_cfg.il else 0} matches; seeds {seeds}; "
                 f"{base_cfg.threads} torch threads; {platform.machine()}, {os.cpu_count()} CPUs")
+    recipe = (f"base recipe: loss {base_cfg.loss}, advantage {base_cfg.advantage}, opponents {base_cfg.opponent_mode} "
+              f"{base_cfg.opponents}, lr {base_cfg.lr:g}, max_new_tokens {base_cfg.max_new_tokens}, top_k "
+              f"{base_cfg.top_k}, template {base_cfg.template}")
     title = (f"Win rate vs random (mean ± std over seeds): {base_cfg.iterations} iterations x "
              f"{base_cfg.games_per_iter} games, {len(seeds)} seed(s)")
     png = plot(summaries, out / "ablation.png", title)
@@ -453,12 +471,14 @@ def main(argv: list[str] | None = None) -> int:
     md = "\n\n".join([
         "# Ablation: SPIRAL recipe on tiny-model tic-tac-toe",
         f"_{settings}; {time.strftime('%Y-%m-%d %H:%M')}._",
+        f"_{recipe}._",
         markdown_table(HEAD, rows, {2, 3, 4, 5, 6, 7}),
         "\n".join(f"- {n}" for n in notes),
         f"![win rate vs random]({png.name})",
     ]) + "\n"
     (out / "ablation.md").write_text(md)
-    (out / "ablation.json").write_text(json.dumps({"settings": settings, "variants": summaries}, indent=1))
+    (out / "ablation.json").write_text(json.dumps({"settings": settings, "base_config": asdict(base_cfg),
+                                                   "variants": summaries}, indent=1, default=str))
     console.print(f"[dim]wrote {out / 'ablation.md'}, {png}, {out / 'ablation.json'} "
                   f"({time.perf_counter() - t_all:.0f} s)[/dim]")
     console.print("\n[bold]Markdown:[/bold]\n")

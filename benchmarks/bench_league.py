@@ -160,55 +160,88 @@ def run_league(cfg: LeagueConfig, directory: Path, backend: str, matches: int) -
 
 
 # -- 1. inline league vs bare play_match loop ---------------------------------------------------
-def bare_loop(cfg: LeagueConfig, pairings: list[tuple[str, str, list[str], int]]) -> tuple[float, dict]:
-    """play_match over the league's matches: cores/agents built once (outside the timing), record=True, no disk."""
-    kwargs = {g.id: dict(g.kwargs) for g in cfg.games}
-    cores: dict[str, Any] = {}
-    agents: dict[tuple[str, str, int], Any] = {}
-    for _mid, game, specs, _seed in pairings:
-        if game not in cores:
-            cores[game] = make_core(game, **kwargs[game])
-        for seat, spec in enumerate(specs):
-            if (game, spec, seat) not in agents:
-                agents[(game, spec, seat)] = make_agent(spec, cores[game], derive_seed(0, seat))
-    policy = InvalidMovePolicy(allowance=cfg.invalid_allowance)
-    limit = cfg.move_time_limit
-    jobs = [(mid, cores[game], [agents[(game, s, k)] for k, s in enumerate(specs)], seed, kwargs[game] or None)
-            for mid, game, specs, seed in pairings]
-    out: dict[str, tuple[list[float], int]] = {}
-    gc.collect()
-    t0 = _perf()
-    for mid, core, seated, seed, gkw in jobs:
-        res = play_match(core, seated, seed=seed, match_id=mid, policy=policy, move_time_limit=limit,
-                         record=True, game_kwargs=gkw)
-        out[mid] = (res.returns, res.moves)
-    return _perf() - t0, out
+class BareLoop:
+    """play_match over given matches: cores/agents built once (outside the timing), record=True, no disk."""
+
+    def __init__(self, cfg: LeagueConfig):
+        self.kwargs = {g.id: dict(g.kwargs) for g in cfg.games}
+        self.policy = InvalidMovePolicy(allowance=cfg.invalid_allowance)
+        self.limit = cfg.move_time_limit
+        self.cores: dict[str, Any] = {}
+        self.agents: dict[tuple[str, str, int], Any] = {}
+
+    def prepare(self, pairings: list[tuple[str, str, list[str], int]]) -> list[tuple]:
+        for _mid, game, specs, _seed in pairings:
+            if game not in self.cores:
+                self.cores[game] = make_core(game, **self.kwargs[game])
+            for seat, spec in enumerate(specs):
+                if (game, spec, seat) not in self.agents:
+                    self.agents[(game, spec, seat)] = make_agent(spec, self.cores[game], derive_seed(0, seat))
+        return [(mid, self.cores[game], [self.agents[(game, sp, k)] for k, sp in enumerate(specs)], seed,
+                 self.kwargs[game] or None) for mid, game, specs, seed in pairings]
+
+    def play(self, jobs: list[tuple], out: dict) -> float:
+        policy, limit = self.policy, self.limit
+        t0 = _perf()
+        for mid, core, seated, seed, gkw in jobs:
+            res = play_match(core, seated, seed=seed, match_id=mid, policy=policy, move_time_limit=limit,
+                             record=True, game_kwargs=gkw)
+            out[mid] = (res.returns, res.moves)
+        return _perf() - t0
 
 
 def bench_inline(args, root: Path, console: Console) -> tuple[list[Run], dict]:
+    """League and bare loop in interleaved chunks over the same matches, so load bursts from other processes
+    hit both sides alike; the rates are totals over all chunks."""
     cfg = league_config(args.mcts_sims)
     cycle = 14  # quickstart round robin: 7 pairs x 2 seatings
     # Warm-up: fills this process's game-core/agent caches (run_job) and the CFR policy cache.
     run_league(cfg, fresh_dir(root, "warm-inline"), "inline", 2 * cycle)
-    league, summary = run_league(cfg, fresh_dir(root, "inline"), "inline", args.inline_matches)
-    rows = league.store.matches(status="done", source="league")
-    pairings = [(m.match_id, m.game, m.specs, m.seed) for m in rows]
+    league = League(cfg, fresh_dir(root, "inline"), backend="inline")
+    bare = BareLoop(cfg)
+    n, chunks = args.inline_matches, max(1, args.inline_chunks)
+    league_s = bare_s = 0.0
+    busy = {"league": [0, 0], "bare": [0, 0]}
+    seen: set[str] = set()
+    bare_out: dict[str, tuple[list[float], int]] = {}
+    chunk_ratios = []
+    for k in range(1, chunks + 1):
+        target = round(n * k / chunks)
+        gc.collect()
+        c0 = cpu_times()
+        summary = league.run(matches=target)
+        c1 = cpu_times()
+        if summary["failures"] or summary["results"] != target:
+            raise SystemExit(f"inline league run: {summary}")
+        rows = [m for m in league.store.matches(status="done", source="league") if m.match_id not in seen]
+        seen.update(m.match_id for m in rows)
+        jobs = bare.prepare([(m.match_id, m.game, m.specs, m.seed) for m in rows])
+        gc.collect()
+        c2 = cpu_times()
+        secs = bare.play(jobs, bare_out)
+        c3 = cpu_times()
+        league_s += summary["seconds"]
+        bare_s += secs
+        chunk_ratios.append((summary["new"] / summary["seconds"]) / (len(jobs) / secs))
+        for key, a, b in (("league", c0, c1), ("bare", c2, c3)):
+            if a is not None and b is not None:
+                busy[key][0] += b[0] - a[0]
+                busy[key][1] += b[1] - a[1]
     results = {r.match_id: (r.returns, r.moves) for r in league.store.results()}
     league.store.close()
-    bare_s, bare_out = bare_loop(cfg, pairings)
-    same = sum(1 for mid, (ret, mv) in bare_out.items() if results.get(mid) == (ret, mv))
-    per_game: dict[str, int] = defaultdict(int)
-    for _mid, game, _specs, _seed in pairings:
-        per_game[game] += 1
-    console.print(f"[dim]1. inline league: {summary['new']} matches in {summary['seconds']:.2f} s; bare loop "
-                  f"{len(pairings)} matches in {bare_s:.2f} s; identical results {same}/{len(pairings)}[/dim]")
-    if same != len(pairings):
-        console.print(f"[yellow]warning: the bare loop reproduced {same} of {len(pairings)} league results[/yellow]")
+    same = sum(1 for mid, rm in bare_out.items() if results.get(mid) == rm)
+    console.print(f"[dim]1. inline league: {n} matches in {league_s:.2f} s; bare loop {len(bare_out)} matches in "
+                  f"{bare_s:.2f} s ({chunks} interleaved chunks); identical results {same}/{len(bare_out)}[/dim]")
+    if same != len(bare_out) or len(bare_out) != n:
+        console.print(f"[yellow]warning: the bare loop reproduced {same} of {n} league results[/yellow]")
     sims = f"mcts {args.mcts_sims} sims"
+    share = {key: (b / t if t else None) for key, (b, t) in busy.items()}
+    chunk_ratios.sort()
     return [
-        Run("league_inline", f"League.run, backend=inline ({sims})", summary["new"], summary["seconds"]),
-        Run("bare", f"bare play_match loop, record=True, no disk ({sims})", len(pairings), bare_s),
-    ], {"identical": f"{same}/{len(pairings)}", "per_game": dict(per_game)}
+        Run("league_inline", f"League.run, backend=inline ({sims})", n, league_s, {"busy": share["league"]}),
+        Run("bare", f"bare play_match loop, record=True, no disk ({sims})", len(bare_out), bare_s,
+            {"busy": share["bare"]}),
+    ], {"identical": f"{same}/{len(bare_out)}", "chunk_ratios": chunk_ratios}
 
 
 # -- 2. + 3. process pool and Ray -----------------------------------------------------------------
@@ -413,13 +446,19 @@ def report(runs: dict[str, Run], info: dict, args, console: Console) -> None:
 
     qhead = ["comparison (rate ratio)", "ratio", "goal", "status"]
     qrows: list[tuple[list[str], bool | None]] = []
+    ncpu = os.cpu_count() or 1
+    # Runs that use one CPU (plus a little): more than 1.5 CPUs' worth busy means other processes took CPU time.
+    one_cpu = {"league_inline", "bare", "local_w1"}
+    shared = {k for k, r in runs.items() if k in one_cpu and (r.extra.get("busy") or 0.0) > 1.5 / ncpu}
     for label, num, den, goal in RATIOS:
         if num not in runs or den not in runs:
             continue
         ratio = runs[num].rate / runs[den].rate
         ok = None if goal is None else ratio >= goal
-        qrows.append(([label, f"{ratio:.2f}x", "-" if goal is None else f">= {goal:g}x",
-                       "-" if ok is None else ("PASS" if ok else "below goal")], ok))
+        status = "-" if ok is None else ("PASS" if ok else "below goal")
+        if ok is not None and shared & {num, den}:
+            status += " (CPUs shared: unreliable)"
+        qrows.append(([label, f"{ratio:.2f}x", "-" if goal is None else f">= {goal:g}x", status], ok))
     t = Table(title="Ratios")
     for i, h in enumerate(qhead):
         t.add_column(h, justify="left" if i in (0, 3) else "right")
@@ -430,13 +469,16 @@ def report(runs: dict[str, Run], info: dict, args, console: Console) -> None:
     notes = []
     if "league_inline" in runs and "bare" in runs:
         over = 1e3 / runs["league_inline"].rate - 1e3 / runs["bare"].rate
+        cr = info.get("chunk_ratios") or []
+        spread = f"; per-chunk ratios {cr[0]:.2f}-{cr[-1]:.2f}x over {len(cr)} chunks" if cr else ""
         notes.append(f"inline league overhead over the bare loop: {over:.2f} ms/match "
-                     f"(bare play {1e3 / runs['bare'].rate:.2f} ms/match); bare loop reproduced "
+                     f"(bare play {1e3 / runs['bare'].rate:.2f} ms/match){spread}; the bare loop reproduced "
                      f"{info.get('identical', '?')} league results exactly")
     if "local_w1" in runs:
         notes.append("CPUs busy: share of all the machine's CPUs in use (by any process) during the run; with "
-                     f"{os.cpu_count()} CPUs, 1 worker alone should show about {100 / (os.cpu_count() or 1):.0f}% "
-                     "(plus the league's own process); more means other processes competed for the CPUs")
+                     f"{ncpu} CPUs a one-process run (inline, bare loop, 1 worker) should show about "
+                     f"{100 / ncpu:.0f}%; above {150 / ncpu:.0f}% other processes competed for the CPUs and the "
+                     "ratio is marked unreliable")
     if "ray_w2" in runs:
         notes.append(f"ray.init (local, num_cpus=2): {runs['ray_w2'].extra['init']:.2f} s, reported separately")
     for n in notes:
@@ -465,11 +507,13 @@ def main() -> None:
     p.add_argument("--inline-matches", type=int, help="matches of the inline league and bare loop (default 4200)")
     p.add_argument("--pool-matches", type=int, help="matches of each pool / Ray run (default 400)")
     p.add_argument("--pool-rounds", type=int, help="interleaved rounds of the two pool runs, best kept (default 2)")
+    p.add_argument("--inline-chunks", type=int, default=6,
+                   help="league and bare loop alternate in this many chunks (default 6)")
     p.add_argument("--mcts-sims", type=int, default=50, help="MCTS simulations in the inline comparison (default 50)")
     p.add_argument("--pool-mcts-sims", type=int, default=800,
                    help="MCTS simulations in the pool and Ray runs (default 800)")
-    p.add_argument("--rating-games", type=int, help="two-player rating updates (default 10000)")
-    p.add_argument("--rating-repeats", type=int, default=3)
+    p.add_argument("--rating-games", type=int, help="two-player rating updates per repeat (default 3000)")
+    p.add_argument("--rating-repeats", type=int, default=9, help="interleaved repeats, best kept (default 9)")
     p.add_argument("--only", choices=["inline", "pool", "ray", "ratings"], action="append",
                    help="run only these parts (repeatable)")
     p.add_argument("--profile", action="store_true",
@@ -483,9 +527,10 @@ def main() -> None:
     if args.pool_rounds is None:
         args.pool_rounds = 1 if args.quick else 2
     if args.rating_games is None:
-        args.rating_games = 2000 if args.quick else 10_000
+        args.rating_games = 1000 if args.quick else 3000
     if args.quick:
-        args.rating_repeats = min(args.rating_repeats, 2)
+        args.rating_repeats = min(args.rating_repeats, 3)
+        args.inline_chunks = min(args.inline_chunks, 2)
 
     console = Console(width=max(Console().width, 120))
     root = Path(tempfile.mkdtemp(prefix="arena-bench-league-"))

@@ -574,7 +574,7 @@ def main(argv: list[str] | None = None) -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    console = Console(width=max(Console().width, 120))
+    console = Console(width=max(Console().width, 170))
     console.print(f"[bold]bench_llm[/bold]: {versions()}; {args.threads} torch threads; sections: {', '.join(only)}")
     t_all = _perf()
     sections = []

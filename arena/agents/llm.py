@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.agents.base import BaseAgent, derive_seed
-from arena.agents.prompts import PromptTemplate, last_boxed, make_template, parse_move
+from arena.agents.prompts import PromptTemplate, make_template, parse_move
 from arena.envs.observation import Observation
 
 
@@ -81,7 +81,7 @@ class LLMAgent(BaseAgent):
     def act(self, observation: Observation) -> Any:
         prompt = self.template.render(observation.game_id, observation.text, observation.player)
         gen = self._generate(prompt)
-        move, why = parse_move(last_boxed(gen.text), observation.action_kind, observation.legal_actions,
+        move, why = parse_move(self.template.parse(gen.text), observation.action_kind, observation.legal_actions,
                                observation.parse_action)
         if self.record:
             self.turns.append(Turn(observation.game_id, observation.player, observation.step, prompt, gen, move, why))

@@ -58,15 +58,24 @@ COMPACT_VIEWS: dict[str, Callable[[str, int], str]] = {
 
 
 class PromptTemplate:
-    """``render(game_id, text, player)`` -> model input; ``answer(move_text)`` -> target output."""
+    """``render(game_id, text, player)`` -> model input; ``answer(move_text)`` -> target output.
+
+    A template may end the prompt with the start of the answer (`answer_prefix`,
+    e.g. ``\boxed{``): the model then writes only the rest, and `parse` reads
+    prefix + output.
+    """
 
     name = "base"
+    answer_prefix = ""
 
     def render(self, game_id: str, text: str, player: int) -> str:
         raise NotImplementedError
 
     def answer(self, move_text: str) -> str:
-        return boxed(move_text)
+        return boxed(move_text)[len(self.answer_prefix):]
+
+    def parse(self, output: str) -> str | None:
+        return last_boxed(self.answer_prefix + output)
 
 
 class SpiralTemplate(PromptTemplate):
@@ -85,13 +94,15 @@ class SpiralTemplate(PromptTemplate):
 
 
 class CompactTemplate(PromptTemplate):
+    """For tiny models: a short view and the answer already opened, so the model writes ``4}`` and stops."""
+
     name = "compact"
+    answer_prefix = _BOXED
 
     def render(self, game_id: str, text: str, player: int) -> str:
         view = COMPACT_VIEWS.get(game_id)
-        if view is None:
-            return f"p{player}:{text.strip()}="
-        return view(text, player)
+        body = f"p{player}:{text.strip()}=" if view is None else view(text, player)
+        return body + self.answer_prefix
 
 
 def make_template(name: str, tokenizer: Any = None) -> PromptTemplate:

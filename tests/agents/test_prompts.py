@@ -36,8 +36,10 @@ def test_parse_move_text_games():
 
 def test_compact_tic_tac_toe_numbers_empty_cells():
     t = CompactTemplate()
-    assert t.render("openspiel/tic_tac_toe-v0", "x.o\n...\n..x", 1) == "o:x1o/345/67x="
-    assert t.answer("4") == "\\boxed{4}"
+    prompt = t.render("openspiel/tic_tac_toe-v0", "x.o\n...\n..x", 1)
+    assert prompt == "o:x1o/345/67x=\\boxed{"
+    assert t.answer("4") == "4}"  # the answer is already opened in the prompt
+    assert t.parse("4}") == "4" and t.parse("4") is None and t.parse("x}") == "x"
 
 
 def test_spiral_template_without_chat_template():

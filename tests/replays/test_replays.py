@@ -122,7 +122,10 @@ while True:
 def test_kill_mid_write_leaves_no_partial_replay(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE)
     assert proc.stdout.readline().strip() == b"ready"
-    time.sleep(1.5)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(tmp_path.glob("m*.jsonl"))) < 2:  # however loaded the machine
+        time.sleep(0.05)
+    time.sleep(0.13)  # then kill at some point inside a later write
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     visible = list_replays(tmp_path)
