@@ -65,7 +65,8 @@ c. ``smollm``: SmolLM2-135M-Instruct generation tokens/s with ``HFEngine`` on
    EOS early count only their own tokens); best of ``--smollm-repeats``.
 
 d. ``vllm`` (only with ``--vllm``): vLLM against transformers tokens/s on
-   SmolLM2; needs a GPU and the ``vllm`` extra, otherwise a note says so.
+   SmolLM2 (bf16 on the GPU, batch 8 and 64); needs a CUDA GPU and the
+   ``vllm`` package, otherwise a note says so.
 
 Run:  .venv/bin/python benchmarks/bench_llm.py [--quick] [--only step|rollout|smollm|vllm ...] [--vllm]
       (the full run takes ~3-5 minutes on 2 cores; --quick well under a minute)
@@ -93,6 +94,7 @@ from importlib.metadata import version as pkg_version  # noqa: E402
 from typing import Any  # noqa: E402
 
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 _perf = time.perf_counter
@@ -462,11 +464,11 @@ def bench_vllm(args, console: Console) -> Section:
         vllm = None
     torch = _torch()
     if not args.vllm or vllm is None or not torch.cuda.is_available():
-        why = ("not requested (--vllm)" if not args.vllm else
+        why = ("not requested" if not args.vllm else
                "vllm is not installed" if vllm is None else "no CUDA GPU")
-        sec.notes.append(f"skipped: {why}; the vLLM comparison needs a GPU and the vllm extra "
-                         "(pip install 'arena[vllm]'), run with --vllm")
-        console.print(f"[bold]d. vLLM[/bold]: {sec.notes[-1]}")
+        sec.notes.append(f"vLLM skipped ({why}): the vLLM comparison needs a CUDA GPU and the vllm package "
+                         "(pip install vllm; pyproject.toml has no 'vllm' extra), then --vllm")
+        console.print(f"[bold]d. vLLM[/bold]: {escape(sec.notes[-1])}")
         return sec
     from arena.agents.prompts import make_template
     from arena.trainers.engine import HFEngine, VLLMEngine
@@ -522,7 +524,7 @@ def report(sections: list[Section], args, console: Console) -> None:
         console.print(t)
     notes = [n for sec in sections for n in sec.notes]
     for n in notes:
-        console.print(f"[dim]{n}[/dim]")
+        console.print(f"[dim]{escape(n)}[/dim]")
 
     load = getattr(args, "load", None)
     load_txt = f", 1-min load average {load:.2f} at start" if load is not None else ""
@@ -545,7 +547,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=doc.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     p.add_argument("--only", choices=SECTIONS, action="append",
-                   help="run only these sections (repeatable; default: all, vllm only with --vllm)")
+                   help="run only these sections (repeatable; default: all; vllm measures only with --vllm)")
     p.add_argument("--vllm", action="store_true", help="also compare vLLM with transformers (GPU + vllm extra)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument("--seed", type=int, default=0)
@@ -563,7 +565,7 @@ def main(argv: list[str] | None = None) -> None:
     args.rollout_repeats = args.rollout_repeats or (1 if q else 7)
     args.smollm_tokens = args.smollm_tokens or (16 if q else 64)
     args.smollm_repeats = args.smollm_repeats or (1 if q else 2)
-    only = list(dict.fromkeys(args.only or [s for s in SECTIONS if s != "vllm" or args.vllm]))
+    only = list(dict.fromkeys(args.only or SECTIONS))  # vllm without --vllm: a note only
     try:
         args.load = os.getloadavg()[0]
     except OSError:

@@ -25,6 +25,7 @@ and RNG states; ``arena train`` on an existing run folder resumes from the lates
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import random
@@ -112,8 +113,9 @@ class SpiralTrainer:
         self.template = make_template(cfg.template if cfg.template != "auto" else
                                       ("compact" if cfg.model == "tiny" else "spiral"), self.tok)
         self.engine = HFEngine(self.model, self.tok)
+        # A 20 ms window: long enough for the first moves of all concurrent matches to share a call.
         self.rollout_engine = BatchingEngine(AutocastEngine(self.engine, cfg.rollout_precision),
-                                             max_batch=max(cfg.concurrency, cfg.eval.concurrency))
+                                             max_batch=max(cfg.concurrency, cfg.eval.concurrency), max_wait_s=0.02)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.scaler = torch.amp.GradScaler("cpu", enabled=cfg.train_precision == "fp16")
         from arena.trainers.advantages import RAEBaseline
@@ -250,7 +252,7 @@ class SpiralTrainer:
 
         cfg = self.cfg
         loss_fn = get_loss(cfg.loss)
-        needs_topk = cfg.loss in ("dppo_topk_tv", "dppo_topk_kl", "predictive_mask")
+        needs_topk = "topk_old_logp" in inspect.signature(loss_fn).parameters
         if needs_topk and (not samples or samples[0].topk_ids is None):
             raise ValueError(f"loss {cfg.loss} needs top-K rollout log-probs: set top_k > 0")
         pad = self.tok.pad_token_id or 0
@@ -395,7 +397,8 @@ class SpiralTrainer:
         cfg = self.cfg
         torch = _torch()
         last = cfg.iterations if iterations is None else iterations
-        if self.iteration == 0:
+        if self.iteration == 0 and self.league.store.player(f"{LEARNER_NAME}@0") is None:
+            # Start of a run (a run resumed from its iteration-0 checkpoint has done this already).
             torch.manual_seed(cfg.seed)
             if cfg.il is not None and not self.il_done:
                 self.imitation()

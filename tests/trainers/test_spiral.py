@@ -121,3 +121,13 @@ def test_bad_train_config_is_a_clear_error(tmp_path):
         small(tmp_path, loss="dppo")
     with pytest.raises(ConfigError, match="unknown key"):
         small(tmp_path, learning_rate=1)
+
+
+def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
+    d = tmp_path / "run"
+    cfg = small(tmp_path, iterations=0, il=None)
+    run(cfg, d)
+    assert (d / "latest").resolve().name == "iter-00000"
+    t, _ = run(small(tmp_path, iterations=1, il=None), d)  # no second learner@0, no crash
+    assert t.iteration == 1
+    assert [p.name for p in open_league(d).players() if p.kind == "historical"] == ["learner@0", "learner@1"]
