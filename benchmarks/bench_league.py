@@ -46,6 +46,12 @@ Run:  .venv/bin/python benchmarks/bench_league.py [--quick] [--skip-ray]
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+from _common import markdown_table, versions as _versions  # noqa: E402
+
 import argparse
 import cProfile
 import functools
@@ -59,7 +65,6 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from importlib.metadata import version as pkg_version
 from pathlib import Path
 from typing import Any, Callable
 
@@ -403,21 +408,10 @@ def profile(args, root: Path, console: Console) -> None:
 
 
 # -- output ---------------------------------------------------------------------------------------
-def markdown_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def versions() -> str:
-    parts = [f"Python {platform.python_version()}"]
-    for pkg in ("arena", "open_spiel", "textarena", "openskill", "ray"):
-        try:
-            parts.append(f"{pkg} {pkg_version(pkg)}")
-        except Exception:
-            parts.append(f"{pkg} ?")
-    return ", ".join(parts)
+    return _versions(("arena", "open_spiel", "textarena", "openskill", "ray"))
 
 
 RATIOS = [

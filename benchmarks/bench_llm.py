@@ -74,6 +74,12 @@ Run:  .venv/bin/python benchmarks/bench_llm.py [--quick] [--only step|rollout|sm
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+from _common import markdown_table, versions as _versions  # noqa: E402
+
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # several torch processes on 2 cores: no busy-waiting
@@ -90,7 +96,6 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
-from importlib.metadata import version as pkg_version  # noqa: E402
 from typing import Any  # noqa: E402
 
 from rich.console import Console  # noqa: E402
@@ -112,21 +117,10 @@ def _torch():
     return torch
 
 
-def markdown_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def versions() -> str:
-    parts = [f"Python {platform.python_version()}"]
-    for pkg in ("torch", "transformers"):
-        try:
-            parts.append(f"{pkg} {pkg_version(pkg)}")
-        except Exception:
-            parts.append(f"{pkg} ?")
-    return ", ".join(parts)
+    return _versions(("torch", "transformers"))
 
 
 @dataclass

@@ -36,6 +36,12 @@ Run:  .venv/bin/python benchmarks/bench_match.py [--seconds S] [--rounds R] [--s
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+from _common import markdown_table, versions as _versions  # noqa: E402
+
 import argparse
 import cProfile
 import gc
@@ -45,7 +51,6 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import version as pkg_version
 from typing import Callable
 
 import numpy as np
@@ -287,21 +292,10 @@ def ratio_rows(variants: dict[str, Variant]) -> list[tuple[list[str], bool | Non
     return rows
 
 
-def markdown_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def versions() -> str:
-    parts = [f"Python {platform.python_version()}"]
-    for pkg in ("arena", "open_spiel", "pettingzoo", "textarena"):
-        try:
-            parts.append(f"{pkg} {pkg_version(pkg)}")
-        except Exception:
-            parts.append(f"{pkg} ?")
-    return ", ".join(parts)
+    return _versions(("arena", "open_spiel", "pettingzoo", "textarena"))
 
 
 def report(variants: dict[str, Variant], args, console: Console) -> None:

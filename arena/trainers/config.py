@@ -50,6 +50,8 @@ class TrainConfig:
     #: "league": opponents by the league's main-agent rule (self-play, PFSP over fixed and
     #: historical players, verification); "selfplay": always itself; "fixed": only the fixed opponents.
     opponent_mode: Literal["league", "selfplay", "fixed"] = "league"
+    #: In league mode, this share of games goes to the fixed opponents (uniformly), the rest by the league rule.
+    fixed_share: float = 0.0
     loss: str = "dppo_binary_tv"
     loss_kwargs: dict[str, Any] = field(default_factory=dict)
     agg: Literal["token_mean", "seq_mean", "seq_sum_norm"] = "token_mean"
@@ -80,6 +82,8 @@ class TrainConfig:
     def __post_init__(self):
         if self.games_per_iter < 1 or self.iterations < 0 or self.concurrency < 1:
             raise ValueError("games_per_iter and concurrency must be >= 1, iterations >= 0")
+        if not 0.0 <= self.fixed_share <= 1.0:
+            raise ValueError(f"fixed_share must be within [0, 1], got {self.fixed_share}")
         if not 0 < self.rae_decay < 1:
             raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
         from arena.trainers.losses import LOSSES

@@ -157,7 +157,7 @@ class SpiralTrainer:
         for i in range(n):
             if cfg.opponent_mode == "selfplay":
                 opp = LEARNER_NAME
-            elif cfg.opponent_mode == "fixed":
+            elif cfg.opponent_mode == "fixed" or rng.random() < cfg.fixed_share:
                 names = sorted(self.train_opponents)
                 opp = names[int(rng.integers(len(names)))]
             else:
