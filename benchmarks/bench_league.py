@@ -487,7 +487,7 @@ def report(runs: dict[str, Run], info: dict, args, console: Console) -> None:
     note = f"_{versions()}; {platform.machine()}, {os.cpu_count()} CPUs{load_txt}; {setup}._"
     md = "\n\n".join([markdown_table(head, rrows, {1, 2, 3, 4, 5}),
                       markdown_table(qhead, [r for r, _ in qrows], {1, 2}),
-                      "\n".join(f"- {n}" for n in notes), note])
+                      *(["\n".join(f"- {n}" for n in notes)] if notes else []), note])
     console.print("\n[bold]Markdown (for the README):[/bold]\n")
     print(md)  # plain print: no rich markup or wrapping in the pasteable text
 
