@@ -211,12 +211,9 @@ class League:
 
     # -- the interface for trainers --------------------------------------------------------
     def begin_match(self, pairing: Pairing, status: str = "queued") -> MatchRow:
-        row = self.store.enqueue(pairing.game, pairing.players, pairing.specs, status=status, note=pairing.why)
-        seed = _seed(self.cfg.seed, row.seq)
-        with self.store.tx() as c:
-            c.execute("UPDATE matches SET seed=? WHERE match_id=?", (seed, row.match_id))
-        row.seed = seed
-        return row
+        league_seed = self.cfg.seed
+        return self.store.enqueue(pairing.game, pairing.players, pairing.specs, seed=lambda seq: _seed(league_seed, seq),
+                                  status=status, note=pairing.why)
 
     def report(self, match_id: str, result: dict) -> bool:
         """Commit a finished match (idempotent) and feed the learning players that played it."""
@@ -321,7 +318,10 @@ class League:
         recovered = self.recover()
         executor = make_executor(self.backend, self.cfg.workers, self.address)
         inflight: dict[str, MatchRow] = {}
-        count = lambda: self.store.result_count("league")  # noqa: E731  (the budget counts the league's own matches)
+        # The budget counts the league's own matches; counted in memory after one query (external
+        # commits, e.g. a human playing a league player, never count toward it).
+        committed = [self.store.result_count("league")]
+        count = lambda: committed[0]  # noqa: E731
         started, done_at_start = time.perf_counter(), count()
         failures = 0
         try:
@@ -333,8 +333,11 @@ class League:
                     queued = [m for m in self.store.matches(status="queued", source="league")
                               if m.match_id not in inflight]
                     while done + len(inflight) < target and len(inflight) < self.cfg.in_flight:
-                        row = queued.pop(0) if queued else self.begin_match(self.next_pairing())
-                        self.store.mark_running(row.match_id)
+                        if queued:
+                            row = queued.pop(0)
+                            self.store.mark_running(row.match_id)
+                        else:
+                            row = self.begin_match(self.next_pairing(), status="running")
                         executor.submit(self._job(row))
                         inflight[row.match_id] = row
                 for mid, out in executor.wait(timeout=0.5):
@@ -342,8 +345,8 @@ class League:
                     if isinstance(out, BaseException):
                         failures += 1
                         self.store.requeue(mid, f"{type(out).__name__}: {out}", self.cfg.max_attempts)
-                    else:
-                        self.report(mid, out)
+                    elif self.report(mid, out):
+                        committed[0] += 1
                 if on_progress is not None:
                     elapsed = time.perf_counter() - started
                     now_done = count()

@@ -23,7 +23,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, TrueSkillTable, rate_result, scores_from_returns
@@ -143,6 +143,7 @@ class LeagueStore:
             raise ArenaError(f"{self.db_path}: league schema {self.get_meta('schema')}, this arena reads {SCHEMA_VERSION}")
         self.elo_k = float(self.get_meta("elo_k"))
         self.payoff_decay = float(self.get_meta("payoff_decay"))
+        self._ts_template = TrueSkillTable().to_dict()
 
     def close(self) -> None:
         self.conn.close()
@@ -196,18 +197,23 @@ class LeagueStore:
         return [_player(r) for r in self.conn.execute(q)]
 
     # -- matches -----------------------------------------------------------------------
-    def enqueue(self, game: str, players: Sequence[str], specs: Sequence[str], seed: int | None = None,
+    def enqueue(self, game: str, players: Sequence[str], specs: Sequence[str], seed: int | Callable[[int], int] | None = None,
                 status: str = "queued", note: str | None = None, source: str = "league") -> MatchRow:
+        """Give a match its id (and seed: a number, or a function of the sequence number) in one transaction."""
         with self.tx() as c:
             seq = int(self.get_meta("next_seq"))
             self.set_meta("next_seq", seq + 1)
             match_id = f"m{seq:08d}"
-            seed = seq if seed is None else seed
+            seed = seq if seed is None else seed(seq) if callable(seed) else seed
             c.execute("INSERT INTO matches(match_id, seq, game, players, specs, seed, status, note, created, source) "
                       "VALUES(?,?,?,?,?,?,?,?,?,?)",
                       (match_id, seq, game, json.dumps(list(players)), json.dumps(list(specs)), int(seed), status,
                        note, time.time(), source))
-        return MatchRow(match_id, seq, game, list(players), list(specs), int(seed), status, 0, note)
+            attempts = 0
+            if status == "running":  # dispatched at once: one attempt, no second transaction
+                attempts = 1
+                c.execute("UPDATE matches SET attempts=1, started=created WHERE match_id=?", (match_id,))
+        return MatchRow(match_id, seq, game, list(players), list(specs), int(seed), status, attempts, note)
 
     def mark_running(self, match_id: str) -> None:
         with self.tx() as c:
@@ -275,38 +281,41 @@ class LeagueStore:
         return True
 
     def _rate(self, c, commit_seq: int, game: str, players: list[str], scores: list[float]) -> None:
-        elo = EloTable(k=self.elo_k)
-        ts = TrueSkillTable()
-        elo_d, ts_d = elo.to_dict(), ts.to_dict()
-        for p in players:
-            for system, d in (("elo", elo_d), ("openskill", ts_d)):
-                row = c.execute("SELECT value FROM ratings WHERE system=? AND game=? AND player=?",
-                                (system, game, p)).fetchone()
-                if row:
-                    d["ratings"][p] = json.loads(row[0])
+        # One read of the players' current ratings, one batch of writes.
+        marks = ",".join("?" * len(players))
+        rows = c.execute(f"SELECT system, player, value FROM ratings WHERE game=? AND player IN ({marks})",
+                         (game, *players)).fetchall()
+        elo_d, ts_d = EloTable(k=self.elo_k).to_dict(), self._ts_template
+        ts_d = dict(ts_d, ratings={})
+        for system, p, value in rows:
+            (elo_d if system == "elo" else ts_d)["ratings"][p] = json.loads(value)
         elo, ts = EloTable.from_dict(elo_d), TrueSkillTable.from_dict(ts_d)
         rate_result(elo, ts, players, scores)
+        upserts, history = [], []
         for p in players:
+            r = elo.rating(p)
             mu, sigma = ts.rating(p)
-            c.execute("INSERT INTO ratings VALUES('elo',?,?,?) ON CONFLICT DO UPDATE SET value=excluded.value",
-                      (game, p, json.dumps(elo.rating(p))))
-            c.execute("INSERT INTO ratings VALUES('openskill',?,?,?) ON CONFLICT DO UPDATE SET value=excluded.value",
-                      (game, p, json.dumps([mu, sigma])))
-            c.execute("INSERT INTO rating_history VALUES(?,?,?,?,?,?)", (commit_seq, game, p, elo.rating(p), mu, sigma))
+            upserts += [("elo", game, p, json.dumps(r)), ("openskill", game, p, json.dumps([mu, sigma]))]
+            history.append((commit_seq, game, p, r, mu, sigma))
+        c.executemany("INSERT INTO ratings VALUES(?,?,?,?) ON CONFLICT DO UPDATE SET value=excluded.value", upserts)
+        c.executemany("INSERT INTO rating_history VALUES(?,?,?,?,?,?)", history)
 
     def _payoff(self, c, game: str, players: list[str], returns: Sequence[float]) -> None:
-        n = len(players)
-        for i in range(n):
-            for j in range(n):
+        marks = ",".join("?" * len(players))
+        known = {(h, a): (w, d, l, n) for h, a, w, d, l, n in c.execute(
+            f"SELECT home, away, w, d, l, n FROM payoff WHERE game=? AND home IN ({marks}) AND away IN ({marks})",
+            (game, *players, *players))}
+        rows = []
+        for i, home in enumerate(players):
+            for j, away in enumerate(players):
                 if i == j:
                     continue
                 a, b = float(returns[i]), float(returns[j])
                 outcome = "win" if a > b else "loss" if a < b else "draw"
-                row = c.execute("SELECT w, d, l, n FROM payoff WHERE game=? AND home=? AND away=?",
-                                (game, players[i], players[j])).fetchone()
-                w, d, l, k = decayed_update(row or (0.0, 0.0, 0.0, 0.0), outcome, self.payoff_decay)
-                c.execute("INSERT INTO payoff VALUES(?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
-                          "w=excluded.w, d=excluded.d, l=excluded.l, n=excluded.n", (game, players[i], players[j], w, d, l, k))
+                counts = decayed_update(known.get((home, away), (0.0, 0.0, 0.0, 0.0)), outcome, self.payoff_decay)
+                rows.append((game, home, away, *counts))
+        c.executemany("INSERT INTO payoff VALUES(?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                      "w=excluded.w, d=excluded.d, l=excluded.l, n=excluded.n", rows)
 
     def results(self, game: str | None = None, since: int = 0) -> list[ResultRow]:
         q, args = "SELECT * FROM results WHERE commit_seq > ?", [since]
