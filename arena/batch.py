@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
@@ -158,10 +157,3 @@ def summarize(results: Sequence[MatchResult], specs: Sequence[str]) -> list[Agen
                 s.losses += 1
     return out
 
-
-def by_seat(results: Sequence[MatchResult]) -> dict[int, list[float]]:
-    seat_returns: dict[int, list[float]] = defaultdict(list)
-    for r in results:
-        for seat, ret in enumerate(r.returns):
-            seat_returns[seat].append(ret)
-    return dict(seat_returns)

@@ -66,7 +66,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -83,28 +83,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "configs" / "leagues" / "quickstart.yaml"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:  # the same sequence and timing helper as bench_ratings.py
-    from bench_ratings import best_rate, make_sequence
-except ImportError:  # pragma: no cover - bench_ratings.py moved or renamed: local copies
-    import numpy as np
-
-    def make_sequence(n_games: int, n_players: int, seed: int) -> list[tuple[int, int, list[float]]]:
-        rng = np.random.default_rng(seed)
-        seq = []
-        for _ in range(n_games):
-            i, j = (int(x) for x in rng.choice(n_players, size=2, replace=False))
-            u = rng.random()
-            seq.append((i, j, [0.0, 0.0] if u < 0.1 else ([0.0, 1.0] if u < 0.55 else [1.0, 0.0])))
-        return seq
-
-    def best_rate(fn: Callable[[], None], n_updates: int, repeats: int) -> float:
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = _perf()
-            fn()
-            best = min(best, _perf() - t0)
-        return n_updates / best
-
+from bench_ratings import best_rate, make_sequence  # noqa: E402  (the same sequence and timing helper)
 
 # -- configuration -----------------------------------------------------------------------
 def league_config(mcts_sims: int, workers: int = 1) -> LeagueConfig:

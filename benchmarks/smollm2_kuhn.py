@@ -45,7 +45,7 @@ def main() -> None:
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in rows if "eval/win_rate/random" in r]
     step = next(r for r in rows if "train/return" in r)
-    print(f"| model | iteration | games | win rate vs random | mean return | invalid-move rate |")
+    print("| model | iteration | games | win rate vs random | mean return | invalid-move rate |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in evals:
         print(f"| SmolLM2-135M-Instruct | {r['step']} | {args.games} | {r['eval/win_rate/random']:.3f} | "

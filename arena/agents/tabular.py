@@ -29,18 +29,10 @@ def load_table(path: str | Path) -> dict[str, dict[str, list[float]]]:
 
 
 def save_table(q: dict, path: str | Path) -> Path:
-    import os
-    import uuid
+    from arena.fsio import atomic_write_bytes
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp-{uuid.uuid4().hex[:6]}")
-    with open(tmp, "w") as f:
-        json.dump({"format": FORMAT, "q": q}, f, separators=(",", ":"), sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
-    return p
+    data = json.dumps({"format": FORMAT, "q": q}, separators=(",", ":"), sort_keys=True).encode()
+    return atomic_write_bytes(path, data)
 
 
 def state_key(game_id: str, text: str) -> str:

@@ -15,8 +15,7 @@ small factor of a bare engine loop.
 
 from __future__ import annotations
 
-import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -201,10 +200,3 @@ def _short(x: Any, n: int = 60) -> str:
     s = repr(x)
     return s if len(s) <= n else s[: n - 3] + "..."
 
-
-def is_finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and math.isfinite(float(x))
-
-
-def as_float_list(values: Sequence[float]) -> list[float]:
-    return [float(v) for v in values]

@@ -72,9 +72,6 @@ class _FaramaCore(GameCore):
     def step_rewards(self) -> list[float]:
         return list(self._last)
 
-    def _space_kind(self, space) -> str:
-        return action_kind_of(space)
-
     def close(self) -> None:
         self.env.close()
 

@@ -278,7 +278,7 @@ def write_report(store: LeagueStore, out_path: str | Path | None = None, *, rece
     path = Path(out_path) if out_path is not None else store.dir / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = render_report(store, path.parent, recent=recent)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    from arena.fsio import atomic_write_bytes
+
+    atomic_write_bytes(path, text.encode("utf-8"))
     return path

@@ -125,30 +125,13 @@ def replay_path(directory: str | os.PathLike, match_id: str, compress: bool = Tr
 
 def write_replay(replay: Replay, path: str | os.PathLike) -> Path:
     """Write atomically: temp file, fsync, rename, fsync the folder."""
+    from arena.fsio import atomic_write_bytes
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = replay.to_text().encode("utf-8")
     if path.name.endswith(".gz"):
         data = gzip.compress(data, compresslevel=6, mtime=0)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return path
+    return atomic_write_bytes(path, data)
 
 
 def read_replay(path: str | os.PathLike) -> Replay:

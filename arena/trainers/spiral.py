@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import os
 import random
 import time

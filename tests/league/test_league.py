@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -15,7 +14,7 @@ from arena.errors import ConfigError
 from arena.league.config import LeagueConfig, load_league_config
 from arena.league.live import play_against
 from arena.league.manager import League, open_league
-from arena.replays import list_replays, read_replay
+from arena.replays import list_replays
 from arena.replays.verify import verify_replay
 
 ARENA = str(Path(sys.executable).with_name("arena"))

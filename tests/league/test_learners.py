@@ -1,6 +1,5 @@
 """The role machinery on weights that really change: tabular learners in a Kuhn poker league."""
 
-import json
 from pathlib import Path
 
 import pytest
