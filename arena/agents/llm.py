@@ -70,7 +70,7 @@ class LLMAgent(BaseAgent):
 
     def _generate(self, prompt: str):
         kwargs = dict(max_new_tokens=self.max_new_tokens, temperature=self.temperature, greedy=self.greedy,
-                      top_k_logprobs=self.top_k_logprobs)
+                      top_k_logprobs=self.top_k_logprobs, stop=list(self.template.stop) or None)
         submit = getattr(self.engine, "submit", None)
         if submit is not None:  # a batching engine shared by concurrent matches
             return submit(prompt, **kwargs).result()
@@ -81,7 +81,7 @@ class LLMAgent(BaseAgent):
     def act(self, observation: Observation) -> Any:
         prompt = self.template.render(observation.game_id, observation.text, observation.player)
         gen = self._generate(prompt)
-        move, why = parse_move(self.template.parse(gen.text), observation.action_kind, observation.legal_actions,
+        move, why = parse_move(self.template.parse_generation(gen.text, getattr(gen, "stop_reason", None)), observation.action_kind, observation.legal_actions,
                                observation.parse_action)
         if self.record:
             self.turns.append(Turn(observation.game_id, observation.player, observation.step, prompt, gen, move, why))

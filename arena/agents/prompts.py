@@ -62,11 +62,14 @@ class PromptTemplate:
 
     A template may end the prompt with the start of the answer (`answer_prefix`,
     e.g. ``\boxed{``): the model then writes only the rest, and `parse` reads
-    prefix + output.
+    prefix + output.  A template may also end generation at a `stop` string
+    (the compact one at the answer's closing ``}``): nothing after the answer is
+    generated, so nothing after it is trained on or sampled with noise.
     """
 
     name = "base"
     answer_prefix = ""
+    stop: tuple[str, ...] = ()
 
     def render(self, game_id: str, text: str, player: int) -> str:
         raise NotImplementedError
@@ -76,6 +79,11 @@ class PromptTemplate:
 
     def parse(self, output: str) -> str | None:
         return last_boxed(self.answer_prefix + output)
+
+    def parse_generation(self, text: str, stop_reason: str | None = None) -> str | None:
+        """`parse` of an engine's output; an output that ended at a stop string gets it back
+        (engines cut the text before the stop string, as vLLM does)."""
+        return self.parse(text + stop_reason if stop_reason else text)
 
 
 class SpiralTemplate(PromptTemplate):
@@ -98,6 +106,7 @@ class CompactTemplate(PromptTemplate):
 
     name = "compact"
     answer_prefix = _BOXED
+    stop = ("}",)
 
     def render(self, game_id: str, text: str, player: int) -> str:
         view = COMPACT_VIEWS.get(game_id)

@@ -57,6 +57,11 @@ class TrainConfig:
     agg: Literal["token_mean", "seq_mean", "seq_sum_norm"] = "token_mean"
     advantage: Literal["rae", "grpo", "dr_grpo", "none"] = "rae"
     rae_decay: float = 0.95
+    #: RAE baseline key: "role" = (game, role) as SPIRAL; "role_opponent" = (game, role, opponent), so
+    #: games against a weak fixed opponent and against itself do not share one baseline.
+    rae_key: Literal["role", "role_opponent"] = "role"
+    #: Entropy bonus on the generated tokens (0 = off): loss -= entropy_coef * mean token entropy.
+    entropy_coef: float = 0.0
     lr: float = 1e-4
     weight_decay: float = 0.0
     grad_clip: float = 1.0
@@ -84,6 +89,8 @@ class TrainConfig:
             raise ValueError("games_per_iter and concurrency must be >= 1, iterations >= 0")
         if not 0.0 <= self.fixed_share <= 1.0:
             raise ValueError(f"fixed_share must be within [0, 1], got {self.fixed_share}")
+        if self.entropy_coef < 0:
+            raise ValueError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if not 0 < self.rae_decay < 1:
             raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
         from arena.trainers.losses import LOSSES

@@ -28,7 +28,9 @@ Log-prob conventions (what the learner relies on):
   completion.  ``text`` is cut *before* the stop string (like vLLM's default)
   and ``token_ids`` / ``logprobs`` keep the shortest prefix of tokens whose
   text contains it (the token that completed the stop string is the last
-  one), ``finish_reason == "stop"``.
+  one), ``finish_reason == "stop"`` and ``stop_reason`` is the stop string
+  that matched (None when the completion ended at EOS or at the length cap,
+  as vLLM's ``CompletionOutput.stop_reason`` for stop strings).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Generation:
     topk_logprobs: list[list[float]] | None = None
     finish_reason: str = "length"  # "stop" or "length"
     meta: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None  # the stop string that ended the completion (None: EOS or length)
 
     @property
     def num_tokens(self) -> int:
@@ -95,28 +98,29 @@ def _check_args(max_new_tokens: int, temperature: float, greedy: bool, top_k_log
         raise ArenaError(f"stop must be a list of non-empty strings, got {stop!r}")
 
 
-def _cut_at_stop(decode, ids: list[int], stop: Sequence[str]) -> tuple[int, str] | None:
-    """Shortest prefix ``ids[:n]`` whose text contains a stop string -> (n, text before the stop).
+def _cut_at_stop(decode, ids: list[int], stop: Sequence[str]) -> tuple[int, str, str] | None:
+    """Shortest prefix ``ids[:n]`` whose text contains a stop string -> (n, text before it, the stop string).
 
     None when the decoded completion contains none of them.  Binary search:
     "the text of ids[:n] contains a stop string" is monotone in n.
     """
 
-    def first_stop(text: str) -> int:
-        hits = [i for i in (text.find(s) for s in stop) if i >= 0]
-        return min(hits) if hits else -1
+    def first_stop(text: str) -> tuple[int, str]:
+        hits = [(i, s) for s in stop if (i := text.find(s)) >= 0]
+        return min(hits) if hits else (-1, "")
 
-    if first_stop(decode(ids)) < 0:
+    if first_stop(decode(ids))[0] < 0:
         return None
     lo, hi = 1, len(ids)  # smallest n in [lo, hi] with a hit; hi is known to hit
     while lo < hi:
         mid = (lo + hi) // 2
-        if first_stop(decode(ids[:mid])) >= 0:
+        if first_stop(decode(ids[:mid]))[0] >= 0:
             hi = mid
         else:
             lo = mid + 1
     text = decode(ids[:lo])
-    return lo, text[: first_stop(text)]
+    at, which = first_stop(text)
+    return lo, text[:at], which
 
 
 def _force_in(ids: list[int], lps: list[float], tok: int, lp: float) -> None:
@@ -285,11 +289,11 @@ class HFEngine:
             finish = "stop" if cut is not None else "length"
             cut = n if cut is None else cut
             ids = ids[:cut]
-            text = None
+            text = stop_reason = None
             if stop:
                 hit = _cut_at_stop(self.decode, ids, stop)
                 if hit is not None:
-                    cut, text = hit
+                    cut, text, stop_reason = hit
                     ids = ids[:cut]
                     finish = "stop"
             if text is None:
@@ -299,7 +303,7 @@ class HFEngine:
                 tids, tlps = tk_ids_l[i][:cut], tk_lp_l[i][:cut]
                 for t in range(cut):
                     _force_in(tids[t], tlps[t], ids[t], lp_l[i][t])
-            gens.append(Generation(text, enc[i], ids, lp_l[i][:cut], tids, tlps, finish))
+            gens.append(Generation(text, enc[i], ids, lp_l[i][:cut], tids, tlps, finish, stop_reason=stop_reason))
         return gens
 
 
@@ -516,7 +520,9 @@ class VLLMEngine:
                     tids.append(row_ids)
                     tlps.append(row_lps)
             finish = "stop" if c.finish_reason == "stop" else "length"
-            gens.append(Generation(c.text, list(req.prompt_token_ids), ids, lps, tids, tlps, finish))
+            reason = c.stop_reason if isinstance(getattr(c, "stop_reason", None), str) else None
+            gens.append(Generation(c.text, list(req.prompt_token_ids), ids, lps, tids, tlps, finish,
+                                   stop_reason=reason))
         return gens
 
 

@@ -28,6 +28,7 @@ def sequence_logprobs(
     topk_ids: list[list[list[int]]] | None = None,
     pad_id: int = 0,
     temperature: float = 1.0,
+    entropy_grad: bool = False,
 ) -> dict[str, Any]:
     """Log-probs of each response token under ``model`` (differentiable).
 
@@ -37,7 +38,8 @@ def sequence_logprobs(
     * ``mask``      ``[B, T]`` 1.0 on response tokens, 0.0 on padding.
     * ``topk_logp`` ``[B, T, K]`` current log-probs of the stored rollout top-K
                     ids (only when ``topk_ids`` is given; 0 on padding), with grad.
-    * ``entropy``   ``[B, T]`` entropy of the temperature-scaled distribution (detached).
+    * ``entropy``   ``[B, T]`` entropy of the temperature-scaled distribution (detached unless
+                    ``entropy_grad``, for an entropy bonus).
 
     ``topk_ids[b][t]`` is the list of K ids stored for response token ``t`` of
     row ``b`` (as :class:`~arena.trainers.engine.Generation.topk_ids`).
@@ -97,9 +99,9 @@ def sequence_logprobs(
     mask = mask.to(device)
     target = ids[:, P:].to(device)
     logp = logsm.gather(-1, target.unsqueeze(-1)).squeeze(-1) * mask
-    with torch.no_grad():
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         entropy = -(logsm.exp() * logsm).sum(-1) * mask
-    result = {"logp": logp, "mask": mask, "entropy": entropy.detach()}
+    result = {"logp": logp, "mask": mask, "entropy": entropy if entropy_grad else entropy.detach()}
     if K:
         result["topk_logp"] = logsm.gather(-1, tk.to(device)) * mask.unsqueeze(-1)
     return result

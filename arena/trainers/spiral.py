@@ -210,7 +210,10 @@ class SpiralTrainer:
         trajs = [(ep, seat) for ep in episodes for seat in ep.learner_seats]
         rets = [float(ep.result.returns[seat]) for ep, seat in trajs]
         if cfg.advantage == "rae":
-            advs = [self.rae.advantage((cfg.game, seat), r) for (ep, seat), r in zip(trajs, rets)]
+            def key(ep: Episode, seat: int) -> tuple[str, str]:
+                return (cfg.game, f"{seat}" if cfg.rae_key == "role" else f"{seat}@{ep.opponent}")
+
+            advs = [self.rae.advantage(key(ep, seat), r) for (ep, seat), r in zip(trajs, rets)]
         elif cfg.advantage in ("grpo", "dr_grpo"):
             advs = [0.0] * len(trajs)
             for seat in {s for _, s in trajs}:
@@ -267,7 +270,7 @@ class SpiralTrainer:
                 with self._autocast():
                     out = sequence_logprobs(self.model, [s.prompt_ids for s in mb], [s.response_ids for s in mb],
                                             topk_ids=[s.topk_ids for s in mb] if needs_topk else None, pad_id=pad,
-                                            temperature=cfg.temperature)
+                                            temperature=cfg.temperature, entropy_grad=cfg.entropy_coef > 0)
                 logp, mask = out["logp"].float(), out["mask"].float()
                 T = logp.shape[1]
                 old = torch.zeros_like(logp)
@@ -291,7 +294,10 @@ class SpiralTrainer:
                     vloss = self.critic.value_loss(self, mb)
                     loss = loss + cfg.critic_coef * vloss
                     stats["value_loss"] = float(vloss)
-                stats["entropy"] = float((out["entropy"].float() * mask).sum() / mask.sum().clamp_min(1))
+                entropy = (out["entropy"].float() * mask).sum() / mask.sum().clamp_min(1)
+                if cfg.entropy_coef > 0:
+                    loss = loss - cfg.entropy_coef * entropy
+                stats["entropy"] = float(entropy.detach())
                 self.opt.zero_grad(set_to_none=True)
                 self.scaler.scale(loss).backward()
                 self.scaler.unscale_(self.opt)

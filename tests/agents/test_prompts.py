@@ -40,6 +40,10 @@ def test_compact_tic_tac_toe_numbers_empty_cells():
     assert prompt == "o:x1o/345/67x=\\boxed{"
     assert t.answer("4") == "4}"  # the answer is already opened in the prompt
     assert t.parse("4}") == "4" and t.parse("4") is None and t.parse("x}") == "x"
+    # generation stops at the closing brace; engines cut the stop string off the text
+    assert t.stop == ("}",)
+    assert t.parse_generation("4", "}") == "4" and t.parse_generation("4", None) is None  # EOS or length
+    assert t.parse_generation("4}") == "4"
 
 
 def test_spiral_template_without_chat_template():

@@ -125,6 +125,28 @@ def test_sequence_logprobs_alignment_by_hand(tiny):
         sequence_logprobs(model, [prompt], [resp, resp])
 
 
+def test_entropy_with_grad_for_an_entropy_bonus(tiny):
+    """entropy_grad=True keeps the graph: ascending the entropy flattens the next-token distribution."""
+    _, model, tok = tiny
+    prompt, resp = tok("ab")["input_ids"], tok("cd", add_special_tokens=False)["input_ids"]
+    detached = sequence_logprobs(model, [prompt], [resp], pad_id=tok.pad_token_id)
+    assert not detached["entropy"].requires_grad
+    out = sequence_logprobs(model, [prompt], [resp], pad_id=tok.pad_token_id, entropy_grad=True)
+    assert out["entropy"].requires_grad
+    assert torch.allclose(out["entropy"].detach(), detached["entropy"], atol=1e-6)
+    before = float(out["entropy"].detach().sum())
+    params = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    (-out["entropy"].sum()).backward()
+    opt.step()
+    after = float(sequence_logprobs(model, [prompt], [resp], pad_id=tok.pad_token_id)["entropy"].sum())
+    with torch.no_grad():  # leave the shared fixture's weights as they were
+        for p, p0 in zip(model.parameters(), params):
+            p.copy_(p0)
+    model.zero_grad(set_to_none=True)
+    assert after > before
+
+
 def test_topk_lists_sorted_and_contain_the_sampled_token(engine):
     K = 2
     gens = engine.generate(PROMPTS, max_new_tokens=32, temperature=2.0, seed=3, top_k_logprobs=K)
@@ -162,7 +184,7 @@ def test_stop_strings_cut_text_and_tokens(engine):
         assert f.token_ids[: len(s.token_ids)] == s.token_ids  # same samples, just cut
         assert f.logprobs[: len(s.logprobs)] == s.logprobs
         if target in decode(f.token_ids):
-            assert s.finish_reason == "stop"
+            assert s.finish_reason == "stop" and s.stop_reason == target
             assert target not in s.text and target in decode(s.token_ids)
             assert target not in decode(s.token_ids[:-1])  # the last token completed the stop string
             assert s.text == decode(s.token_ids)[: decode(s.token_ids).index(target)]
@@ -298,3 +320,27 @@ def test_make_engine(tiny):
         E.make_engine("tgi", tiny[0])
     with pytest.raises(ArenaError, match="does not exist"):
         E.make_engine("hf", tiny[0] / "missing")
+
+
+def test_llm_agent_with_the_compact_template_stops_at_the_answer(engine):
+    """The compact template stops generation at the answer's closing brace: nothing after it is sampled."""
+    from arena.agents.llm import LLMAgent, MalformedMove
+    from arena.envs.registry import make_core
+    from arena.envs.observation import Observation
+
+    core = make_core("openspiel/tic_tac_toe-v0")
+    core.reset(seed=0)
+    obs = Observation(core, 0, 0)
+    agent = LLMAgent(engine, engine.tokenizer, template="compact", max_new_tokens=48, temperature=3.0,
+                     record=True, seed=11)
+    moves = [agent.act(obs) for _ in range(40)]
+    stopped = [t for t in agent.turns if t.generation.stop_reason == "}"]
+    assert stopped, "an untrained model at temperature 3 writes a '}' within 48 tokens now and then"
+    for t in stopped:
+        g = t.generation
+        assert "}" not in g.text and engine.decode(g.token_ids).endswith("}")
+        assert len(g.token_ids) == len(g.logprobs) < 48
+    for t, m in zip(agent.turns, moves):  # the move is what the text (closed at the stop) says, or malformed
+        assert (t.error is None) == (not isinstance(m, MalformedMove))
+        if t.error is None:
+            assert m in obs.legal_actions and t.generation.stop_reason == "}"

@@ -114,6 +114,18 @@ def test_grpo_and_no_baseline_variants(tmp_path):
         assert final["train/samples"] > 0
 
 
+def test_rae_keyed_by_opponent_and_entropy_bonus(tmp_path):
+    cfg = small(tmp_path, iterations=1, il=None, rae_key="role_opponent", entropy_coef=0.05, fixed_share=0.5)
+    cfg.eval.every = 100
+    t, final = run(cfg, tmp_path / "opp")
+    keys = set(t.rae.state_dict()["baselines"])
+    game = "openspiel/tic_tac_toe-v0"
+    # one baseline per (seat, opponent): the fixed opponent and self-play never share one
+    assert {f"{game}|0@random", f"{game}|1@random"} <= keys
+    assert all("@" in k.split("|", 1)[1] for k in keys)
+    assert final["train/samples"] > 0 and final["train/entropy"] > 0
+
+
 def test_bad_train_config_is_a_clear_error(tmp_path):
     from arena.errors import ConfigError
 
@@ -121,6 +133,10 @@ def test_bad_train_config_is_a_clear_error(tmp_path):
         small(tmp_path, loss="dppo")
     with pytest.raises(ConfigError, match="unknown key"):
         small(tmp_path, learning_rate=1)
+    with pytest.raises(ConfigError, match="entropy_coef"):
+        small(tmp_path, entropy_coef=-0.1)
+    with pytest.raises(ConfigError, match="rae_key"):
+        small(tmp_path, rae_key="opponent")
 
 
 def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
