@@ -60,6 +60,9 @@ class TrainConfig:
     #: RAE baseline key: "role" = (game, role) as SPIRAL; "role_opponent" = (game, role, opponent), so
     #: games against a weak fixed opponent and against itself do not share one baseline.
     rae_key: Literal["role", "role_opponent"] = "role"
+    #: Per-turn discount of the advantage: a turn k turns before the player's last gets gamma^k * A
+    #: (1.0: SPIRAL's undiscounted turn-level reward; < 1 prefers quick wins and late losses).
+    turn_discount: float = 1.0
     #: Entropy bonus on the generated tokens (0 = off): loss -= entropy_coef * mean token entropy.
     entropy_coef: float = 0.0
     lr: float = 1e-4
@@ -89,6 +92,8 @@ class TrainConfig:
             raise ValueError("games_per_iter and concurrency must be >= 1, iterations >= 0")
         if not 0.0 <= self.fixed_share <= 1.0:
             raise ValueError(f"fixed_share must be within [0, 1], got {self.fixed_share}")
+        if not 0 < self.turn_discount <= 1:
+            raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
         if self.entropy_coef < 0:
             raise ValueError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if not 0 < self.rae_decay < 1:

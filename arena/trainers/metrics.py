@@ -46,8 +46,8 @@ def read_metrics(path: str | Path) -> list[dict]:
 
 
 def plot_curves(metrics_path: str | Path, out: str | Path,
-                keys: tuple[str, ...] = ("eval/win_rate/random", "eval/invalid_rate", "train/return",
-                                         "train/mask_frac", "train/entropy", "train/loss")) -> Path:
+                keys: tuple[str, ...] = ("eval/win_rate/random", "eval/invalid_rate", "train/win_rate/random",
+                                         "train/return", "train/mask_frac", "train/entropy", "train/loss")) -> Path:
     """One PNG with a panel per metric (learning curves)."""
     import matplotlib
 

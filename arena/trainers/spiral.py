@@ -228,7 +228,7 @@ class SpiralTrainer:
         for (ep, seat), ret, adv in zip(trajs, rets, advs):
             turns = ep.turns.get(seat, [])
             priv = ep.privileged.get(seat) or [None] * len(turns)
-            turn_advs = [adv] * len(turns)
+            turn_advs = [adv * cfg.turn_discount ** (len(turns) - 1 - k) for k in range(len(turns))]
             if self.critic is not None and turns:
                 turn_advs = self.critic.turn_advantages(self, turns, priv, ret, cfg.critic_alpha)
             for t, a, pv in zip(turns, turn_advs, priv):
@@ -310,6 +310,17 @@ class SpiralTrainer:
                     agg_stats.setdefault(k, []).append(float(v))
         self.model.eval()
         return {k: float(np.mean(v)) for k, v in agg_stats.items()}
+
+    @staticmethod
+    def _win_rates(episodes: list[Episode]) -> dict[str, float]:
+        """Training win rate per opponent: each fixed opponent by name, the snapshots together."""
+        games: dict[str, list[int]] = {}
+        for e in episodes:
+            if e.opponent == "self":
+                continue  # both seats are the learner
+            name = "historical" if e.opponent.startswith(LEARNER_NAME + "@") else e.opponent
+            games.setdefault(name, []).append(int(e.result.winner in e.learner_seats))
+        return {f"train/win_rate/{k}": float(np.mean(v)) for k, v in sorted(games.items())}
 
     # -- imitation, evaluation, checkpoints ----------------------------------------------------
     def encode_prompt(self, prompt: str) -> list[int]:
@@ -431,6 +442,7 @@ class SpiralTrainer:
                 "train/samples": len(samples), "train/rollout_tokens_per_s": tokens / max(t_roll, 1e-9),
                 "time/rollout_s": t_roll, "time/iteration_s": time.perf_counter() - t0,
             })
+            line.update(self._win_rates(episodes))
             self.metrics.log(it, **line)
             result = line
             if it % cfg.eval.every == 0 or it == last:

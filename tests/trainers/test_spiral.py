@@ -114,16 +114,37 @@ def test_grpo_and_no_baseline_variants(tmp_path):
         assert final["train/samples"] > 0
 
 
-def test_rae_keyed_by_opponent_and_entropy_bonus(tmp_path):
+def test_rae_keyed_by_opponent_turn_discount_and_entropy_bonus(tmp_path):
+    from arena.match import InvalidMovePolicy
+
     cfg = small(tmp_path, iterations=1, il=None, rae_key="role_opponent", entropy_coef=0.05, fixed_share=0.5)
     cfg.eval.every = 100
-    t, final = run(cfg, tmp_path / "opp")
-    keys = set(t.rae.state_dict()["baselines"])
-    game = "openspiel/tic_tac_toe-v0"
-    # one baseline per (seat, opponent): the fixed opponent and self-play never share one
-    assert {f"{game}|0@random", f"{game}|1@random"} <= keys
-    assert all("@" in k.split("|", 1)[1] for k in keys)
-    assert final["train/samples"] > 0 and final["train/entropy"] > 0
+    t = SpiralTrainer(cfg, tmp_path / "opp")
+    try:
+        final = t.run()
+        keys = set(t.rae.state_dict()["baselines"])
+        game = "openspiel/tic_tac_toe-v0"
+        # one baseline per (seat, opponent): the fixed opponent and self-play never share one
+        assert {f"{game}|0@random", f"{game}|1@random"} <= keys
+        assert all("@" in k.split("|", 1)[1] for k in keys)
+        assert final["train/samples"] > 0 and final["train/entropy"] > 0
+        assert 0.0 <= final["train/win_rate/random"] <= 1.0  # training win rate per opponent
+        # turn_discount: a turn k turns before the seat's last gets gamma^k times the trajectory's advantage
+        eps = t._play(t._pairings(8), greedy=False, policy=InvalidMovePolicy(allowance=0), seed=1, concurrency=8)
+        for e in eps:  # an untrained model's games are short: give every seat three turns
+            e.turns = {s: (ts * 3)[:3] for s, ts in e.turns.items() if ts}
+        state = t.rae.state_dict()
+        plain = t._samples(eps)
+        t.rae.load_state_dict(state)
+        t.cfg.turn_discount = 0.5
+        discounted = t._samples(eps)
+    finally:
+        t.close()
+    assert len(plain) == len(discounted) > 0
+    ratios = [round(d.adv / p.adv, 6) for p, d in zip(plain, discounted) if p.adv]
+    assert set(ratios) <= {0.5 ** k for k in range(5)} and 0.25 in ratios
+    seats = sum(1 for e in eps for s in e.learner_seats if e.turns.get(s))
+    assert ratios.count(1.0) == seats  # each seat's last turn keeps the full advantage
 
 
 def test_bad_train_config_is_a_clear_error(tmp_path):
@@ -133,6 +154,8 @@ def test_bad_train_config_is_a_clear_error(tmp_path):
         small(tmp_path, loss="dppo")
     with pytest.raises(ConfigError, match="unknown key"):
         small(tmp_path, learning_rate=1)
+    with pytest.raises(ConfigError, match="turn_discount"):
+        small(tmp_path, turn_discount=0)
     with pytest.raises(ConfigError, match="entropy_coef"):
         small(tmp_path, entropy_coef=-0.1)
     with pytest.raises(ConfigError, match="rae_key"):
