@@ -40,15 +40,26 @@ class ValueHead(nn.Module):
             enc = tokenizer(list(texts), return_tensors="pt", padding=True)
         finally:
             tokenizer.padding_side = old
-        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
+        attn = enc["attention_mask"]
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift positions: V is batch-independent
+        out = model(input_ids=enc["input_ids"], attention_mask=attn, position_ids=pos, output_hidden_states=True)
         h = out.hidden_states[-1][:, -1, :].float()
         return bounded_value(self.proj(h).squeeze(-1), self.low, self.high)
 
-    def turn_advantages(self, trainer: Any, turns: Sequence[Any], privileged: Sequence[str | None], ret: float,
-                        alpha: float) -> list[float]:
-        texts = [self.text(t.prompt, p) for t, p in zip(turns, privileged)]
+    def batched_values(self, trainer: Any, texts: Sequence[str], chunk: int = 256) -> list[float]:
+        """V of many texts in a few batched forward passes (no grad)."""
+        out: list[float] = []
         with torch.no_grad():
-            v = self.values(trainer.model, trainer.tok, texts)
+            for i in range(0, len(texts), chunk):
+                out += self.values(trainer.model, trainer.tok, texts[i:i + chunk]).tolist()
+        return out
+
+    def turn_advantages(self, trainer: Any, turns: Sequence[Any], privileged: Sequence[str | None], ret: float,
+                        alpha: float, values: Sequence[float] | None = None) -> list[float]:
+        """GAE advantages of one player's turns; `values` (from :meth:`batched_values`) saves the forward pass."""
+        if values is None:
+            values = self.batched_values(trainer, [self.text(t.prompt, p) for t, p in zip(turns, privileged)])
+        v = torch.tensor(list(values), dtype=torch.float32)
         rewards = torch.zeros(len(turns))
         rewards[-1] = ret
         lam = float(length_adaptive_lambda(len(turns), alpha))

@@ -224,13 +224,21 @@ class SpiralTrainer:
                     advs[i] = v
         else:
             advs = list(rets)
+        values: list[float] = []
+        if self.critic is not None:  # every turn's V(s) in a few batched forward passes
+            values = self.critic.batched_values(self, [
+                self.critic.text(t.prompt, p) for ep, seat in trajs for t, p in
+                zip(ep.turns.get(seat, []), ep.privileged.get(seat) or [None] * len(ep.turns.get(seat, [])))])
         samples = []
+        at = 0
         for (ep, seat), ret, adv in zip(trajs, rets, advs):
             turns = ep.turns.get(seat, [])
             priv = ep.privileged.get(seat) or [None] * len(turns)
             turn_advs = [adv * cfg.turn_discount ** (len(turns) - 1 - k) for k in range(len(turns))]
             if self.critic is not None and turns:
-                turn_advs = self.critic.turn_advantages(self, turns, priv, ret, cfg.critic_alpha)
+                turn_advs = self.critic.turn_advantages(self, turns, priv, ret, cfg.critic_alpha,
+                                                        values=values[at:at + len(turns)])
+            at += len(turns)
             for t, a, pv in zip(turns, turn_advs, priv):
                 g = t.generation
                 if not g.token_ids:

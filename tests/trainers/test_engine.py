@@ -344,3 +344,17 @@ def test_llm_agent_with_the_compact_template_stops_at_the_answer(engine):
         assert (t.error is None) == (not isinstance(m, MalformedMove))
         if t.error is None:
             assert m in obs.legal_actions and t.generation.stop_reason == "}"
+
+
+def test_critic_values_do_not_depend_on_the_batch(tiny):
+    """The value head reads the last token; left padding in a batch must not shift positions."""
+    from arena.trainers.critic import ValueHead
+
+    _, model, tok = tiny
+    head = ValueHead(model.config.hidden_size)
+    torch.nn.init.normal_(head.proj.weight, std=0.5, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        alone = head.values(model, tok, ["x:012/345/678="])
+        batch = head.values(model, tok, ["x:012/345/678=", "a much longer prompt than the first one, padded"])
+    assert torch.allclose(alone[0], batch[0], atol=1e-5)
+    assert float(batch.min()) >= head.low and float(batch.max()) <= head.high and float(batch.std()) > 0
