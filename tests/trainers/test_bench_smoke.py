@@ -67,3 +67,24 @@ def test_ablation_one_tiny_run_writes_table_and_plot(tmp_path):
     proc2 = _run(args + ["--reuse"], timeout=120)
     assert "reused" in proc2.stdout
     assert (out / "ablation.md").read_text().count("| base |") == 1
+
+
+def test_ttt_tactics_rules_positions_and_a_checkpoint(tmp_path):
+    """The tactics probe: rule win rates in the right order, every position, and a real model's greedy moves."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import ttt_tactics as T
+    finally:
+        sys.path.remove(str(BENCH))
+    assert T.winning_cells("xx.oo....", "x") == [2] and T.winning_cells("xx.oo....", "o") == [5]
+    pos = T.positions()
+    assert len(pos) == 4520 and ("." * 9, 0) in pos  # non-terminal positions with the mover
+    wr = T.heuristics(games=4000)
+    assert 0.40 < wr["random"] < 0.47 and wr["wins+block+centre"] > 0.85
+    assert wr["random"] < wr["centre"] < wr["wins"] < wr["wins+centre"] < wr["wins+block+centre"]
+    from arena.trainers.models import load_model, make_tiny_model_folder
+
+    model, tok = load_model(make_tiny_model_folder(tmp_path / "m", seed=0))
+    t = T.tactics(T.GreedyPlayer(model, tok))
+    assert t["positions"] == 4520 and t["win_positions"] + t["threat_positions"] <= 4520
+    assert t["invalid"] > 0.5  # an untrained model does not answer with a legal cell
