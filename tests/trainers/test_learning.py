@@ -5,8 +5,8 @@
    RAE and dppo_binary_tv against league-drawn opponents (self-play, fixed and
    historical players) lifts its greedy win rate against random (400
    seat-swapped games, < 5% invalid moves). The goal is >= 75%; the recipe
-   reaches about 70% today, so that assertion is an expected failure (xfail)
-   that reports XPASS the day it is met.
+   and every variant tried (README, "Learning") plateau at 0.70-0.75, so that
+   assertion is an expected failure (xfail) that reports XPASS the day it is met.
 2. SmolLM2-135M-Instruct: one RL step on Kuhn Poker runs end to end on CPU.
 """
 
@@ -57,8 +57,8 @@ def test_tiny_llama_learns_tic_tac_toe(tiny_run):
 @pytest.mark.slow
 @pytest.mark.xdist_group("tiny_run")
 @pytest.mark.timeout(2400)
-@pytest.mark.xfail(strict=False, reason="target not reached yet: measured final greedy win rates vs random of "
-                   "0.62-0.75 (plateau about 0.70) over several runs of this recipe; 0.75 is the goal")
+@pytest.mark.xfail(strict=False, reason="target not reached yet: this recipe and the variants tried plateau at "
+                   "0.70-0.75 greedy wins vs random (RL learns the opening, not wins and blocks); 0.75 is the goal")
 def test_tiny_llama_reaches_75_percent_against_random(tiny_run):
     cfg, evals = tiny_run
     assert evals[-1]["eval/win_rate/random"] >= 0.75, [round(r["eval/win_rate/random"], 3) for r in evals]
