@@ -170,3 +170,23 @@ def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
     t, _ = run(small(tmp_path, iterations=1, il=None), d)  # no second learner@0, no crash
     assert t.iteration == 1
     assert [p.name for p in open_league(d).players() if p.kind == "historical"] == ["learner@0", "learner@1"]
+
+
+def test_imitation_on_a_text_game_with_the_spiral_template(tmp_path):
+    """The warm start on TextArena Kuhn Poker: free-text moves rendered as \\boxed{[call]} answers."""
+    from arena.trainers.sft import examples_from_replays
+
+    cfg = small(tmp_path, game="arena/KuhnPoker-v1", template="spiral", iterations=0, max_new_tokens=16,
+                il={"agents": ["random", "random"], "matches": 4, "epochs": 1, "lr": 1e-3, "batch_size": 8})
+    cfg.eval.games = 2
+    cfg.eval.concurrency = 2
+    t, _ = run(cfg, tmp_path / "kuhn-il")
+    assert t.il_done
+    losses = [r["il/loss"] for r in read_metrics(tmp_path / "kuhn-il") if "il/loss" in r]
+    assert len(losses) == 1 and losses[0] > 0
+    from arena.batch import play_matches
+
+    replays = [r.replay for r in play_matches("arena/KuhnPoker-v1", ["random", "random"], 2, seed=3, record=True)]
+    ex = examples_from_replays(replays, t.template, "text", None)
+    assert ex and all(e.answer.startswith("\\boxed{[") and e.answer.endswith("]}") for e in ex)
+    assert all("You are playing a two-player zero-sum game" in e.prompt for e in ex)
