@@ -40,8 +40,10 @@ before its first snapshot after iteration 0 is restarted instead, see
 ``launch``).  The wall time of a resumed run counts from the resume.  Without
 ``--reuse`` the selected variants' run folders are deleted and run afresh.
 
-The full study (8 variants x 3 seeds x 60 iterations of 128 games) takes hours
-on 2 cores.  A smoke run in about a minute:
+The README's study (7 distinct variants x 3 seeds x 30 iterations of 128 games,
+``--iterations 30 --eval-every 10 --eval-games 200 --jobs 2 --threads 1``) took
+64 minutes on 2 cores; the config's 100 iterations take about three times as
+long.  A smoke run in about a minute:
 
     .venv/bin/python benchmarks/ablation.py --variants base --iterations 2 --seeds 1 \\
         --games-per-iter 16 --eval-games 20 --il-matches 100 --out /tmp/ablation
