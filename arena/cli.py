@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -158,6 +160,10 @@ def league_run(
     from arena.league.live import run_with_progress
 
     cfg = load_league_config(config, workers=workers, backend=backend)
+    # Ctrl-C / SIGINT stops the run safely even when the parent started us with SIGINT ignored
+    # (a background job of a non-interactive shell, a test runner's worker): Python keeps an
+    # inherited SIG_IGN, which would let the league run on to its budget.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         summary = run_with_progress(cfg, directory, backend=backend, address=address, matches=matches, console=console)
     except KeyboardInterrupt:

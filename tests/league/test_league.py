@@ -140,8 +140,11 @@ def _kill_and_resume(tmp_path, sig, total=400):
         {"name": "slow", "agent": "plugins.agents:Slow:delay=0.02"}])
     d = tmp_path / "L"
     err = open(tmp_path / "stderr.txt", "w+")
+    # started with SIGINT ignored, as a background job of a script (or a test worker) would be:
+    # `arena league run` must still stop on Ctrl-C
+    ignore_int = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
     proc = subprocess.Popen([ARENA, "league", "run", str(c), "--dir", str(d)], stdout=subprocess.DEVNULL,
-                            stderr=err, text=True)
+                            stderr=err, text=True, preexec_fn=ignore_int)
     deadline = time.time() + 120
     while time.time() < deadline:
         time.sleep(0.3)
