@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-
 import sys
 from pathlib import Path
 from typing import List, Optional

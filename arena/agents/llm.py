@@ -81,8 +81,8 @@ class LLMAgent(BaseAgent):
     def act(self, observation: Observation) -> Any:
         prompt = self.template.render(observation.game_id, observation.text, observation.player)
         gen = self._generate(prompt)
-        move, why = parse_move(self.template.parse_generation(gen.text, getattr(gen, "stop_reason", None)), observation.action_kind, observation.legal_actions,
-                               observation.parse_action)
+        answer = self.template.parse_generation(gen.text, gen.stop_reason)
+        move, why = parse_move(answer, observation.action_kind, observation.legal_actions, observation.parse_action)
         if self.record:
             self.turns.append(Turn(observation.game_id, observation.player, observation.step, prompt, gen, move, why))
         return move if why is None else MalformedMove(gen.text, why)

@@ -224,16 +224,15 @@ class SpiralTrainer:
                     advs[i] = v
         else:
             advs = list(rets)
+        turns_of = [ep.turns.get(seat, []) for ep, seat in trajs]
+        priv_of = [ep.privileged.get(seat) or [None] * len(ts) for (ep, seat), ts in zip(trajs, turns_of)]
         values: list[float] = []
         if self.critic is not None:  # every turn's V(s) in a few batched forward passes
-            values = self.critic.batched_values(self, [
-                self.critic.text(t.prompt, p) for ep, seat in trajs for t, p in
-                zip(ep.turns.get(seat, []), ep.privileged.get(seat) or [None] * len(ep.turns.get(seat, [])))])
+            values = self.critic.batched_values(self, [self.critic.text(t.prompt, p) for ts, ps in
+                                                       zip(turns_of, priv_of) for t, p in zip(ts, ps)])
         samples = []
         at = 0
-        for (ep, seat), ret, adv in zip(trajs, rets, advs):
-            turns = ep.turns.get(seat, [])
-            priv = ep.privileged.get(seat) or [None] * len(turns)
+        for turns, priv, ret, adv in zip(turns_of, priv_of, rets, advs):
             turn_advs = [adv * cfg.turn_discount ** (len(turns) - 1 - k) for k in range(len(turns))]
             if self.critic is not None and turns:
                 turn_advs = self.critic.turn_advantages(self, turns, priv, ret, cfg.critic_alpha,
