@@ -2,7 +2,7 @@
 
 Forms:
 * ``random``, ``first``, ``human``
-* ``mcts:simulations=200,rollouts=1``, ``cfr:iterations=200``
+* ``mcts:simulations=200,rollouts=1``, ``tactics:epsilon=0.1``, ``cfr:iterations=200``
 * ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
 * kinds registered later by other packages (``policy:<checkpoint>``, ``llm:<model folder>``)
   via `register_agent_kind`: a kind may take one positional argument before its options.
@@ -132,6 +132,13 @@ def _mcts(core, seed, positional, **opts):
     return MCTSAgent(core, seed=seed, **opts)
 
 
+def _tactics(core, seed, positional, **opts):
+    from arena.agents.search import TacticsAgent
+
+    _no_positional("tactics", positional)
+    return TacticsAgent(core, seed=seed, **opts)
+
+
 def _cfr(core, seed, positional, **opts):
     from arena.agents.search import CFRAgent
 
@@ -151,6 +158,6 @@ def _llm(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
-for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "cfr": _cfr,
+for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "tactics": _tactics, "cfr": _cfr,
                         "tabular": _tabular, "llm": _llm}.items():
     register_agent_kind(_name, _factory)
