@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -66,6 +67,10 @@ class TrainConfig:
     #: Entropy bonus on the generated tokens (0 = off): loss -= entropy_coef * mean token entropy.
     entropy_coef: float = 0.0
     lr: float = 1e-4
+    #: Learning rate over the run's iterations: "constant", or "linear"/"cosine" decay from lr at the
+    #: first iteration to lr_end at the last (a function of the iteration, so resumed runs match).
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_end: float = 0.0
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     epochs: int = 1
@@ -96,12 +101,26 @@ class TrainConfig:
             raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
         if self.entropy_coef < 0:
             raise ValueError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
+        if not 0 <= self.lr_end <= self.lr:
+            raise ValueError(f"lr_end must be within [0, lr={self.lr}], got {self.lr_end}")
         if not 0 < self.rae_decay < 1:
             raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
         from arena.trainers.losses import LOSSES
 
         if self.loss not in LOSSES:
             raise ValueError(f"loss {self.loss!r} is not one of {', '.join(sorted(LOSSES))}")
+
+
+def lr_at(cfg: TrainConfig, iteration: int) -> float:
+    """The learning rate of RL iteration ``iteration`` (1-based) under ``cfg.lr_schedule``."""
+    if cfg.lr_schedule == "constant" or cfg.iterations <= 1:
+        return cfg.lr
+    frac = min(max((iteration - 1) / (cfg.iterations - 1), 0.0), 1.0)
+    if cfg.lr_schedule == "linear":
+        w = 1.0 - frac
+    else:
+        w = 0.5 * (1.0 + math.cos(math.pi * frac))
+    return cfg.lr_end + (cfg.lr - cfg.lr_end) * w
 
 
 def load_train_config(path, **overrides) -> TrainConfig:

@@ -37,7 +37,7 @@ import numpy as np
 
 from arena.agents.prompts import make_template
 from arena.match import InvalidMovePolicy
-from arena.trainers.config import TrainConfig
+from arena.trainers.config import TrainConfig, lr_at
 from arena.trainers.metrics import MetricsLogger, plot_curves
 from arena.trainers.rollout import LEARNER, Episode, play_episodes
 
@@ -431,6 +431,9 @@ class SpiralTrainer:
         result: dict[str, float] = {}
         for it in range(self.iteration + 1, last + 1):
             t0 = time.perf_counter()
+            lr = lr_at(cfg, it)
+            for group in self.opt.param_groups:
+                group["lr"] = lr
             pairings = self._pairings(cfg.games_per_iter)
             episodes = self._play(pairings, greedy=False, policy=policy, seed=cfg.seed * 100_003 + it,
                                   concurrency=cfg.concurrency)
@@ -446,7 +449,7 @@ class SpiralTrainer:
                 "train/return": float(np.mean(rets)) if rets else 0.0,
                 "train/invalid_rate": sum(e.invalid_moves() for e in episodes) / max(1, sum(e.moves() for e in episodes)),
                 "train/selfplay_share": sum(e.opponent == "self" for e in episodes) / len(episodes),
-                "train/samples": len(samples), "train/rollout_tokens_per_s": tokens / max(t_roll, 1e-9),
+                "train/samples": len(samples), "train/lr": lr, "train/rollout_tokens_per_s": tokens / max(t_roll, 1e-9),
                 "time/rollout_s": t_roll, "time/iteration_s": time.perf_counter() - t0,
             })
             line.update(self._win_rates(episodes))

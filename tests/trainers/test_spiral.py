@@ -160,6 +160,26 @@ def test_bad_train_config_is_a_clear_error(tmp_path):
         small(tmp_path, entropy_coef=-0.1)
     with pytest.raises(ConfigError, match="rae_key"):
         small(tmp_path, rae_key="opponent")
+    with pytest.raises(ConfigError, match="lr_end"):
+        small(tmp_path, lr_end=1.0)
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        small(tmp_path, lr_schedule="step")
+
+
+def test_lr_schedules(tmp_path):
+    from arena.trainers.config import lr_at
+
+    lin = small(tmp_path, iterations=5, lr=1e-3, lr_end=1e-4, lr_schedule="linear")
+    assert [round(lr_at(lin, i), 9) for i in range(1, 6)] == [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4]
+    cos = small(tmp_path, iterations=3, lr=1e-3, lr_schedule="cosine")
+    assert [round(lr_at(cos, i), 9) for i in (1, 2, 3)] == [1e-3, 5e-4, 0.0]
+    assert lr_at(small(tmp_path, iterations=3, lr=1e-3), 3) == 1e-3  # constant
+    # the trainer sets it on the optimizer each iteration and logs it
+    cfg = small(tmp_path, iterations=2, il=None, lr=2e-4, lr_end=1e-4, lr_schedule="linear")
+    cfg.eval.every = 100
+    t, _ = run(cfg, tmp_path / "lr")
+    assert [r["train/lr"] for r in read_metrics(tmp_path / "lr") if "train/lr" in r] == [2e-4, 1e-4]
+    assert t.opt.param_groups[0]["lr"] == 1e-4
 
 
 def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
