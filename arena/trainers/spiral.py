@@ -16,7 +16,8 @@ One loop iteration:
    rollout log-probs as the behaviour policy.
 5. Every ``eval.every`` iterations: a checkpoint, a frozen snapshot in the league,
    and greedy evaluation games against fixed opponents, committed to the league
-   (so snapshots are rated).
+   (so snapshots are rated); ``best`` links the checkpoint with the highest
+   evaluation win rate against the first evaluation opponent (``best.json``).
 
 Checkpoints hold the model, the optimizer, the loss scaler, the RAE baselines
 and RNG states; ``arena train`` on an existing run folder resumes from the latest.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import random
 import time
@@ -36,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from arena.agents.prompts import make_template
+from arena.fsio import atomic_write_bytes
 from arena.match import InvalidMovePolicy
 from arena.trainers.config import TrainConfig, lr_at
 from arena.trainers.metrics import MetricsLogger, plot_curves
@@ -375,7 +378,32 @@ class SpiralTrainer:
                 self._report(eps, snapshot, source="evaluation", replay_dir=self.dir / "replays")
         out["eval/invalid_rate"] = invalid / max(moves, 1)
         self.metrics.log(it, **out)
+        if snapshot is not None:
+            self._track_best(it, out)
         return out
+
+    def _track_best(self, it: int, out: dict[str, float]) -> None:
+        """Point ``best`` at the checkpoint with the highest evaluation win rate against the first
+        evaluation opponent (ties keep the earlier one); ``best.json`` says which and why. Selecting
+        on these games biases their figure upwards: evaluate ``best`` again on fresh games to report it."""
+        key = f"eval/win_rate/{_slug(self.cfg.eval.opponents[0])}"
+        path = self.dir / "best.json"
+        prev = json.loads(path.read_text()) if path.exists() else None
+        if prev is not None and prev["metric"] == key and out[key] <= prev["value"]:
+            return
+        ckpt = Path("checkpoints") / f"iter-{it:05d}"
+        record = {"iteration": it, "metric": key, "value": out[key], "invalid_rate": out["eval/invalid_rate"],
+                  "checkpoint": str(ckpt)}
+        atomic_write_bytes(path, json.dumps(record, indent=1).encode())
+        self._link("best", ckpt)
+
+    def _link(self, name: str, target: Path) -> None:
+        """Atomically (re)point the symlink ``dir/name`` at ``target`` (relative to the run folder)."""
+        tmp = self.dir / f".{name}.tmp"
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(target)
+        os.replace(tmp, self.dir / name)
 
     def checkpoint(self, it: int) -> Path:
         torch = _torch()
@@ -391,11 +419,7 @@ class SpiralTrainer:
         }
         torch.save(state, ckpt / "trainer_state.pt.tmp")
         os.replace(ckpt / "trainer_state.pt.tmp", ckpt / "trainer_state.pt")
-        tmp = self.dir / ".latest.tmp"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        tmp.symlink_to(ckpt.relative_to(self.dir))
-        os.replace(tmp, self.latest)
+        self._link("latest", ckpt.relative_to(self.dir))
         return ckpt
 
     def _load_state(self, state: dict) -> None:

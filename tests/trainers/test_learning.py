@@ -3,10 +3,10 @@
 1. The tiny Llama learns tic-tac-toe: imitation of random agents teaches the
    move format and legal moves (about 45-55% wins against random), then RL with
    RAE and dppo_binary_tv against league-drawn opponents (self-play, fixed and
-   historical players) lifts its greedy win rate against random (400
-   seat-swapped games, < 5% invalid moves). The goal is >= 75%; the recipe
-   and every variant tried (README, "Learning") plateau at 0.70-0.75, so that
-   assertion is an expected failure (xfail) that reports XPASS the day it is met.
+   historical players) lifts its greedy win rate against random to >= 75% of
+   400 seat-swapped games with < 5% invalid moves. The run's `best` checkpoint
+   (chosen on the in-run evaluations) is evaluated again on 400 fresh games, so
+   the selection does not inflate the figure that is asserted.
 2. SmolLM2-135M-Instruct: one RL step on Kuhn Poker runs end to end on CPU.
 """
 
@@ -18,6 +18,8 @@ import yaml
 
 pytest.importorskip("torch")
 
+from arena.batch import play_matches, summarize  # noqa: E402
+from arena.match import InvalidMovePolicy  # noqa: E402
 from arena.trainers.config import load_train_config  # noqa: E402
 from arena.trainers.spiral import SpiralTrainer  # noqa: E402
 
@@ -26,7 +28,7 @@ CONFIGS = Path(__file__).parents[2] / "configs" / "train"
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """One full run of configs/train/spiral_tictactoe_tiny.yaml (about 12 minutes on 2 cores)."""
+    """One full run of configs/train/spiral_tictactoe_tiny.yaml (about 15 minutes on 2 cores)."""
     d = tmp_path_factory.mktemp("spiral")
     cfg = load_train_config(CONFIGS / "spiral_tictactoe_tiny.yaml")
     t = SpiralTrainer(cfg, d)
@@ -35,34 +37,45 @@ def tiny_run(tmp_path_factory):
     finally:
         t.close()
     rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
-    return cfg, [r for r in rows if "eval/win_rate/random" in r]
+    return cfg, d, [r for r in rows if "eval/win_rate/random" in r]
+
+
+def _curve(evals):
+    return [round(r["eval/win_rate/random"], 3) for r in evals]
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("tiny_run")  # with --dist loadgroup both checks share one run
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(3000)
 def test_tiny_llama_learns_tic_tac_toe(tiny_run):
-    cfg, evals = tiny_run
+    cfg, _, evals = tiny_run
     first, last = evals[0], evals[-1]
     assert first["step"] == 0 and last["step"] == cfg.iterations
-    curve = [round(r["eval/win_rate/random"], 3) for r in evals]
     # imitation of random play teaches the format and legal moves, not strategy (~45-55% wins)
-    assert first["eval/invalid_rate"] < 0.05 and first["eval/win_rate/random"] < 0.6, curve
-    # RL lifts the greedy win rate against random well above the imitation start, without invalid moves
-    assert last["eval/win_rate/random"] >= first["eval/win_rate/random"] + 0.12, curve
-    assert max(r["eval/win_rate/random"] for r in evals[-3:]) >= 0.65, curve
+    assert first["eval/invalid_rate"] < 0.05 and first["eval/win_rate/random"] < 0.6, _curve(evals)
+    # RL lifts the greedy win rate against random well above the imitation start, without invalid moves;
+    # the last checkpoint stays near the goal (5 runs of this recipe ended at 0.75-0.775)
+    assert last["eval/win_rate/random"] >= first["eval/win_rate/random"] + 0.15, _curve(evals)
+    assert last["eval/win_rate/random"] >= 0.70, _curve(evals)
+    assert max(r["eval/win_rate/random"] for r in evals) >= 0.75, _curve(evals)
     assert last["eval/invalid_rate"] < 0.05
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("tiny_run")
-@pytest.mark.timeout(2400)
-@pytest.mark.xfail(strict=False, reason="target not reached yet: this recipe and the variants tried plateau at "
-                   "0.70-0.75 greedy wins vs random (RL learns the opening, not wins and blocks); 0.75 is the goal")
-def test_tiny_llama_reaches_75_percent_against_random(tiny_run):
-    cfg, evals = tiny_run
-    assert evals[-1]["eval/win_rate/random"] >= 0.75, [round(r["eval/win_rate/random"], 3) for r in evals]
-    assert evals[-1]["eval/invalid_rate"] < 0.05
+@pytest.mark.timeout(3000)
+def test_tiny_llama_best_checkpoint_wins_75_percent_of_fresh_games(tiny_run):
+    cfg, d, evals = tiny_run
+    best = json.loads((d / "best.json").read_text())
+    assert best["value"] == max(r["eval/win_rate/random"] for r in evals)
+    # 400 new seat-swapped greedy games against random (seeds the run never evaluated on), through
+    # the same agent spec a user plays it with (llm:<run>/best); an invalid move loses at once, as in the run
+    spec = f"llm:{d / 'best'},greedy=True,max_new_tokens={cfg.max_new_tokens},template=compact"
+    res = play_matches(cfg.game, [spec, "random"], 400, seed=20_261_130, policy=InvalidMovePolicy(allowance=0))
+    me, _ = summarize(res, [spec, "random"])
+    assert me.games == 400
+    assert me.wins / me.games >= 0.75, (me, best, _curve(evals))  # wins only: a draw is not a win
+    assert me.invalid / max(me.move_calls, 1) < 0.05, me
 
 
 @pytest.mark.slow

@@ -72,6 +72,13 @@ def test_short_run_checkpoints_snapshots_and_resumes(tmp_path):
         t2.close()
     steps = [r["step"] for r in read_metrics(d) if "train/return" in r]
     assert steps == [1, 2, 3]  # nothing repeated, nothing skipped
+    # `best` links the checkpoint with the highest evaluation win rate (the earliest of equals)
+    wr = {r["step"]: r["eval/win_rate/random"] for r in read_metrics(d) if "eval/win_rate/random" in r}
+    top = min(s for s in wr if wr[s] == max(wr.values()))
+    best = json.loads((d / "best.json").read_text())
+    assert (best["iteration"], best["value"], best["metric"]) == (top, wr[top], "eval/win_rate/random")
+    assert (d / "best").resolve() == (d / "checkpoints" / f"iter-{top:05d}").resolve()
+    assert (d / "best" / "trainer_state.pt").exists()
 
 
 @pytest.mark.parametrize("loss", ["ppo_clip", "dppo_topk_kl", "drpo", "predictive_mask"])
@@ -173,7 +180,7 @@ def test_lr_schedules(tmp_path):
     assert [round(lr_at(lin, i), 9) for i in range(1, 6)] == [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4]
     cos = small(tmp_path, iterations=3, lr=1e-3, lr_schedule="cosine")
     assert [round(lr_at(cos, i), 9) for i in (1, 2, 3)] == [1e-3, 5e-4, 0.0]
-    assert lr_at(small(tmp_path, iterations=3, lr=1e-3), 3) == 1e-3  # constant
+    assert lr_at(small(tmp_path, iterations=3, lr=1e-3, lr_schedule="constant"), 3) == 1e-3
     # the trainer sets it on the optimizer each iteration and logs it
     cfg = small(tmp_path, iterations=2, il=None, lr=2e-4, lr_end=1e-4, lr_schedule="linear")
     cfg.eval.every = 100
