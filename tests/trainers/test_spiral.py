@@ -124,7 +124,8 @@ def test_grpo_and_no_baseline_variants(tmp_path):
 def test_rae_keyed_by_opponent_turn_discount_and_entropy_bonus(tmp_path):
     from arena.match import InvalidMovePolicy
 
-    cfg = small(tmp_path, iterations=1, il=None, rae_key="role_opponent", entropy_coef=0.05, fixed_share=0.5)
+    cfg = small(tmp_path, iterations=1, il=None, rae_key="role_opponent", entropy_coef=0.05, fixed_share=0.5,
+                turn_discount=1.0)
     cfg.eval.every = 100
     t = SpiralTrainer(cfg, tmp_path / "opp")
     try:
@@ -178,7 +179,7 @@ def test_lr_schedules(tmp_path):
 
     lin = small(tmp_path, iterations=5, lr=1e-3, lr_end=1e-4, lr_schedule="linear")
     assert [round(lr_at(lin, i), 9) for i in range(1, 6)] == [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4]
-    cos = small(tmp_path, iterations=3, lr=1e-3, lr_schedule="cosine")
+    cos = small(tmp_path, iterations=3, lr=1e-3, lr_end=0.0, lr_schedule="cosine")
     assert [round(lr_at(cos, i), 9) for i in (1, 2, 3)] == [1e-3, 5e-4, 0.0]
     assert lr_at(small(tmp_path, iterations=3, lr=1e-3, lr_schedule="constant"), 3) == 1e-3
     # the trainer sets it on the optimizer each iteration and logs it
