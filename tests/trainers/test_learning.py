@@ -1,7 +1,7 @@
 """Learning checks that can fail (marked slow; CI runs them).
 
 1. The tiny Llama learns tic-tac-toe: imitation of random agents teaches the
-   move format and legal moves (about 45-55% wins against random), then RL with
+   move format and legal moves (35-55% wins against random), then RL with
    RAE and dppo_binary_tv against league-drawn opponents (self-play, fixed and
    historical players) lifts its greedy win rate against random to >= 75% of
    400 seat-swapped games with < 5% invalid moves. The run's `best` checkpoint
@@ -51,10 +51,10 @@ def test_tiny_llama_learns_tic_tac_toe(tiny_run):
     cfg, _, evals = tiny_run
     first, last = evals[0], evals[-1]
     assert first["step"] == 0 and last["step"] == cfg.iterations
-    # imitation of random play teaches the format and legal moves, not strategy (~45-55% wins)
+    # imitation of random play teaches the format and legal moves, not strategy (35-55% wins)
     assert first["eval/invalid_rate"] < 0.05 and first["eval/win_rate/random"] < 0.6, _curve(evals)
     # RL lifts the greedy win rate against random well above the imitation start, without invalid moves;
-    # the last checkpoint stays near the goal (5 runs of this recipe ended at 0.75-0.775)
+    # the last checkpoint stays near the goal (the measured runs of this recipe ended at 0.74-0.80)
     assert last["eval/win_rate/random"] >= first["eval/win_rate/random"] + 0.15, _curve(evals)
     assert last["eval/win_rate/random"] >= 0.70, _curve(evals)
     assert max(r["eval/win_rate/random"] for r in evals) >= 0.75, _curve(evals)
