@@ -42,8 +42,9 @@ before its first snapshot after iteration 0 is restarted instead, see
 
 The README's study (7 distinct variants x 3 seeds x 30 iterations of 128 games,
 ``--iterations 30 --eval-every 10 --eval-games 200 --jobs 2 --threads 1``) took
-64 minutes on 2 cores; the config's 100 iterations take about three times as
-long.  A smoke run in about a minute:
+64 minutes on 2 cores, on the base recipe of that time (constant lr 1e-4, 50%
+fixed random, RAE by role); the shipped config's 150 iterations take about five
+times as long.  A smoke run in about a minute:
 
     .venv/bin/python benchmarks/ablation.py --variants base --iterations 2 --seeds 1 \\
         --games-per-iter 16 --eval-games 20 --il-matches 100 --out /tmp/ablation

@@ -67,28 +67,20 @@ class TacticsAgent(BaseAgent):
         self._rng = np.random.default_rng(seed)
 
     @staticmethod
-    def _wins(state, player: int) -> list[int]:
-        """Moves of ``player`` (to move in ``state``) that end the game with a positive return for them."""
-        out = []
-        for a in state.legal_actions():
-            child = state.child(a)
-            if child.is_terminal() and child.returns()[player] > 0:
-                out.append(a)
-        return out
+    def _wins(children: dict, player: int) -> list[int]:
+        """The moves among ``children`` (move -> next state) that end the game with a positive return for ``player``."""
+        return [a for a, c in children.items() if c.is_terminal() and c.returns()[player] > 0]
 
     def choose(self, state) -> int:
         legal = state.legal_actions()
         if self.epsilon and self._rng.random() < self.epsilon:
             return int(self._rng.choice(legal))
-        me = state.current_player()
-        wins = self._wins(state, me)
+        children = {a: state.child(a) for a in legal}
+        wins = self._wins(children, state.current_player())
         if wins:
             return int(self._rng.choice(wins))
-        safe = []
-        for a in legal:
-            child = state.child(a)
-            if child.is_terminal() or child.is_chance_node() or not self._wins(child, child.current_player()):
-                safe.append(a)
+        safe = [a for a, c in children.items() if c.is_terminal() or c.is_chance_node()
+                or not self._wins({b: c.child(b) for b in c.legal_actions()}, c.current_player())]
         return int(self._rng.choice(safe or legal))
 
     def act(self, observation: Observation) -> Any:

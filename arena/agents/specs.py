@@ -158,6 +158,6 @@ def _llm(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
-for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "tactics": _tactics, "cfr": _cfr,
-                        "tabular": _tabular, "llm": _llm}.items():
+for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "tactics": _tactics,
+                        "cfr": _cfr, "tabular": _tabular, "llm": _llm}.items():
     register_agent_kind(_name, _factory)

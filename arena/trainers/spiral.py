@@ -391,7 +391,7 @@ class SpiralTrainer:
         prev = json.loads(path.read_text()) if path.exists() else None
         if prev is not None and prev["metric"] == key and out[key] <= prev["value"]:
             return
-        ckpt = Path("checkpoints") / f"iter-{it:05d}"
+        ckpt = self._checkpoint_path(it)
         record = {"iteration": it, "metric": key, "value": out[key], "invalid_rate": out["eval/invalid_rate"],
                   "checkpoint": str(ckpt)}
         atomic_write_bytes(path, json.dumps(record, indent=1).encode())
@@ -405,9 +405,14 @@ class SpiralTrainer:
         tmp.symlink_to(target)
         os.replace(tmp, self.dir / name)
 
+    @staticmethod
+    def _checkpoint_path(it: int) -> Path:
+        """Iteration ``it``'s checkpoint folder, relative to the run folder."""
+        return Path("checkpoints") / f"iter-{it:05d}"
+
     def checkpoint(self, it: int) -> Path:
         torch = _torch()
-        ckpt = self.dir / "checkpoints" / f"iter-{it:05d}"
+        ckpt = self.dir / self._checkpoint_path(it)
         ckpt.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(ckpt)
         self.tok.save_pretrained(ckpt)
@@ -419,7 +424,7 @@ class SpiralTrainer:
         }
         torch.save(state, ckpt / "trainer_state.pt.tmp")
         os.replace(ckpt / "trainer_state.pt.tmp", ckpt / "trainer_state.pt")
-        self._link("latest", ckpt.relative_to(self.dir))
+        self._link("latest", self._checkpoint_path(it))
         return ckpt
 
     def _load_state(self, state: dict) -> None:

@@ -202,6 +202,7 @@ def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
 
 def test_imitation_on_a_text_game_with_the_spiral_template(tmp_path):
     """The warm start on TextArena Kuhn Poker: free-text moves rendered as \\boxed{[call]} answers."""
+    from arena.batch import play_matches
     from arena.trainers.sft import examples_from_replays
 
     cfg = small(tmp_path, game="arena/KuhnPoker-v1", template="spiral", iterations=0, max_new_tokens=16,
@@ -212,8 +213,6 @@ def test_imitation_on_a_text_game_with_the_spiral_template(tmp_path):
     assert t.il_done
     losses = [r["il/loss"] for r in read_metrics(tmp_path / "kuhn-il") if "il/loss" in r]
     assert len(losses) == 1 and losses[0] > 0
-    from arena.batch import play_matches
-
     replays = [r.replay for r in play_matches("arena/KuhnPoker-v1", ["random", "random"], 2, seed=3, record=True)]
     ex = examples_from_replays(replays, t.template, "text", None)
     assert ex and all(e.answer.startswith("\\boxed{[") and e.answer.endswith("]}") for e in ex)
