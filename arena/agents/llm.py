@@ -71,12 +71,13 @@ class LLMAgent(BaseAgent):
     def _generate(self, prompt: str):
         kwargs = dict(max_new_tokens=self.max_new_tokens, temperature=self.temperature, greedy=self.greedy,
                       top_k_logprobs=self.top_k_logprobs, stop=list(self.template.stop) or None)
-        submit = getattr(self.engine, "submit", None)
-        if submit is not None:  # a batching engine shared by concurrent matches
-            return submit(prompt, **kwargs).result()
+        # one seed per move, kept by the prompt whether it is batched with other matches' or not
         seed = derive_seed(self._seed, self._calls) if self._seed is not None else None
         self._calls += 1
-        return self.engine.generate([prompt], seed=seed, **kwargs)[0]
+        submit = getattr(self.engine, "submit", None)
+        if submit is not None:  # a batching engine shared by concurrent matches
+            return submit(prompt, seed=seed, **kwargs).result()
+        return self.engine.generate([prompt], seeds=[seed], **kwargs)[0]
 
     def act(self, observation: Observation) -> Any:
         prompt = self.template.render(observation.game_id, observation.text, observation.player)

@@ -3,14 +3,20 @@
 Every engine has the same ``generate`` method::
 
     engine.generate(prompts, *, max_new_tokens=64, temperature=1.0, greedy=False,
-                    top_k_logprobs=0, seed=None, stop=None) -> list[Generation]
+                    top_k_logprobs=0, seed=None, stop=None, seeds=None) -> list[Generation]
+
+``seeds`` (one per prompt) makes each prompt's sample depend on its own seed
+and nothing else: not on the other prompts of the batch, the batch size or
+the order in which concurrent requests arrived.  Seeded rollouts of many
+concurrent matches are therefore reproducible however they were batched.
 
 * :class:`HFEngine`       transformers ``model.generate`` over left-padded
                           prompts with a KV cache (runs on the CPU).
 * :class:`VLLMEngine`     ``vllm.LLM`` (GPU); vllm is imported lazily.
 * :class:`BatchingEngine` wraps any engine for many concurrent callers
-                          (threads): ``submit(prompt, **kw) -> Future``; requests
-                          are grouped into one ``generate`` call.
+                          (threads): ``submit(prompt, seed=None, **kw) -> Future``;
+                          requests are grouped into one ``generate`` call, each
+                          keeping its own seed.
 
 Log-prob conventions (what the learner relies on):
 
@@ -84,6 +90,7 @@ class Engine(Protocol):
         top_k_logprobs: int = 0,
         seed: int | None = None,
         stop: list[str] | None = None,
+        seeds: Sequence[int | None] | None = None,
     ) -> list[Generation]: ...
 
 
@@ -96,6 +103,40 @@ def _check_args(max_new_tokens: int, temperature: float, greedy: bool, top_k_log
         raise ArenaError(f"top_k_logprobs must be >= 0, got {top_k_logprobs}")
     if stop is not None and (isinstance(stop, str) or any(not isinstance(s, str) or not s for s in stop)):
         raise ArenaError(f"stop must be a list of non-empty strings, got {stop!r}")
+
+
+def _check_seeds(seeds, prompts) -> None:
+    if seeds is None:
+        return
+    if isinstance(seeds, (str, bytes)) or len(seeds) != len(prompts):
+        raise ArenaError(f"seeds must hold one seed (or None) per prompt: {len(prompts)} prompts, got {seeds!r}")
+    if any(s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0) for s in seeds):
+        raise ArenaError(f"seeds must be non-negative integers or None, got {list(seeds)!r}")
+
+
+class _RowSeededSampler:
+    """A logits processor that samples every row from its own ``torch.Generator``.
+
+    ``argmax(logits / T + g)`` with ``g`` i.i.d. standard Gumbel noise is a draw from
+    ``softmax(logits / T)`` (the Gumbel-max trick), so ``generate`` runs without sampling
+    over the noised scores.  Row ``i`` uses one block of noise per decoding step from the
+    generator seeded with ``seeds[i]``: its tokens depend on its prompt and seed only.
+    ``generate`` reports log-probs from the raw logits, so they are unaffected.
+    """
+
+    def __init__(self, seeds: Sequence[int], temperature: float):
+        import torch
+
+        self.torch = torch
+        self.temperature = temperature
+        self.generators = [torch.Generator().manual_seed(s) for s in seeds]
+
+    def __call__(self, input_ids, scores):
+        torch = self.torch
+        vocab = scores.shape[-1]
+        u = torch.stack([torch.rand(vocab, generator=g, dtype=torch.float64) for g in self.generators])
+        gumbel = -torch.log(-torch.log(u.clamp(1e-300, 1.0 - 1e-16)))
+        return scores.float() / self.temperature + gumbel.to(device=scores.device, dtype=torch.float32)
 
 
 def _cut_at_stop(decode, ids: list[int], stop: Sequence[str]) -> tuple[int, str, str] | None:
@@ -138,7 +179,10 @@ class HFEngine:
     ``generate`` is serialised by a lock: one batch at a time per engine.  Use
     :class:`BatchingEngine` to serve many threads.  Sampling with ``seed``
     runs inside ``torch.random.fork_rng``: reproducible, and the global RNG
-    state is left untouched; ``seed=None`` draws from the global RNG.
+    state is left untouched; ``seed=None`` draws from the global RNG.  With
+    ``seeds`` (one per prompt) every row draws from its own generator through
+    the Gumbel-max trick (:class:`_RowSeededSampler`), so a row's sample does
+    not depend on the rest of the batch.
     """
 
     def __init__(self, model, tokenizer, device: str = "cpu"):
@@ -207,13 +251,15 @@ class HFEngine:
         top_k_logprobs: int = 0,
         seed: int | None = None,
         stop: list[str] | None = None,
+        seeds: Sequence[int | None] | None = None,
     ) -> list[Generation]:
         torch = self.torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, LogitsProcessorList
 
         _check_args(max_new_tokens, temperature, greedy, top_k_logprobs, stop)
         if isinstance(prompts, str):
             raise ArenaError("generate takes a list of prompts, not one string")
+        _check_seeds(seeds, prompts)
         if not prompts:
             return []
         enc = [self.encode(p) for p in prompts]
@@ -228,11 +274,12 @@ class HFEngine:
             input_ids[i, P - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention_mask[i, P - len(ids):] = 1
 
+        row_seeded = seeds is not None and not greedy
         gc = GenerationConfig(
             max_new_tokens=max_new_tokens,
-            do_sample=not greedy,
-            temperature=1.0 if greedy else float(temperature),
-            top_k=None if greedy else 0,  # 0 = off (None is filled with the default 50, unused when greedy)
+            do_sample=not (greedy or row_seeded),  # row-seeded sampling is an argmax over noised logits
+            temperature=1.0 if greedy or row_seeded else float(temperature),
+            top_k=None if greedy or row_seeded else 0,  # 0 = off (None is filled with 50, unused without sampling)
             top_p=1.0,
             typical_p=1.0,
             repetition_penalty=1.0,
@@ -251,6 +298,9 @@ class HFEngine:
         gen_kwargs: dict[str, Any] = {"tokenizer": self.tokenizer} if stop else {}
 
         with self._lock, self._neutral_generation_config():
+            if row_seeded:
+                row = [int(torch.randint(0, 2**62, ())) if r is None else int(r) for r in seeds]
+                gen_kwargs["logits_processor"] = LogitsProcessorList([_RowSeededSampler(row, float(temperature))])
             rng = torch.random.fork_rng(devices=self._rng_devices()) if seed is not None else contextlib.nullcontext()
             with rng, torch.no_grad():
                 if seed is not None:
@@ -331,8 +381,8 @@ class BatchingEngine:
     share a call).  ``submit`` returns a ``concurrent.futures.Future``; an
     exception raised by the engine is set on every future of that call.
 
-    Note: with a ``seed``, a request's sample depends on which other requests
-    shared its batch (greedy results do not).
+    A request's ``seed`` is its own: the call passes ``seeds`` (one per request),
+    so a seeded request gets the same sample whichever requests shared its batch.
     """
 
     def __init__(self, engine: Engine, max_batch: int = 32, max_wait_s: float = 0.005):
@@ -353,7 +403,7 @@ class BatchingEngine:
     def tokenizer(self):
         return getattr(self.engine, "tokenizer", None)
 
-    def submit(self, prompt: str, **gen_kwargs: Any) -> "Future[Generation]":
+    def submit(self, prompt: str, *, seed: int | None = None, **gen_kwargs: Any) -> "Future[Generation]":
         if not isinstance(prompt, str):
             raise ArenaError(f"submit takes one prompt string, got {type(prompt).__name__}")
         fut: Future = Future()
@@ -361,12 +411,16 @@ class BatchingEngine:
         with self._submit_lock:
             if self._closed:
                 raise RuntimeError("BatchingEngine is closed")
-            self._q.put((prompt, key, gen_kwargs, fut))
+            self._q.put((prompt, key, gen_kwargs, fut, seed))
         return fut
 
-    def generate(self, prompts: list[str], **gen_kwargs: Any) -> list[Generation]:
+    def generate(self, prompts: list[str], *, seed: int | None = None, seeds=None,
+                 **gen_kwargs: Any) -> list[Generation]:
         """Same interface as the wrapped engine (the prompts may be merged with other callers')."""
-        futs = [self.submit(p, **gen_kwargs) for p in prompts]
+        _check_seeds(seeds, prompts)
+        if seeds is None:
+            seeds = [None if seed is None else seed + i for i in range(len(prompts))]
+        futs = [self.submit(p, seed=s, **gen_kwargs) for p, s in zip(prompts, seeds)]
         return [f.result() for f in futs]
 
     def close(self, timeout: float | None = None) -> None:
@@ -413,6 +467,8 @@ class BatchingEngine:
         if not live:
             return
         kwargs = live[0][2]
+        if any(it[4] is not None for it in live):
+            kwargs = {**kwargs, "seeds": [it[4] for it in live]}
         try:
             gens = self.engine.generate([it[0] for it in live], **kwargs)
             if len(gens) != len(live):
@@ -440,8 +496,8 @@ class VLLMEngine:
     The LLM is built with ``logprobs_mode="processed_logprobs"`` so reported
     log-probs are those of the temperature-scaled sampling distribution (like
     :class:`HFEngine`); vLLM versions without that option (< 0.10.2) fall
-    back to their default.  Each prompt gets its own request seed
-    ``seed + i``.  ``llm_kwargs`` go to ``vllm.LLM`` (e.g.
+    back to their default.  Each prompt gets its own request seed:
+    ``seeds[i]``, else ``seed + i``.  ``llm_kwargs`` go to ``vllm.LLM`` (e.g.
     ``gpu_memory_utilization``, ``max_model_len``, ``enforce_eager``).
     """
 
@@ -480,8 +536,10 @@ class VLLMEngine:
         top_k_logprobs: int = 0,
         seed: int | None = None,
         stop: list[str] | None = None,
+        seeds: Sequence[int | None] | None = None,
     ) -> list[Generation]:
         _check_args(max_new_tokens, temperature, greedy, top_k_logprobs, stop)
+        _check_seeds(seeds, prompts)
         if not prompts:
             return []
         if top_k_logprobs > self.max_logprobs:
@@ -495,7 +553,7 @@ class VLLMEngine:
                 top_p=1.0,
                 max_tokens=max_new_tokens,
                 logprobs=max(K, 1),  # the sampled token's log-prob always comes back (plus the top K)
-                seed=None if seed is None else seed + i,
+                seed=seeds[i] if seeds is not None else (None if seed is None else seed + i),
                 stop=list(stop) if stop else None,
                 skip_special_tokens=True,
             )

@@ -70,6 +70,53 @@ def test_seeded_sampling_is_reproducible_and_leaves_global_rng_alone(engine):
     assert len({tuple(g.token_ids) for g in same}) > 1
 
 
+def test_per_prompt_seeds_do_not_depend_on_the_batch(engine):
+    """With `seeds`, a prompt's sample is the same alone, in any batch, at any position."""
+    seeds = [11, 12, 13, 14, 15, 16]
+    batched = engine.generate(PROMPTS, max_new_tokens=20, seeds=seeds, top_k_logprobs=3)
+    reversed_ = engine.generate(PROMPTS[::-1], max_new_tokens=20, seeds=seeds[::-1], top_k_logprobs=3)[::-1]
+    for i, p in enumerate(PROMPTS):
+        alone = engine.generate([p], max_new_tokens=20, seeds=[seeds[i]], top_k_logprobs=3)[0]
+        for other in (batched[i], reversed_[i]):
+            assert other.token_ids == alone.token_ids and other.text == alone.text
+            assert max(abs(a - b) for a, b in zip(other.logprobs, alone.logprobs)) < 1e-4
+            assert other.topk_ids == alone.topk_ids
+    # one prompt, different seeds: different samples; the same seed twice in one batch: the same sample
+    rows = engine.generate([PROMPTS[0]] * 4, max_new_tokens=20, seeds=[1, 2, 3, 1])
+    assert rows[0].token_ids == rows[3].token_ids
+    assert len({tuple(g.token_ids) for g in rows}) > 1
+    # greedy ignores seeds
+    g = engine.generate(PROMPTS, max_new_tokens=8, greedy=True, seeds=seeds)
+    assert [x.token_ids for x in g] == [x.token_ids for x in engine.generate(PROMPTS, max_new_tokens=8, greedy=True)]
+
+
+def test_per_prompt_seeded_samples_follow_the_model_distribution(tiny, engine):
+    """The Gumbel-max draws are samples of softmax(logits / T): first-token frequencies over 3,000
+    seeds match the model's probabilities, and each reported log-prob is the model's."""
+    _, model, tok = tiny
+    prompt, T, n = PROMPTS[1], 0.7, 3000
+    with torch.no_grad():
+        ids = torch.tensor([engine.encode(prompt)])
+        probs = torch.softmax(model(ids).logits[0, -1].float() / T, dim=-1)
+    gens = engine.generate([prompt] * n, max_new_tokens=1, temperature=T, seeds=list(range(n)))
+    counts = torch.bincount(torch.tensor([g.token_ids[0] for g in gens]), minlength=probs.numel()).double()
+    for t in torch.topk(probs, 3).indices.tolist():
+        p = float(probs[t])
+        se = (p * (1 - p) / n) ** 0.5
+        assert abs(counts[t] / n - p) < 4 * se + 1e-3, (t, float(counts[t] / n), p)
+    for g in gens[:50]:
+        assert abs(g.logprobs[0] - float(torch.log(probs[g.token_ids[0]]))) < 1e-4
+
+
+def test_bad_seeds_are_clear_errors(engine):
+    with pytest.raises(ArenaError, match="one seed"):
+        engine.generate(PROMPTS[:2], seeds=[1])
+    with pytest.raises(ArenaError, match="non-negative"):
+        engine.generate(PROMPTS[:2], seeds=[1, -3])
+    with pytest.raises(ArenaError, match="non-negative"):
+        engine.generate(PROMPTS[:1], seeds=["7"])
+
+
 def test_temperature_is_applied_when_sampling(engine):
     greedy = engine.generate(PROMPTS, max_new_tokens=16, greedy=True)
     cold = engine.generate(PROMPTS, max_new_tokens=16, temperature=1e-4, seed=0)
@@ -248,6 +295,48 @@ def test_batching_engine_serves_threads_in_batches(engine):
         be.submit("a")
 
 
+def test_batching_engine_keeps_each_requests_seed(engine):
+    """Seeded requests from many threads get the samples they get alone, however they were batched."""
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(24)]
+    direct = [engine.generate([p], max_new_tokens=12, seeds=[100 + i])[0] for i, p in enumerate(prompts)]
+    counting = CountingEngine(engine)
+    results: list = [None] * 24
+    with E.BatchingEngine(counting, max_batch=8, max_wait_s=0.02) as be:
+
+        def worker(i):
+            results[i] = be.submit(prompts[i], seed=100 + i, max_new_tokens=12).result(timeout=60)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in reversed(range(24))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        via_generate = be.generate(prompts[:3], max_new_tokens=12, seeds=[100, 101, 102])
+    assert len(counting.calls) < 24  # requests did share calls
+    assert [r.token_ids for r in results] == [d.token_ids for d in direct]
+    assert [g.token_ids for g in via_generate] == [d.token_ids for d in direct[:3]]
+
+
+def test_rollouts_draw_the_same_moves_however_they_are_batched(tiny, engine):
+    """Concurrent matches on one batching engine: each sampled move has its own seed (match seed,
+    seat, move number), so 24 games played 12 at a time or 3 at a time draw the same moves."""
+    from arena.agents.prompts import make_template
+    from arena.match import InvalidMovePolicy
+    from arena.trainers.rollout import LEARNER, play_episodes
+
+    _, _, tok = tiny
+    template = make_template("compact", tok)
+    pairings = [([LEARNER, "random"] if i % 2 == 0 else ["random", LEARNER], "random") for i in range(24)]
+    played = []
+    for conc in (12, 3):
+        with E.BatchingEngine(engine, max_batch=conc, max_wait_s=0.02) as be:
+            eps = play_episodes("openspiel/tic_tac_toe-v0", pairings, be, tok, template, seed=5, concurrency=conc,
+                                policy=InvalidMovePolicy(allowance=0), max_new_tokens=6)
+        played.append([[t.generation.token_ids for s in e.learner_seats for t in e.turns[s]] for e in eps])
+    assert played[0] == played[1]
+    assert len({tuple(map(tuple, g)) for g in played[0]}) > 12  # an untrained model: the draws vary
+
+
 def test_batching_engine_groups_by_kwargs_and_propagates_errors(engine):
     counting = CountingEngine(engine)
     with E.BatchingEngine(counting, max_batch=8, max_wait_s=0.2) as be:
@@ -310,6 +399,8 @@ def test_vllm_engine_maps_outputs(monkeypatch):
     assert g1.topk_logprobs == [[-0.1, -2.5], [-0.5, -3.0], [-0.2, -1.9]]
     eng.generate(["p"], greedy=True)
     assert seen["params"][0]["temperature"] == 0.0 and seen["params"][0]["logprobs"] == 1
+    eng.generate(["p", "q"], seeds=[5, None], seed=10)  # per-prompt seeds win over seed + i
+    assert [p["seed"] for p in seen["params"]] == [5, None]
 
 
 def test_make_engine(tiny):
