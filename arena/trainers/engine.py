@@ -5,10 +5,12 @@ Every engine has the same ``generate`` method::
     engine.generate(prompts, *, max_new_tokens=64, temperature=1.0, greedy=False,
                     top_k_logprobs=0, seed=None, stop=None, seeds=None) -> list[Generation]
 
-``seeds`` (one per prompt) makes each prompt's sample depend on its own seed
-and nothing else: not on the other prompts of the batch, the batch size or
+``seeds`` (one per prompt) makes each prompt's sampled tokens depend on its own
+seed and nothing else: not on the other prompts of the batch, the batch size or
 the order in which concurrent requests arrived.  Seeded rollouts of many
-concurrent matches are therefore reproducible however they were batched.
+concurrent matches draw the same tokens however they were batched; their
+log-probs agree up to float rounding (a matrix product's last bits depend on
+the batch size).
 
 * :class:`HFEngine`       transformers ``model.generate`` over left-padded
                           prompts with a KV cache (runs on the CPU).

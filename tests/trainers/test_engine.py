@@ -11,10 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from arena.agents.prompts import make_template  # noqa: E402
 from arena.errors import ArenaError, MissingExtra  # noqa: E402
+from arena.match import InvalidMovePolicy  # noqa: E402
 from arena.trainers import engine as E  # noqa: E402
 from arena.trainers.logprobs import sequence_logprobs  # noqa: E402
 from arena.trainers.models import load_model, make_tiny_model_folder  # noqa: E402
+from arena.trainers.rollout import LEARNER, play_episodes  # noqa: E402
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -320,10 +323,6 @@ def test_batching_engine_keeps_each_requests_seed(engine):
 def test_rollouts_draw_the_same_moves_however_they_are_batched(tiny, engine):
     """Concurrent matches on one batching engine: each sampled move has its own seed (match seed,
     seat, move number), so 24 games played 12 at a time or 3 at a time draw the same moves."""
-    from arena.agents.prompts import make_template
-    from arena.match import InvalidMovePolicy
-    from arena.trainers.rollout import LEARNER, play_episodes
-
     _, _, tok = tiny
     template = make_template("compact", tok)
     pairings = [([LEARNER, "random"] if i % 2 == 0 else ["random", LEARNER], "random") for i in range(24)]
