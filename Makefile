@@ -25,10 +25,10 @@ demo: $(STAMP)
 	$(BIN)/arena demo
 
 test: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 tests
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 tests
 
 test-fast: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow" tests
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_match.py
