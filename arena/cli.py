@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -261,6 +262,13 @@ def train(
     for k in sorted(final):
         if k.startswith("eval/"):
             console.print(f"{k}: {final[k]:.3f}")
+    best_json = directory / "best.json"
+    if best_json.exists():
+        best = json.loads(best_json.read_text())
+        line = f"best: iteration {best['iteration']} ({best['metric']} {best['value']:.3f} in the run"
+        if "confirm" in best:
+            line += f"; {best['confirm']['win_rate']:.3f} on {best['confirm']['games']} fresh games"
+        console.print(line + f") -> {directory}/best")
     console.print(f"Run folder: {directory} (latest checkpoint: {directory}/latest; curves: {directory}/curves.png; "
                   f"tensorboard --logdir {directory})")
 

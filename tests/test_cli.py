@@ -72,3 +72,24 @@ def test_errors_are_clear_and_exit_2():
     p = subprocess.run([ARENA, "play", "openspiel/tic_tac_toe-v0", "--players", "random wizard"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "unknown agent kind" in p.stderr
+
+
+def test_train_prints_the_confirmed_best_checkpoint(tmp_path):
+    import json
+
+    import pytest
+    import yaml
+
+    pytest.importorskip("torch")
+    cfg = yaml.safe_load((Path(__file__).parent.parent / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
+    cfg.update(iterations=2, games_per_iter=8, concurrency=8, minibatch=64, il=None, threads=1)
+    cfg["eval"] = {"every": 1, "games": 8, "opponents": ["random"], "concurrency": 8,
+                   "confirm_top": 2, "confirm_games": 10}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(cfg))
+    r = runner.invoke(app, ["train", str(tmp_path / "t.yaml"), "--dir", str(tmp_path / "run")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    best = json.loads((tmp_path / "run" / "best.json").read_text())
+    assert len(best["confirm"]["candidates"]) == 2
+    line = next(x for x in r.output.splitlines() if x.startswith("best: iteration"))
+    assert line.startswith(f"best: iteration {best['iteration']} (eval/win_rate/random {best['value']:.3f} in the run; "
+                           f"{best['confirm']['win_rate']:.3f} on 10 fresh games)")

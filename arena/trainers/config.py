@@ -33,6 +33,20 @@ class EvalConfig:
     games: int = 400
     opponents: list[str] = field(default_factory=lambda: ["random"])
     concurrency: int = 64
+    #: At the end of the run, the ``confirm_top`` checkpoints that evaluated best are played again on
+    #: ``confirm_games`` fresh games each and ``best`` goes to the winner of that second round
+    #: (0: ``best`` is the in-run maximum, whose figure is inflated by the selection).
+    confirm_top: int = 0
+    confirm_games: int = 2000
+
+    def __post_init__(self):
+        if self.every < 1 or self.games < 1 or self.concurrency < 1:
+            raise ValueError("eval.every, eval.games and eval.concurrency must be >= 1")
+        if not self.opponents:
+            raise ValueError("eval.opponents must name at least one opponent")
+        if self.confirm_top < 0 or self.confirm_games < 1:
+            raise ValueError(f"eval.confirm_top must be >= 0 and eval.confirm_games >= 1, got "
+                             f"{self.confirm_top} and {self.confirm_games}")
 
 
 @dataclass

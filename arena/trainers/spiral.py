@@ -18,6 +18,9 @@ One loop iteration:
    and greedy evaluation games against fixed opponents, committed to the league
    (so snapshots are rated); ``best`` links the checkpoint with the highest
    evaluation win rate against the first evaluation opponent (``best.json``).
+6. At the end, with ``eval.confirm_top`` > 0, the top checkpoints of those
+   evaluations play a second round on fresh games and ``best`` moves to its
+   winner (a maximum over noisy evaluations overrates the checkpoint it picks).
 
 Checkpoints hold the model, the optimizer, the loss scaler, the RAE baselines
 and RNG states; ``arena train`` on an existing run folder resumes from the latest.
@@ -357,16 +360,20 @@ class SpiralTrainer:
         self.il_done = True
         return losses
 
+    def _eval_games(self, spec: str, games: int, seed: int, record: bool = False) -> list[Episode]:
+        """``games`` greedy seat-swapped games of the current model against ``spec``; an invalid move
+        loses at once (-1/+1), as in the evaluation SPIRAL reports."""
+        pairings = [([LEARNER, spec] if i % 2 == 0 else [spec, LEARNER], _slug(spec)) for i in range(games)]
+        return self._play(pairings, greedy=True, policy=InvalidMovePolicy(allowance=0), seed=seed,
+                          concurrency=self.cfg.eval.concurrency, record=record)
+
     def evaluate(self, it: int, snapshot: str | None = None) -> dict[str, float]:
         cfg = self.cfg
-        policy = InvalidMovePolicy(allowance=0)  # evaluation: an invalid move loses, -1/+1
         out: dict[str, float] = {}
         invalid = moves = 0
         for spec in cfg.eval.opponents:
             name = _slug(spec)
-            pairings = [([LEARNER, spec] if i % 2 == 0 else [spec, LEARNER], name) for i in range(cfg.eval.games)]
-            eps = self._play(pairings, greedy=True, policy=policy, seed=10_000_019 + it,
-                             concurrency=cfg.eval.concurrency, record=snapshot is not None)
+            eps = self._eval_games(spec, cfg.eval.games, 10_000_019 + it, record=snapshot is not None)
             wins = sum(1 for e in eps if e.result.winner in e.learner_seats)
             draws = sum(1 for e in eps if e.result.draw)
             out[f"eval/win_rate/{name}"] = wins / len(eps)
@@ -396,6 +403,55 @@ class SpiralTrainer:
                   "checkpoint": str(ckpt)}
         atomic_write_bytes(path, json.dumps(record, indent=1).encode())
         self._link("best", ckpt)
+
+    def confirm_best(self) -> dict | None:
+        """The second evaluation round: the ``eval.confirm_top`` checkpoints with the highest in-run
+        evaluation play ``eval.confirm_games`` fresh games each (seeds no in-run evaluation used) and
+        ``best`` moves to the one that wins most there (ties: the higher in-run figure, then the
+        earlier iteration). ``best.json`` keeps every candidate's two figures. Idempotent: a resumed
+        run whose round is on record does not play it again. Returns the new record (None: no round)."""
+        torch = _torch()
+        ev = self.cfg.eval
+        path = self.dir / "best.json"
+        key = f"eval/win_rate/{_slug(ev.opponents[0])}"
+        rows = [json.loads(x) for x in self.metrics.path.read_text().splitlines() if x.strip()]
+        evals: dict[int, dict] = {}
+        for r in rows:
+            if key in r and (self.dir / self._checkpoint_path(r["step"])).is_dir():
+                evals[r["step"]] = r  # a re-run iteration (after a resume) keeps its last evaluation
+        if ev.confirm_top < 1 or not evals:
+            return None
+        top = sorted(evals, key=lambda it: (-evals[it][key], it))[: ev.confirm_top]
+        prev = json.loads(path.read_text()) if path.exists() else {}
+        done = prev.get("confirm", {})
+        if done.get("games") == ev.confirm_games and [c["iteration"] for c in done.get("candidates", [])] == top:
+            return prev
+        current = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        cls = type(self.model)
+        cands = []
+        try:
+            for it in top:
+                ckpt = self._checkpoint_path(it)
+                saved = cls.from_pretrained(self.dir / ckpt)  # load_state_dict casts to the live dtype
+                self.model.load_state_dict(saved.state_dict())
+                del saved
+                eps = self._eval_games(ev.opponents[0], ev.confirm_games, 30_000_001 + it)
+                wins = sum(1 for e in eps if e.result.winner in e.learner_seats)
+                invalid = sum(e.invalid_moves() for e in eps) / max(1, sum(e.moves() for e in eps))
+                cands.append({"iteration": it, "in_run": evals[it][key], "confirm": wins / len(eps),
+                              "invalid_rate": invalid, "checkpoint": str(ckpt)})
+        finally:
+            with torch.no_grad():
+                self.model.load_state_dict(current)
+        win = max(cands, key=lambda c: (c["confirm"], c["in_run"], -c["iteration"]))
+        record = {"iteration": win["iteration"], "metric": key, "value": win["in_run"],
+                  "invalid_rate": win["invalid_rate"], "checkpoint": win["checkpoint"],
+                  "confirm": {"games": ev.confirm_games, "win_rate": win["confirm"], "candidates": cands}}
+        atomic_write_bytes(path, json.dumps(record, indent=1).encode())
+        self._link("best", Path(win["checkpoint"]))
+        self.metrics.log(self.iteration, **{"confirm/best_iteration": win["iteration"],
+                                            f"confirm/{key.removeprefix('eval/')}": win["confirm"]})
+        return record
 
     def _link(self, name: str, target: Path) -> None:
         """Atomically (re)point the symlink ``dir/name`` at ``target`` (relative to the run folder)."""
@@ -490,6 +546,8 @@ class SpiralTrainer:
                 self.snapshot(it)
             if progress is not None:
                 progress(it, last, result)
+        if last == cfg.iterations:
+            self.confirm_best()
         plot_curves(self.metrics.path, self.dir / "curves.png")
         return result
 

@@ -174,6 +174,61 @@ def test_bad_train_config_is_a_clear_error(tmp_path):
         small(tmp_path, lr_schedule="step")
 
 
+def test_confirmation_round_moves_best_to_the_winner_of_fresh_games(tmp_path):
+    d = tmp_path / "run"
+    cfg = small(tmp_path, iterations=3)
+    cfg.eval.every, cfg.eval.confirm_top, cfg.eval.confirm_games = 1, 2, 24
+    t = SpiralTrainer(cfg, d)
+    played, eval_games = {}, t._eval_games
+
+    def spy(spec, games, seed, record=False):  # which weights play each confirmation game set
+        played[seed] = [p.detach().clone() for p in t.model.parameters()]
+        return eval_games(spec, games, seed, record)
+
+    t._eval_games = spy
+    try:
+        t.run()
+        final = {k: v.clone() for k, v in t.model.state_dict().items()}
+        wr = {r["step"]: r["eval/win_rate/random"] for r in read_metrics(d) if "eval/win_rate/random" in r}
+        assert sorted(wr) == [0, 1, 2, 3]
+        best = json.loads((d / "best.json").read_text())
+        cands = best["confirm"]["candidates"]
+        # the candidates are the two best in-run evaluations (the earlier of equals first)
+        assert [c["iteration"] for c in cands] == sorted(wr, key=lambda s: (-wr[s], s))[:2]
+        assert [c["in_run"] for c in cands] == [wr[c["iteration"]] for c in cands]
+        win = max(cands, key=lambda c: (c["confirm"], c["in_run"], -c["iteration"]))
+        assert (best["iteration"], best["value"], best["confirm"]["win_rate"]) == (
+            win["iteration"], wr[win["iteration"]], win["confirm"])
+        assert best["confirm"]["games"] == 24
+        assert (d / "best").resolve() == (d / "checkpoints" / f"iter-{win['iteration']:05d}").resolve()
+        rows = [r for r in read_metrics(d) if "confirm/best_iteration" in r]
+        assert [(r["step"], r["confirm/best_iteration"], r["confirm/win_rate/random"]) for r in rows] == [
+            (3, win["iteration"], win["confirm"])]
+        # the live model is the last iteration's again, not the last candidate's
+        assert all(torch.equal(final[k], v) for k, v in t.model.state_dict().items())
+        # each candidate's figure is its own checkpoint's (at most one of them is the live model):
+        # load it and play the same seeded games
+        assert len({c["iteration"] for c in cands} - {3}) >= 1
+        for c in cands:
+            saved = type(t.model).from_pretrained(d / c["checkpoint"])
+            assert all(torch.equal(a, b) for a, b in zip(played[30_000_001 + c["iteration"]], saved.parameters()))
+            t.model.load_state_dict(saved.state_dict())
+            eps = eval_games("random", 24, 30_000_001 + c["iteration"])
+            assert sum(e.result.winner in e.learner_seats for e in eps) / 24 == c["confirm"], c
+        t.model.load_state_dict(final)
+        # idempotent: the round on record is not played again (a resumed, finished run)
+        t._eval_games = None  # calling it would raise
+        assert t.confirm_best() == best
+    finally:
+        t.close()
+    assert small(tmp_path).eval.confirm_top == 0  # off unless asked for
+    data = yaml.safe_load((tmp_path / "cfg.yaml").read_text())
+    data["eval"]["confirm_top"] = -1
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(Exception, match="confirm_top"):
+        load_train_config(tmp_path / "bad.yaml")
+
+
 def test_lr_schedules(tmp_path):
     from arena.trainers.config import lr_at
 
