@@ -1,8 +1,11 @@
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import yaml
 from typer.testing import CliRunner
 
 from arena.cli import app
@@ -75,11 +78,6 @@ def test_errors_are_clear_and_exit_2():
 
 
 def test_train_prints_the_confirmed_best_checkpoint(tmp_path):
-    import json
-
-    import pytest
-    import yaml
-
     pytest.importorskip("torch")
     cfg = yaml.safe_load((Path(__file__).parent.parent / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
     cfg.update(iterations=2, games_per_iter=8, concurrency=8, minibatch=64, il=None, threads=1)

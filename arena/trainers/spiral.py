@@ -44,7 +44,7 @@ from arena.agents.prompts import make_template
 from arena.fsio import atomic_write_bytes
 from arena.match import InvalidMovePolicy
 from arena.trainers.config import TrainConfig, lr_at
-from arena.trainers.metrics import MetricsLogger, plot_curves
+from arena.trainers.metrics import MetricsLogger, plot_curves, read_metrics
 from arena.trainers.rollout import LEARNER, Episode, play_episodes
 
 LEARNER_NAME = "learner"
@@ -85,6 +85,11 @@ class AutocastEngine:
 
 def _slug(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[:40]
+
+
+def _win_rate(episodes: list[Episode]) -> float:
+    """The share of ``episodes`` a learner seat won."""
+    return sum(1 for e in episodes if e.result.winner in e.learner_seats) / len(episodes)
 
 
 class SpiralTrainer:
@@ -374,9 +379,8 @@ class SpiralTrainer:
         for spec in cfg.eval.opponents:
             name = _slug(spec)
             eps = self._eval_games(spec, cfg.eval.games, 10_000_019 + it, record=snapshot is not None)
-            wins = sum(1 for e in eps if e.result.winner in e.learner_seats)
             draws = sum(1 for e in eps if e.result.draw)
-            out[f"eval/win_rate/{name}"] = wins / len(eps)
+            out[f"eval/win_rate/{name}"] = _win_rate(eps)
             out[f"eval/draw_rate/{name}"] = draws / len(eps)
             out[f"eval/return/{name}"] = float(np.mean([e.result.returns[e.learner_seats[0]] for e in eps]))
             invalid += sum(e.invalid_moves() for e in eps)
@@ -410,13 +414,11 @@ class SpiralTrainer:
         ``best`` moves to the one that wins most there (ties: the higher in-run figure, then the
         earlier iteration). ``best.json`` keeps every candidate's two figures. Idempotent: a resumed
         run whose round is on record does not play it again. Returns the new record (None: no round)."""
-        torch = _torch()
         ev = self.cfg.eval
         path = self.dir / "best.json"
         key = f"eval/win_rate/{_slug(ev.opponents[0])}"
-        rows = [json.loads(x) for x in self.metrics.path.read_text().splitlines() if x.strip()]
         evals: dict[int, dict] = {}
-        for r in rows:
+        for r in read_metrics(self.metrics.path):
             if key in r and (self.dir / self._checkpoint_path(r["step"])).is_dir():
                 evals[r["step"]] = r  # a re-run iteration (after a resume) keeps its last evaluation
         if ev.confirm_top < 1 or not evals:
@@ -436,13 +438,11 @@ class SpiralTrainer:
                 self.model.load_state_dict(saved.state_dict())
                 del saved
                 eps = self._eval_games(ev.opponents[0], ev.confirm_games, 30_000_001 + it)
-                wins = sum(1 for e in eps if e.result.winner in e.learner_seats)
                 invalid = sum(e.invalid_moves() for e in eps) / max(1, sum(e.moves() for e in eps))
-                cands.append({"iteration": it, "in_run": evals[it][key], "confirm": wins / len(eps),
+                cands.append({"iteration": it, "in_run": evals[it][key], "confirm": _win_rate(eps),
                               "invalid_rate": invalid, "checkpoint": str(ckpt)})
         finally:
-            with torch.no_grad():
-                self.model.load_state_dict(current)
+            self.model.load_state_dict(current)
         win = max(cands, key=lambda c: (c["confirm"], c["in_run"], -c["iteration"]))
         record = {"iteration": win["iteration"], "metric": key, "value": win["in_run"],
                   "invalid_rate": win["invalid_rate"], "checkpoint": win["checkpoint"],

@@ -225,7 +225,9 @@ def test_confirmation_round_moves_best_to_the_winner_of_fresh_games(tmp_path):
     data = yaml.safe_load((tmp_path / "cfg.yaml").read_text())
     data["eval"]["confirm_top"] = -1
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(Exception, match="confirm_top"):
+    from arena.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="confirm_top"):
         load_train_config(tmp_path / "bad.yaml")
 
 
