@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -61,6 +62,12 @@ def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], replay
 
 
 def _worker(args):
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        # A forked child whose parent already ran torch ops: the parent's OpenMP thread pool does not
+        # survive the fork and the child's first parallel op would wait on it forever; one intra-op
+        # thread per worker needs no pool (and workers x threads would oversubscribe the cores anyway).
+        torch.set_num_threads(1)
     return _play_jobs(*args)
 
 

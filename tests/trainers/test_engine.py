@@ -448,3 +448,27 @@ def test_critic_values_do_not_depend_on_the_batch(tiny):
         batch = head.values(model, tok, ["x:012/345/678=", "a much longer prompt than the first one, padded"])
     assert torch.allclose(alone[0], batch[0], atol=1e-5)
     assert float(batch.min()) >= head.low and float(batch.max()) <= head.high and float(batch.std()) > 0
+
+
+@pytest.mark.timeout(120)
+def test_worker_processes_play_llm_matches_after_the_parent_ran_torch(tiny):
+    """Forked match workers once hung on their first parallel torch op when the parent had already run
+    parallel ops (its OpenMP thread pool does not survive the fork), e.g. evaluating a checkpoint
+    with ``workers=2`` in the process that trained it; the results equal one process's."""
+    from arena.batch import play_matches
+
+    folder = tiny[0]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        a = torch.randn(512, 512)
+        for _ in range(20):  # parallel regions in the parent before the fork
+            a = torch.tanh(a @ a.T / 512)
+        spec = f"llm:{folder},greedy=True,max_new_tokens=4,template=compact"
+        two = play_matches("openspiel/tic_tac_toe-v0", [spec, "random"], 6, seed=5, workers=2)
+        one = play_matches("openspiel/tic_tac_toe-v0", [spec, "random"], 6, seed=5, workers=1)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(two) == 6
+    assert [(r.match_id, r.returns, r.moves, r.invalid) for r in two] == \
+        [(r.match_id, r.returns, r.moves, r.invalid) for r in one]
