@@ -6,7 +6,9 @@ move and checked against the legal set. Anything else is an invalid move,
 counted and penalised by the match loop's policy, never a crash.
 
 Spec: ``llm:<model folder>`` with options ``template=auto|spiral|compact``,
-``max_new_tokens=256``, ``temperature=1.0``, ``greedy=true``, ``dtype=fp32|bf16|fp16``.
+``max_new_tokens=256``, ``temperature=1.0``, ``greedy=true``, ``dtype=fp32|bf16|fp16``,
+``engine=hf|vllm`` (transformers, the default, or vLLM on a GPU: the ``vllm`` extra; bf16 unless
+``dtype`` says otherwise).
 The trainer builds agents directly around a shared (batching) engine so that
 many concurrent matches share one batched generation call.
 """
@@ -89,24 +91,30 @@ class LLMAgent(BaseAgent):
         return move if why is None else MalformedMove(gen.text, why)
 
 
-_ENGINES: dict[tuple[str, str], Any] = {}
+_ENGINES: dict[tuple[str, str, str], Any] = {}
 _ENGINES_LOCK = threading.Lock()
+ENGINE_KINDS = ("hf", "vllm")
 
 
-def cached_engine(path: str, dtype: str = "fp32"):
-    """One engine per (model folder, dtype) per process.
+def cached_engine(path: str, dtype: str = "fp32", kind: str = "hf"):
+    """One engine per (model folder, dtype, engine kind) per process.
 
     Loading is serialised: transformers' model loading patches process-wide state
     (default device, init contexts) and is not safe to run from several threads.
     """
-    key = (str(path), dtype)
+    key = (str(path), dtype, kind)
     with _ENGINES_LOCK:
-        return _ENGINES[key] if key in _ENGINES else _load_engine(key, path, dtype)
+        return _ENGINES[key] if key in _ENGINES else _load_engine(key, path, dtype, kind)
 
 
-def _load_engine(key, path: str, dtype: str):
+def _load_engine(key, path: str, dtype: str, kind: str):
     from arena.errors import require
 
+    if kind == "vllm":  # a GPU engine in its own environment; MissingExtra names the extra when absent
+        from arena.trainers.engine import VLLMEngine
+
+        _ENGINES[key] = VLLMEngine(path, dtype=dtype, device="cuda")
+        return _ENGINES[key]
     require("torch", "LLM agents", "llm")
     require("transformers", "LLM agents", "llm")
     from arena.trainers.engine import HFEngine
@@ -122,6 +130,9 @@ def _factory(core, seed, positional, **opts):
 
     if not positional:
         raise AgentSpecError("llm agents need a model folder: llm:<path to a Hugging Face model folder>")
-    dtype = opts.pop("dtype", "fp32")
-    engine = cached_engine(positional, dtype)
+    kind = str(opts.pop("engine", "hf")).lower()
+    if kind not in ENGINE_KINDS:
+        raise AgentSpecError(f"llm engine must be one of {', '.join(ENGINE_KINDS)}, got {kind!r}")
+    dtype = opts.pop("dtype", "bf16" if kind == "vllm" else "fp32")
+    engine = cached_engine(positional, dtype, kind)
     return LLMAgent(engine, engine.tokenizer, seed=seed, **opts)

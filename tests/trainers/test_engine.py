@@ -359,10 +359,10 @@ def test_vllm_missing_is_a_clear_error(monkeypatch, tiny):
         E.make_engine("vllm", tiny[0])
 
 
-def test_vllm_engine_maps_outputs(monkeypatch):
-    """VLLMEngine against a stand-in for the documented vllm API (LLM, SamplingParams, RequestOutput)."""
+def _stand_in_vllm(seen: dict) -> types.SimpleNamespace:
+    """A stand-in for the documented vllm API (LLM, SamplingParams, RequestOutput) that records its calls;
+    every request answers ``seen["text"]`` (default "ab") with tokens 5, 7, 2."""
     LP = types.SimpleNamespace
-    seen: dict = {}
 
     class SamplingParams:
         def __init__(self, **kw):
@@ -377,14 +377,21 @@ def test_vllm_engine_maps_outputs(monkeypatch):
 
         def generate(self, prompts, params, use_tqdm=True):
             seen["params"] = [p.kw for p in params]
+            seen["prompts"] = list(prompts)
             # token 7 sampled outside the top-2 at step 1; EOS (2) at the end
             steps = [{5: LP(logprob=-0.1), 6: LP(logprob=-2.5)},
                      {5: LP(logprob=-0.5), 6: LP(logprob=-1.5), 7: LP(logprob=-3.0)},
                      {2: LP(logprob=-0.2), 9: LP(logprob=-1.9)}]
-            out = LP(text="ab", token_ids=[5, 7, 2], logprobs=steps, finish_reason="stop")
+            out = LP(text=seen.get("text", "ab"), token_ids=[5, 7, 2], logprobs=steps, finish_reason="stop")
             return [LP(prompt_token_ids=[1, 4], outputs=[out]) for _ in prompts]
 
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    return types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams)
+
+
+def test_vllm_engine_maps_outputs(monkeypatch):
+    """VLLMEngine against a stand-in for the documented vllm API (LLM, SamplingParams, RequestOutput)."""
+    seen: dict = {}
+    monkeypatch.setitem(sys.modules, "vllm", _stand_in_vllm(seen))
     eng = E.make_engine("vllm", "/some/model", dtype="bf16", device="cuda", gpu_memory_utilization=0.3)
     assert seen["llm"]["dtype"] == "bfloat16" and seen["llm"]["logprobs_mode"] == "processed_logprobs"
     assert seen["llm"]["gpu_memory_utilization"] == 0.3
@@ -400,6 +407,35 @@ def test_vllm_engine_maps_outputs(monkeypatch):
     assert seen["params"][0]["temperature"] == 0.0 and seen["params"][0]["logprobs"] == 1
     eng.generate(["p", "q"], seeds=[5, None], seed=10)  # per-prompt seeds win over seed + i
     assert [p["seed"] for p in seen["params"]] == [5, None]
+
+
+def test_llm_agent_spec_plays_on_the_vllm_engine(monkeypatch):
+    """``llm:<folder>,engine=vllm`` builds the agent over VLLMEngine (bf16 by default); its answers
+    become moves or invalid moves exactly as with transformers."""
+    from arena.agents import llm as L
+    from arena.agents import make_agent
+    from arena.agents.llm import MalformedMove
+    from arena.envs.observation import Observation
+    from arena.envs.registry import make_core
+    from arena.errors import AgentSpecError
+
+    seen: dict = {"text": "I take the centre: \\boxed{4}"}
+    monkeypatch.setitem(sys.modules, "vllm", _stand_in_vllm(seen))
+    monkeypatch.setattr(L, "_ENGINES", {})
+    core = make_core("openspiel/tic_tac_toe-v0")
+    core.reset(seed=0)
+    agent = make_agent("llm:/some/model,engine=vllm,greedy=true,max_new_tokens=12", core, 3)
+    assert isinstance(agent.engine, E.VLLMEngine)
+    assert seen["llm"]["model"] == "/some/model" and seen["llm"]["dtype"] == "bfloat16"
+    assert agent.act(Observation(core, 0, 0)) == 4
+    assert seen["params"][0]["temperature"] == 0.0 and seen["params"][0]["max_tokens"] == 12
+    assert "Make valid actions to win" in seen["prompts"][0]  # SPIRAL's template (no chat template here)
+    seen["text"] = "no answer"
+    assert isinstance(agent.act(Observation(core, 0, 0)), MalformedMove)
+    assert make_agent("llm:/some/model,engine=vllm,dtype=fp16", core, 0).engine is not agent.engine
+    assert seen["llm"]["dtype"] == "float16"
+    with pytest.raises(AgentSpecError, match="engine must be one of hf, vllm"):
+        make_agent("llm:/some/model,engine=tgi", core, 0)
 
 
 def test_make_engine(tiny):
