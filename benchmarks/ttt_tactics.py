@@ -14,6 +14,7 @@ Three measurements behind the README's learning section:
   its greedy win rate against random is measured (400 seat-swapped games).
 
 Run: .venv/bin/python benchmarks/ttt_tactics.py --heuristics --checkpoint runs/spiral/latest [--probe 12000]
+     [--probe-epochs 10] [--probe-sizes layers=8,hidden=96,intermediate=256]
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def greedy_win_rate(player: GreedyPlayer, games: int = 400, seed: int = 1) -> fl
     return sum(r == 1 for r in res) / len(res)
 
 
-def probe(n: int, epochs: int = 3, seed: int = 0) -> dict[str, float]:
+def probe(n: int, epochs: int = 3, seed: int = 0, sizes: dict[str, int] | None = None) -> dict[str, float]:
     from arena.agents.prompts import make_template
     from arena.trainers.models import load_model, make_tiny_model_folder
     from arena.trainers.sft import supervised_finetune
@@ -161,7 +162,7 @@ def probe(n: int, epochs: int = 3, seed: int = 0) -> dict[str, float]:
                 m = rng.choice([i for i in range(9) if b[i] == "."])
             b, turn = b[:m] + mark + b[m + 1:], 1 - turn
     with tempfile.TemporaryDirectory() as d:
-        model, tok = load_model(make_tiny_model_folder(d, seed=seed))
+        model, tok = load_model(make_tiny_model_folder(d, seed=seed, **(sizes or {})))
     player = GreedyPlayer(model, tok)
     pairs = [(player.engine.encode(p), tok(a, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
              for p, a in examples[:n]]
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint", action="append", default=[], help="an llm: model folder (repeatable)")
     p.add_argument("--heuristics", action="store_true", help="simulated win rates of simple rules vs random")
     p.add_argument("--probe", type=int, default=0, help="fine-tune a fresh tiny model on N rule moves")
+    p.add_argument("--probe-epochs", type=int, default=3, help="passes over the probe's rule moves")
+    p.add_argument("--probe-sizes", default="", help="tiny model sizes for the probe, e.g. layers=8,hidden=96,intermediate=256")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     if args.heuristics:
@@ -194,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ck}: takes an available win {t['takes_win']:.3f} ({t['win_positions']} positions), blocks "
               f"{t['blocks']:.3f} ({t['threat_positions']}), invalid {t['invalid']:.3f} of {t['positions']}")
     if args.probe:
-        r = probe(args.probe)
+        sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.probe_sizes.split(",") if kv)}
+        r = probe(args.probe, epochs=args.probe_epochs, sizes=sizes)
         print(f"probe: {r['examples']} rule moves, SFT {r['sft_s']:.0f} s (loss {r['final_loss']:.3f}): greedy win "
               f"rate vs random {r['win_rate']:.3f}; takes wins {r['tactics/takes_win']:.3f}, blocks "
               f"{r['tactics/blocks']:.3f}")
