@@ -93,7 +93,6 @@ class LLMAgent(BaseAgent):
 
 _ENGINES: dict[tuple[str, str, str], Any] = {}
 _ENGINES_LOCK = threading.Lock()
-ENGINE_KINDS = ("hf", "vllm")
 
 
 def cached_engine(path: str, dtype: str = "fp32", kind: str = "hf"):
@@ -109,19 +108,12 @@ def cached_engine(path: str, dtype: str = "fp32", kind: str = "hf"):
 
 def _load_engine(key, path: str, dtype: str, kind: str):
     from arena.errors import require
+    from arena.trainers.engine import make_engine
 
-    if kind == "vllm":  # a GPU engine in its own environment; MissingExtra names the extra when absent
-        from arena.trainers.engine import VLLMEngine
-
-        _ENGINES[key] = VLLMEngine(path, dtype=dtype, device="cuda")
-        return _ENGINES[key]
-    require("torch", "LLM agents", "llm")
-    require("transformers", "LLM agents", "llm")
-    from arena.trainers.engine import HFEngine
-    from arena.trainers.models import load_model
-
-    model, tok = load_model(path, dtype=dtype)
-    _ENGINES[key] = HFEngine(model, tok)
+    if kind == "hf":  # the vLLM engine raises its own MissingExtra, naming the vllm extra
+        require("torch", "LLM agents", "llm")
+        require("transformers", "LLM agents", "llm")
+    _ENGINES[key] = make_engine(kind, path, dtype=dtype, device="cuda" if kind == "vllm" else "cpu")
     return _ENGINES[key]
 
 
@@ -130,6 +122,8 @@ def _factory(core, seed, positional, **opts):
 
     if not positional:
         raise AgentSpecError("llm agents need a model folder: llm:<path to a Hugging Face model folder>")
+    from arena.trainers.engine import ENGINE_KINDS
+
     kind = str(opts.pop("engine", "hf")).lower()
     if kind not in ENGINE_KINDS:
         raise AgentSpecError(f"llm engine must be one of {', '.join(ENGINE_KINDS)}, got {kind!r}")

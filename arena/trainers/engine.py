@@ -589,6 +589,9 @@ class VLLMEngine:
 # --------------------------------------------------------------------------- factory
 
 
+ENGINE_KINDS = ("hf", "vllm")
+
+
 def make_engine(kind: str, model_path, dtype: str = "fp32", device: str = "cpu", **kwargs: Any):
     """'hf' -> :class:`HFEngine` over :func:`arena.trainers.models.load_model`; 'vllm' -> :class:`VLLMEngine`."""
     if kind == "hf":
@@ -598,4 +601,4 @@ def make_engine(kind: str, model_path, dtype: str = "fp32", device: str = "cpu",
         return HFEngine(model, tok, device=device)
     if kind == "vllm":
         return VLLMEngine(model_path, dtype=dtype, device=device, **kwargs)
-    raise ArenaError(f"unknown engine kind {kind!r}: use 'hf' or 'vllm'")
+    raise ArenaError(f"unknown engine kind {kind!r}: use {' or '.join(map(repr, ENGINE_KINDS))}")
