@@ -38,7 +38,7 @@ def envs_list(
 ):
     """Every registered game, with players, action kind and source."""
     from arena.envs import describe_games
-    from arena.views import games_table
+    from arena.ui.tables import games_table
 
     _plugins(plugin)
     console.print(games_table(describe_games(include_all=all_)))
@@ -60,12 +60,12 @@ def play(
     plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers more games."),
 ):
     """Play matches between agents (a human at the terminal is `human`)."""
-    from arena.batch import play_matches, summarize
-    from arena.views import summary_table
+    from arena.match.batch import play_matches, summarize
+    from arena.ui.tables import summary_table
 
     _plugins(plugin)
     if vs is not None:
-        from arena.league.live import play_against
+        from arena.league.play import play_against
 
         directory, _, player = vs.rpartition(":")
         if not directory or not player:
@@ -119,7 +119,7 @@ def replay_show(
 ):
     """Step through a match in the terminal (n/p/g N/q)."""
     from arena.replays import read_replay
-    from arena.replays.viewer import show
+    from arena.ui.replay_viewer import show
 
     r = read_replay(path)
     show(r, console, step=None if step is None else step - 1, interactive=not all_ and step is None)
@@ -129,7 +129,7 @@ def replay_show(
 def replay_verify(path: Path):
     """Re-simulate replays (a file or a folder) and confirm the same outcome."""
     from arena.replays import list_replays
-    from arena.replays.verify import verify_replay
+    from arena.match.verify import verify_replay
 
     paths = list_replays(path) if path.is_dir() else [path]
     bad = 0
@@ -157,7 +157,7 @@ def league_run(
 ):
     """Run (or resume) a league: progress bar and a live top-5 table. Ctrl-C is safe; run again to continue."""
     from arena.league.config import load_league_config
-    from arena.league.live import run_with_progress
+    from arena.league.play import run_with_progress
 
     cfg = load_league_config(config, workers=workers, backend=backend)
     # Ctrl-C / SIGINT stops the run safely even when the parent started us with SIGINT ignored
@@ -188,7 +188,7 @@ def league_status(directory: Path):
 def league_report(directory: Path, out: Optional[Path] = typer.Option(None, "--out")):
     """One self-contained HTML page: tables, plots, links to replays."""
     from arena.league.manager import open_league
-    from arena.league.report import write_report
+    from arena.ui.report import write_report
 
     path = write_report(open_league(directory), out)
     console.print(f"Report: {path}")
@@ -223,7 +223,7 @@ def ratings(
             for v in ratings_per_game_views(store):
                 console.print(v)
     if plot:
-        from arena.league.plots import plot_all
+        from arena.ui.plots import plot_all
 
         for p in plot_all(store, Path(directory) / "plots"):
             console.print(f"wrote {p}")
@@ -240,8 +240,8 @@ def train(
     """SPIRAL-style self-play RL for a language-model player, fed by its own league."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from arena.trainers.config import load_train_config
-    from arena.trainers.spiral import SpiralTrainer
+    from arena.trainers.llm.config import load_train_config
+    from arena.trainers.llm.spiral import SpiralTrainer
 
     cfg = load_train_config(config, model=model, loss=loss, iterations=iterations)
     trainer = SpiralTrainer(cfg, directory)

@@ -21,10 +21,10 @@ class DemoConfig:
 
 def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
     from arena.league.config import load_league_config
-    from arena.league.live import run_with_progress
+    from arena.league.play import run_with_progress
     from arena.league.manager import open_league
-    from arena.league.plots import plot_all
-    from arena.league.report import write_report
+    from arena.ui.plots import plot_all
+    from arena.ui.report import write_report
     from arena.league.views import payoff_view, ratings_per_game_views, ratings_view
 
     console = console or Console()

@@ -98,7 +98,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 # -- configuration ------------------------------------------------------------------------------
 def make_config(args, variant: str, seed: int):
     """The TrainConfig of one variant x seed: the base YAML, the variant's overrides, the study's settings."""
-    from arena.trainers.config import load_train_config
+    from arena.trainers.llm.config import load_train_config
 
     cfg = load_train_config(args.config, **VARIANTS[variant][1])
     cfg.seed = seed
@@ -138,8 +138,8 @@ def run_one(spec: dict[str, Any]) -> None:
     """Worker: train one variant x seed in ``spec['dir']`` and write the done marker."""
     import torch
 
-    from arena.trainers.config import TrainConfig
-    from arena.trainers.spiral import SpiralTrainer
+    from arena.trainers.llm.config import TrainConfig
+    from arena.trainers.llm.spiral import SpiralTrainer
     from arena.config import from_dict
 
     torch.set_num_threads(spec["threads"])
@@ -226,7 +226,7 @@ def launch(args, owner: str, seed: int, cfg, console) -> dict[str, Any]:
 # -- collection ------------------------------------------------------------------------------------------
 def read_run(run_dir: Path) -> dict[str, Any]:
     """Curves of one run from metrics.jsonl; a step logged twice (resumed run) keeps its last value."""
-    from arena.trainers.metrics import read_metrics
+    from arena.trainers.common.metrics import read_metrics
 
     by_key: dict[str, dict[int, float]] = {}
     for row in read_metrics(run_dir / "metrics.jsonl"):

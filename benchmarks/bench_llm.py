@@ -137,7 +137,7 @@ class Section:
 
 # -- a. learner step ----------------------------------------------------------------------------
 def _tiny(folder: str, seed: int = 0):
-    from arena.trainers.models import load_model, make_tiny_model_folder
+    from arena.inference.models import load_model, make_tiny_model_folder
 
     path = make_tiny_model_folder(folder, seed=seed)
     model, tok = load_model(path, dtype="fp32")
@@ -162,7 +162,7 @@ def _ttt_prompts(n: int, rng: random.Random) -> list[str]:
 def make_step_batch(model, tok, n: int, seed: int, k: int = 8, max_new_tokens: int = 12,
                     noise: float = 0.1) -> dict[str, Any]:
     """The fixed synthetic learner batch (see the module docstring, section a)."""
-    from arena.trainers.engine import HFEngine
+    from arena.inference.engine import HFEngine
 
     rng = random.Random(seed)
     nrng = random.Random(seed + 1)
@@ -191,7 +191,7 @@ def make_step_batch(model, tok, n: int, seed: int, k: int = 8, max_new_tokens: i
 
 
 def needs_topk(loss_name: str) -> bool:
-    from arena.trainers.losses import get_loss
+    from arena.trainers.common.losses import get_loss
 
     return "topk_logp" in inspect.signature(get_loss(loss_name)).parameters
 
@@ -199,8 +199,8 @@ def needs_topk(loss_name: str) -> bool:
 def learner_step(model, opt, loss_name: str, batch: dict[str, Any], grad_clip: float = 1.0) -> dict[str, float]:
     """One minibatch of ``SpiralTrainer.update`` (fp32, token_mean): forward, loss, backward, clip, AdamW."""
     torch = _torch()
-    from arena.trainers.logprobs import sequence_logprobs
-    from arena.trainers.losses import get_loss
+    from arena.trainers.llm.logprobs import sequence_logprobs
+    from arena.trainers.common.losses import get_loss
 
     loss_fn = get_loss(loss_name)
     topk = needs_topk(loss_name)
@@ -315,7 +315,7 @@ def bench_step(args, console: Console) -> Section:
 def _rollout(engine, tok, template, n: int, concurrency: int, seed: int) -> tuple[float, int, int]:
     """(wall seconds, generated tokens, generations) of one play_episodes call."""
     from arena.match import InvalidMovePolicy
-    from arena.trainers.rollout import LEARNER, play_episodes
+    from arena.trainers.llm.rollout import LEARNER, play_episodes
 
     pairings = [([LEARNER, "random"] if i % 2 == 0 else ["random", LEARNER], "random") for i in range(n)]
     policy = InvalidMovePolicy(allowance=0, loss=-1.5, win=0.5)  # SPIRAL's training values
@@ -329,7 +329,7 @@ def _rollout(engine, tok, template, n: int, concurrency: int, seed: int) -> tupl
 
 def bench_rollout(args, console: Console) -> Section:
     from arena.agents.prompts import make_template
-    from arena.trainers.engine import BatchingEngine, HFEngine
+    from arena.inference.engine import BatchingEngine, HFEngine
 
     torch = _torch()
     torch.manual_seed(args.seed)
@@ -408,8 +408,8 @@ def kuhn_prompts(template, n: int) -> list[str]:
 
 def bench_smollm(args, console: Console) -> Section:
     from arena.agents.prompts import make_template
-    from arena.trainers.engine import HFEngine
-    from arena.trainers.models import load_model, smollm2_folder
+    from arena.inference.engine import HFEngine
+    from arena.inference.models import load_model, smollm2_folder
 
     t0 = _perf()
     model, tok = load_model(smollm2_folder(), dtype="fp32")
@@ -465,8 +465,8 @@ def bench_vllm(args, console: Console) -> Section:
         console.print(f"[bold]d. vLLM[/bold]: {escape(sec.notes[-1])}")
         return sec
     from arena.agents.prompts import make_template
-    from arena.trainers.engine import HFEngine, VLLMEngine
-    from arena.trainers.models import load_model, smollm2_folder
+    from arena.inference.engine import HFEngine, VLLMEngine
+    from arena.inference.models import load_model, smollm2_folder
 
     folder = smollm2_folder()
     model, tok = load_model(folder, dtype="bf16", device="cuda")

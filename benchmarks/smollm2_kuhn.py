@@ -31,8 +31,8 @@ def main() -> None:
     ap.add_argument("--out", default="runs/smollm2-kuhn")
     args = ap.parse_args()
 
-    from arena.trainers.config import EvalConfig, ILConfig, TrainConfig
-    from arena.trainers.spiral import SpiralTrainer
+    from arena.trainers.llm.config import EvalConfig, ILConfig, TrainConfig
+    from arena.trainers.llm.spiral import SpiralTrainer
 
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)

@@ -103,7 +103,7 @@ def board_text(b: str) -> str:
 class GreedyPlayer:
     def __init__(self, model, tok):
         from arena.agents.prompts import make_template
-        from arena.trainers.engine import HFEngine
+        from arena.inference.engine import HFEngine
 
         self.engine, self.template = HFEngine(model, tok), make_template("compact")
 
@@ -145,8 +145,8 @@ def greedy_win_rate(player: GreedyPlayer, games: int = 400, seed: int = 1) -> fl
 
 def probe(n: int, epochs: int = 3, seed: int = 0, sizes: dict[str, int] | None = None) -> dict[str, float]:
     from arena.agents.prompts import make_template
-    from arena.trainers.models import load_model, make_tiny_model_folder
-    from arena.trainers.sft import supervised_finetune
+    from arena.inference.models import load_model, make_tiny_model_folder
+    from arena.trainers.llm.sft import supervised_finetune
 
     rng = random.Random(seed)
     template = make_template("compact")
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     for ck in args.checkpoint:
-        from arena.trainers.models import load_model
+        from arena.inference.models import load_model
 
         model, tok = load_model(ck)
         t = tactics(GreedyPlayer(model, tok))

@@ -46,7 +46,7 @@ class Turn:
     player: int
     step: int
     prompt: str
-    generation: Any  # arena.trainers.engine.Generation
+    generation: Any  # arena.inference.engine.Generation
     move: Any
     error: str | None
 
@@ -108,7 +108,7 @@ def cached_engine(path: str, dtype: str = "fp32", kind: str = "hf"):
 
 def _load_engine(key, path: str, dtype: str, kind: str):
     from arena.errors import require
-    from arena.trainers.engine import make_engine
+    from arena.inference.engine import make_engine
 
     if kind == "hf":  # the vLLM engine raises its own MissingExtra, naming the vllm extra
         require("torch", "LLM agents", "llm")
@@ -122,7 +122,7 @@ def _factory(core, seed, positional, **opts):
 
     if not positional:
         raise AgentSpecError("llm agents need a model folder: llm:<path to a Hugging Face model folder>")
-    from arena.trainers.engine import ENGINE_KINDS
+    from arena.inference.engine import ENGINE_KINDS
 
     kind = str(opts.pop("engine", "hf")).lower()
     if kind not in ENGINE_KINDS:

@@ -3,7 +3,7 @@
 Every function here is a pure function of the store: it reads, builds a rich
 `Table` or `Group` and returns it; nothing is printed. The small data helpers
 (`rating_rows`, `payoff_data`, `record_counts`, ...) are shared with
-`arena.league.plots` and `arena.league.report`, so the terminal, the plots
+`arena.ui.plots` and `arena.ui.report`, so the terminal, the plots
 and the HTML report always show the same numbers.
 """
 

@@ -12,10 +12,10 @@ import yaml
 
 from arena.errors import ConfigError
 from arena.league.config import LeagueConfig, load_league_config
-from arena.league.live import play_against
+from arena.league.play import play_against
 from arena.league.manager import League, open_league
 from arena.replays import list_replays
-from arena.replays.verify import verify_replay
+from arena.match.verify import verify_replay
 
 ARENA = str(Path(sys.executable).with_name("arena"))
 

@@ -75,7 +75,7 @@ def test_pairings_follow_roles(league_dir):
 
 
 def test_learning_main_beats_random_at_kuhn(league_dir):
-    from arena.batch import play_matches, summarize
+    from arena.match.batch import play_matches, summarize
 
     store = open_league(league_dir / "L")
     path = store.player("main").spec.split(":", 1)[1].split(",")[0]

@@ -17,9 +17,9 @@ from rich.text import Text
 
 from arena.league.config import GameEntry, LeagueConfig, LearnerEntry, PlayerEntry, RolesConfig, load_league_config
 from arena.league.manager import League, open_league
-from arena.league.plots import plot_all, plot_payoff, plot_ratings
+from arena.ui.plots import plot_all, plot_payoff, plot_ratings
 from arena.league.ratings import alpharank, scores_from_returns
-from arena.league.report import write_report
+from arena.ui.report import write_report
 from arena.league.storage import OVERALL, LeagueStore
 from arena.league.views import (
     payoff_view,

@@ -3,6 +3,9 @@
 import os
 import time
 
+from arena.agents.base import BaseAgent
+from arena.agents.specs import make_agent
+
 
 class CrashOnce:
     """Kills its own worker process the first time it is asked to move (marker file)."""
@@ -26,4 +29,32 @@ class Slow:
 
     def act(self, obs):
         time.sleep(self.delay)
+        return obs.legal_actions[-1]
+
+
+class Scripted(BaseAgent):
+    """Returns the given actions in order, then falls back to random legal moves."""
+
+    def __init__(self, actions, seed=0):
+        self.actions = list(actions)
+        self.fallback = make_agent("random", None, seed)
+        self.feedback = []
+
+    def act(self, obs):
+        self.feedback.append(obs.feedback)
+        if self.actions:
+            a = self.actions.pop(0)
+            if isinstance(a, Exception):
+                raise a
+            return a() if callable(a) else a
+        return self.fallback.act(obs)
+
+
+class Custom:
+    """A plug-in agent with an option, built by spec (`plugins.agents:Custom:depth=3`)."""
+
+    def __init__(self, depth=1):
+        self.depth = depth
+
+    def act(self, obs):
         return obs.legal_actions[-1]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from arena.batch import play_matches
+from arena.match.batch import play_matches
 from arena.errors import ReplayError
 from arena.match import play_match
 from arena.replays import VERSION, list_replays, read_replay, replay_path, write_replay
-from arena.replays.verify import verify_replay
+from arena.match.verify import verify_replay
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 GOLDEN_CASES = {
@@ -58,7 +58,7 @@ def test_verify_batch_and_detect_tampering(tmp_path):
 
 
 def test_verify_forfeit_and_garbage_replays():
-    from test_match import Scripted
+    from plugins.agents import Scripted
 
     res = play_match("openspiel/tic_tac_toe-v0", [Scripted([None, "x" * 100_000]), "random"], seed=0, match_id="g")
     assert verify_replay(res.replay).ok

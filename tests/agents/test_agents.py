@@ -4,26 +4,19 @@ import pytest
 
 from arena.agents import make_agent
 from arena.agents.human import HumanAgent
-from arena.batch import play_matches, summarize
+from arena.match.batch import play_matches, summarize
 from arena.envs import make_core
 from arena.errors import AgentSpecError
 from arena.match import play_match
-
-
-class Custom:
-    def __init__(self, depth=1):
-        self.depth = depth
-
-    def act(self, obs):
-        return obs.legal_actions[-1]
+from plugins.agents import Custom
 
 
 def test_spec_parsing_builds_the_right_agents():
     core = make_core("openspiel/tic_tac_toe-v0")
     m = make_agent("mcts:simulations=17,rollouts=2", core, 0)
     assert (m.simulations, m.rollouts) == (17, 2)
-    c = make_agent("test_agents:Custom:depth=3", core)
-    assert isinstance(c, Custom) and c.depth == 3 and c.spec == "test_agents:Custom:depth=3"
+    c = make_agent("plugins.agents:Custom:depth=3", core)
+    assert isinstance(c, Custom) and c.depth == 3 and c.spec == "plugins.agents:Custom:depth=3"
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -31,7 +24,7 @@ def test_spec_parsing_builds_the_right_agents():
     ("mcts:bogus=1", "unexpected keyword"),
     ("random:5", "only key=value"),
     ("no_such_module_q:Thing", "neither an agent kind"),
-    ("test_agents:Missing", "no attribute"),
+    ("plugins.agents:Missing", "no attribute"),
     ("", "non-empty"),
 ])
 def test_bad_specs_are_clear_errors(spec, message):

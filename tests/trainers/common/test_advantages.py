@@ -1,4 +1,4 @@
-"""Hand-worked checks for arena.trainers.advantages."""
+"""Hand-worked checks for arena.trainers.common.advantages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from arena.trainers import advantages as A
+from arena.trainers.common import advantages as A
 
 TOL = 1e-6
 

@@ -1,4 +1,4 @@
-"""arena.trainers.engine (HFEngine, BatchingEngine, VLLMEngine) and arena.trainers.logprobs."""
+"""arena.inference.engine (HFEngine, BatchingEngine, VLLMEngine) and arena.trainers.llm.logprobs."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ pytest.importorskip("transformers")
 from arena.agents.prompts import make_template  # noqa: E402
 from arena.errors import ArenaError, MissingExtra  # noqa: E402
 from arena.match import InvalidMovePolicy  # noqa: E402
-from arena.trainers import engine as E  # noqa: E402
-from arena.trainers.logprobs import sequence_logprobs  # noqa: E402
-from arena.trainers.models import load_model, make_tiny_model_folder  # noqa: E402
-from arena.trainers.rollout import LEARNER, play_episodes  # noqa: E402
+from arena.inference import engine as E  # noqa: E402
+from arena.trainers.llm.logprobs import sequence_logprobs  # noqa: E402
+from arena.inference.models import load_model, make_tiny_model_folder  # noqa: E402
+from arena.trainers.llm.rollout import LEARNER, play_episodes  # noqa: E402
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -474,7 +474,7 @@ def test_llm_agent_with_the_compact_template_stops_at_the_answer(engine):
 
 def test_critic_values_do_not_depend_on_the_batch(tiny):
     """The value head reads the last token; left padding in a batch must not shift positions."""
-    from arena.trainers.critic import ValueHead
+    from arena.trainers.llm.critic import ValueHead
 
     _, model, tok = tiny
     head = ValueHead(model.config.hidden_size)
@@ -491,7 +491,7 @@ def test_worker_processes_play_llm_matches_after_the_parent_ran_torch(tiny):
     """Forked match workers once hung on their first parallel torch op when the parent had already run
     parallel ops (its OpenMP thread pool does not survive the fork), e.g. evaluating a checkpoint
     with ``workers=2`` in the process that trained it; the results equal one process's."""
-    from arena.batch import play_matches
+    from arena.match.batch import play_matches
 
     folder = tiny[0]
     threads = torch.get_num_threads()

@@ -1,4 +1,4 @@
-"""Hand-worked checks for arena.trainers.losses.
+"""Hand-worked checks for arena.trainers.common.losses.
 
 Conventions: every tensor is float64; probabilities are chosen so the
 arithmetic is easy, and the expected numbers are written out in comments
@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from arena.trainers import losses as L
+from arena.trainers.common import losses as L
 
 D = torch.float64
 TOL = 1e-6

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from rich.table import Table
 
-from arena.batch import AgentSummary
+from arena.match.batch import AgentSummary
 
 
 def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from arena.league.plots import figure_png, game_slug, payoff_figure, ratings_figure
+from arena.ui.plots import figure_png, game_slug, payoff_figure, ratings_figure
 from arena.league.storage import OVERALL, LeagueStore, ResultRow
 from arena.league.views import (
     MATCH_STATUSES,

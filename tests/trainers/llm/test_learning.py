@@ -23,12 +23,12 @@ import yaml
 
 pytest.importorskip("torch")
 
-from arena.batch import play_matches, summarize  # noqa: E402
+from arena.match.batch import play_matches, summarize  # noqa: E402
 from arena.match import InvalidMovePolicy  # noqa: E402
-from arena.trainers.config import load_train_config  # noqa: E402
-from arena.trainers.spiral import SpiralTrainer  # noqa: E402
+from arena.trainers.llm.config import load_train_config  # noqa: E402
+from arena.trainers.llm.spiral import SpiralTrainer  # noqa: E402
 
-CONFIGS = Path(__file__).parents[2] / "configs" / "train"
+CONFIGS = Path(__file__).parents[3] / "configs" / "train"
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_tiny_llama_best_checkpoint_wins_75_percent_of_fresh_games(tiny_run):
 @pytest.mark.timeout(1800)
 def test_smollm2_one_rl_step_on_kuhn(tmp_path):
     pytest.importorskip("gguf")
-    from arena.trainers.models import find_smollm2_gguf
+    from arena.inference.models import find_smollm2_gguf
 
     try:
         find_smollm2_gguf()

@@ -3,9 +3,9 @@
 :func:`sequence_logprobs` runs one forward pass over ``prompt + response`` for
 a batch and returns, per response token, the log-prob under the model's
 temperature-scaled distribution -- the same quantity the rollout engine
-(:mod:`arena.trainers.engine`) reports as ``Generation.logprobs``, so
+(:mod:`arena.inference.engine`) reports as ``Generation.logprobs``, so
 ``exp(logp - old_logp)`` is the importance ratio the losses in
-:mod:`arena.trainers.losses` expect.
+:mod:`arena.trainers.common.losses` expect.
 
 Layout: prompts are left-padded to the longest prompt ``P`` and responses
 right-padded to the longest response ``T``; position ids count real tokens
@@ -42,7 +42,7 @@ def sequence_logprobs(
                     ``entropy_grad``, for an entropy bonus).
 
     ``topk_ids[b][t]`` is the list of K ids stored for response token ``t`` of
-    row ``b`` (as :class:`~arena.trainers.engine.Generation.topk_ids`).
+    row ``b`` (as :class:`~arena.inference.engine.Generation.topk_ids`).
     """
     import torch
 

@@ -593,9 +593,9 @@ ENGINE_KINDS = ("hf", "vllm")
 
 
 def make_engine(kind: str, model_path, dtype: str = "fp32", device: str = "cpu", **kwargs: Any):
-    """'hf' -> :class:`HFEngine` over :func:`arena.trainers.models.load_model`; 'vllm' -> :class:`VLLMEngine`."""
+    """'hf' -> :class:`HFEngine` over :func:`arena.inference.models.load_model`; 'vllm' -> :class:`VLLMEngine`."""
     if kind == "hf":
-        from arena.trainers.models import load_model
+        from arena.inference.models import load_model
 
         model, tok = load_model(model_path, dtype=dtype, device=device)
         return HFEngine(model, tok, device=device)

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from arena.trainers.advantages import bounded_value, gae, length_adaptive_lambda
+from arena.trainers.common.advantages import bounded_value, gae, length_adaptive_lambda
 
 
 class ValueHead(nn.Module):

@@ -43,9 +43,9 @@ import numpy as np
 from arena.agents.prompts import make_template
 from arena.fsio import atomic_write_bytes
 from arena.match import InvalidMovePolicy
-from arena.trainers.config import TrainConfig, lr_at
-from arena.trainers.metrics import MetricsLogger, plot_curves, read_metrics
-from arena.trainers.rollout import LEARNER, Episode, play_episodes
+from arena.trainers.llm.config import TrainConfig, lr_at
+from arena.trainers.common.metrics import MetricsLogger, plot_curves, read_metrics
+from arena.trainers.llm.rollout import LEARNER, Episode, play_episodes
 
 LEARNER_NAME = "learner"
 
@@ -95,8 +95,8 @@ def _win_rate(episodes: list[Episode]) -> float:
 class SpiralTrainer:
     def __init__(self, cfg: TrainConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None):
         torch = _torch()
-        from arena.trainers.engine import BatchingEngine, HFEngine
-        from arena.trainers.models import load_model, make_tiny_model_folder, smollm2_folder
+        from arena.inference.engine import BatchingEngine, HFEngine
+        from arena.inference.models import load_model, make_tiny_model_folder, smollm2_folder
 
         self.cfg = cfg
         if model is not None:
@@ -128,12 +128,12 @@ class SpiralTrainer:
                                              max_batch=max(cfg.concurrency, cfg.eval.concurrency), max_wait_s=0.02)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.scaler = torch.amp.GradScaler("cpu", enabled=cfg.train_precision == "fp16")
-        from arena.trainers.advantages import RAEBaseline
+        from arena.trainers.common.advantages import RAEBaseline
 
         self.rae = RAEBaseline(cfg.rae_decay)
         self.critic = None
         if cfg.critic == "bpco":
-            from arena.trainers.critic import ValueHead
+            from arena.trainers.llm.critic import ValueHead
 
             self.critic = ValueHead(self.model.config.hidden_size)
             self.opt.add_param_group({"params": self.critic.parameters()})
@@ -215,7 +215,7 @@ class SpiralTrainer:
     def _samples(self, episodes: list[Episode]) -> list[Sample]:
         import torch
 
-        from arena.trainers.advantages import dr_grpo_advantages, grpo_advantages
+        from arena.trainers.common.advantages import dr_grpo_advantages, grpo_advantages
 
         cfg = self.cfg
         trajs = [(ep, seat) for ep in episodes for seat in ep.learner_seats]
@@ -267,8 +267,8 @@ class SpiralTrainer:
 
     def update(self, samples: list[Sample]) -> dict[str, float]:
         torch = _torch()
-        from arena.trainers.logprobs import sequence_logprobs
-        from arena.trainers.losses import get_loss
+        from arena.trainers.llm.logprobs import sequence_logprobs
+        from arena.trainers.common.losses import get_loss
 
         cfg = self.cfg
         loss_fn = get_loss(cfg.loss)
@@ -345,10 +345,10 @@ class SpiralTrainer:
         return self.engine.encode(prompt)
 
     def imitation(self) -> list[float]:
-        from arena.batch import play_matches
+        from arena.match.batch import play_matches
         from arena.envs.registry import make_core
         from arena.replays.format import list_replays, read_replay
-        from arena.trainers.sft import encode_examples, examples_from_replays, supervised_finetune
+        from arena.trainers.llm.sft import encode_examples, examples_from_replays, supervised_finetune
 
         il = self.cfg.il
         if il.replays:

@@ -9,10 +9,10 @@ import yaml
 torch = pytest.importorskip("torch")
 
 from arena.league.manager import open_league  # noqa: E402
-from arena.trainers.config import load_train_config  # noqa: E402
-from arena.trainers.spiral import SpiralTrainer  # noqa: E402
+from arena.trainers.llm.config import load_train_config  # noqa: E402
+from arena.trainers.llm.spiral import SpiralTrainer  # noqa: E402
 
-CONFIGS = Path(__file__).parents[2] / "configs" / "train"
+CONFIGS = Path(__file__).parents[3] / "configs" / "train"
 
 
 def small(tmp_path, **changes):
@@ -232,7 +232,7 @@ def test_confirmation_round_moves_best_to_the_winner_of_fresh_games(tmp_path):
 
 
 def test_lr_schedules(tmp_path):
-    from arena.trainers.config import lr_at
+    from arena.trainers.llm.config import lr_at
 
     lin = small(tmp_path, iterations=5, lr=1e-3, lr_end=1e-4, lr_schedule="linear")
     assert [round(lr_at(lin, i), 9) for i in range(1, 6)] == [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4]
@@ -259,8 +259,8 @@ def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
 
 def test_imitation_on_a_text_game_with_the_spiral_template(tmp_path):
     """The warm start on TextArena Kuhn Poker: free-text moves rendered as \\boxed{[call]} answers."""
-    from arena.batch import play_matches
-    from arena.trainers.sft import examples_from_replays
+    from arena.match.batch import play_matches
+    from arena.trainers.llm.sft import examples_from_replays
 
     cfg = small(tmp_path, game="arena/KuhnPoker-v1", template="spiral", iterations=0, max_new_tokens=16,
                 il={"agents": ["random", "random"], "matches": 4, "epochs": 1, "lr": 1e-3, "batch_size": 8})

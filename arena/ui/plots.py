@@ -3,7 +3,7 @@
 Figures are built on matplotlib's object API with the Agg canvas directly
 (no pyplot, no global backend switch, no display), so they can be drawn from
 any thread or process, headless. The `*_figure` functions return a Figure and
-`figure_png` turns one into PNG bytes, which is how `arena.league.report`
+`figure_png` turns one into PNG bytes, which is how `arena.ui.report`
 embeds plots without touching the disk.
 """
 

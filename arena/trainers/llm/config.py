@@ -119,7 +119,7 @@ class TrainConfig:
             raise ValueError(f"lr_end must be within [0, lr={self.lr}], got {self.lr_end}")
         if not 0 < self.rae_decay < 1:
             raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
-        from arena.trainers.losses import LOSSES
+        from arena.trainers.common.losses import LOSSES
 
         if self.loss not in LOSSES:
             raise ValueError(f"loss {self.loss!r} is not one of {', '.join(sorted(LOSSES))}")
