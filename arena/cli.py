@@ -157,7 +157,7 @@ def league_run(
 ):
     """Run (or resume) a league: progress bar and a live top-5 table. Ctrl-C is safe; run again to continue."""
     from arena.league.config import load_league_config
-    from arena.league.play import run_with_progress
+    from arena.ui.progress import run_with_progress
 
     cfg = load_league_config(config, workers=workers, backend=backend)
     # Ctrl-C / SIGINT stops the run safely even when the parent started us with SIGINT ignored
@@ -179,7 +179,7 @@ def league_run(
 def league_status(directory: Path):
     """Players, roles, matches played/queued, recent results and events."""
     from arena.league.manager import open_league
-    from arena.league.views import status_view
+    from arena.ui.views import status_view
 
     console.print(status_view(open_league(directory)))
 
@@ -205,7 +205,7 @@ def ratings(
     """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates."""
     from arena.league.manager import open_league
     from arena.league.storage import OVERALL
-    from arena.league.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view
+    from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view
 
     store = open_league(directory)
     g = game or OVERALL

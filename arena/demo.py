@@ -21,11 +21,11 @@ class DemoConfig:
 
 def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
     from arena.league.config import load_league_config
-    from arena.league.play import run_with_progress
+    from arena.ui.progress import run_with_progress
     from arena.league.manager import open_league
     from arena.ui.plots import plot_all
     from arena.ui.report import write_report
-    from arena.league.views import payoff_view, ratings_per_game_views, ratings_view
+    from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view
 
     console = console or Console()
     league_cfg = load_league_config(cfg.config, workers=cfg.workers)

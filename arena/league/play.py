@@ -1,5 +1,4 @@
-"""Running a league in the terminal: a progress bar with matches/s and a live top-5 table,
-and a human playing one of the league's players (the result is rated)."""
+"""A human at the terminal plays one of the league's players; the match is stored and rated."""
 
 from __future__ import annotations
 
@@ -7,42 +6,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from arena.league.config import LeagueConfig
-from arena.league.manager import League, league_config_of
+from arena.league.manager import league_config_of
 from arena.league.storage import LeagueStore
-
-
-def run_with_progress(cfg: LeagueConfig, directory: str | Path, *, backend: str | None = None,
-                      address: str | None = None, matches: int | None = None,
-                      console: Console | None = None) -> dict:
-    from arena.league.views import top_table
-
-    console = console or Console()
-    league = League(cfg, directory, backend=backend, address=address)
-    target = cfg.matches if matches is None else matches
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[rate]:.1f} matches/s"), TextColumn("in flight {task.fields[inflight]}"),
-                        TimeElapsedColumn(), console=console)
-    task = progress.add_task(cfg.name, total=target, completed=league.store.result_count("league"), rate=0.0,
-                             inflight=0)
-    last = [0.0]
-    with Live(Group(progress, top_table(league.store)), console=console, refresh_per_second=4,
-              transient=False) as live:
-        def on_progress(info: dict) -> None:
-            progress.update(task, completed=info["done"], rate=info["rate"], inflight=info["inflight"])
-            now = time.monotonic()
-            if now - last[0] > 1.0:
-                last[0] = now
-                live.update(Group(progress, top_table(league.store)))
-
-        summary = league.run(matches=target, on_progress=on_progress)
-        live.update(Group(progress, top_table(league.store)))
-    console.print()
-    return summary
 
 
 def play_against(directory: str | Path, player: str, game: str | None = None, seat: int = 0,

@@ -19,7 +19,8 @@ from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
 
 from arena.league.storage import OVERALL, LeagueStore
-from arena.league.views import game_label, payoff_data, win_rate_rgb
+from arena.league.queries import game_label, payoff_data
+from arena.ui.views import win_rate_rgb
 
 __all__ = [
     "figure_png",

@@ -21,7 +21,7 @@ import numpy as np
 
 from arena.ui.plots import figure_png, game_slug, payoff_figure, ratings_figure
 from arena.league.storage import OVERALL, LeagueStore, ResultRow
-from arena.league.views import (
+from arena.league.queries import (
     MATCH_STATUSES,
     describe_outcome,
     game_label,
@@ -29,8 +29,8 @@ from arena.league.views import (
     payoff_data,
     rating_rows,
     recent_results,
-    win_rate_rgb,
 )
+from arena.ui.views import win_rate_rgb
 
 __all__ = ["render_report", "write_report"]
 

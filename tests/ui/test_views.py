@@ -21,9 +21,9 @@ from arena.ui.plots import plot_all, plot_payoff, plot_ratings
 from arena.league.ratings import alpharank, scores_from_returns
 from arena.ui.report import write_report
 from arena.league.storage import OVERALL, LeagueStore
-from arena.league.views import (
+from arena.league.queries import rating_rows
+from arena.ui.views import (
     payoff_view,
-    rating_rows,
     ratings_per_game_views,
     ratings_view,
     recompute_view,

@@ -1,188 +1,42 @@
-"""Terminal views of a league: rich renderables built from a `LeagueStore`.
+"""Terminal views of a league: rich renderables built from the league's data queries.
 
-Every function here is a pure function of the store: it reads, builds a rich
-`Table` or `Group` and returns it; nothing is printed. The small data helpers
-(`rating_rows`, `payoff_data`, `record_counts`, ...) are shared with
-`arena.ui.plots` and `arena.ui.report`, so the terminal, the plots
-and the HTML report always show the same numbers.
+Every function here reads through `arena.league.queries` (or the store), builds a rich
+`Table` or `Group` and returns it; nothing is printed.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from arena.league.ratings import scores_from_returns
-from arena.league.storage import OVERALL, LeagueStore, ResultRow
+from arena.league.queries import (
+    MATCH_STATUSES,
+    describe_outcome,
+    game_label,
+    league_name,
+    payoff_data,
+    rating_rows,
+    recent_results,
+    recompute_rows,
+)
+from arena.league.storage import OVERALL, LeagueStore
 
 __all__ = [
-    "MATCH_STATUSES",
-    "PayoffData",
-    "RatingRow",
-    "RecomputeRow",
-    "SORT_KEYS",
-    "describe_outcome",
-    "game_label",
-    "league_name",
-    "payoff_data",
     "payoff_view",
-    "rating_rows",
     "ratings_per_game_views",
     "ratings_view",
-    "recent_results",
-    "recompute_rows",
     "recompute_view",
-    "record_counts",
     "status_view",
     "top_table",
     "win_rate_rgb",
 ]
-
-#: Match states in queue order; any other state a store reports is listed after these.
-MATCH_STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed")
-
-
-# ---------------------------------------------------------------------------------------
-# Shared data helpers
-# ---------------------------------------------------------------------------------------
-
-
-def game_label(game: str) -> str:
-    """Human name of a rating scope: 'all games' for OVERALL, else the game id."""
-    return "all games" if game == OVERALL else game
-
-
-def league_name(store: LeagueStore) -> str:
-    cfg = store.get_meta("config") or {}
-    return str(cfg.get("name") or store.dir.name)
-
-
-def _rated(r: ResultRow) -> bool:
-    """The store rates a result only between distinct players (self-play is not rated)."""
-    return len(r.players) >= 2 and len(set(r.players)) == len(r.players)
-
-
-def record_counts(store: LeagueStore, game: str = OVERALL) -> dict[str, tuple[int, int, int]]:
-    """(wins, draws, losses) per player over the rated results of `game` (OVERALL: every game).
-
-    Two players: the same 1 / 0.5 / 0 scores the ratings use. More players: a
-    player wins with the unique highest return, draws when tied for it, else loses.
-    """
-    out: dict[str, list[int]] = {}
-    for r in store.results(None if game == OVERALL else game):
-        if not _rated(r):
-            continue
-        if len(r.players) == 2:
-            scores = scores_from_returns(r.returns)
-            kinds = ["w" if s == 1.0 else "d" if s == 0.5 else "l" for s in scores]
-        else:
-            best = max(float(x) for x in r.returns)
-            n_best = sum(1 for x in r.returns if float(x) == best)
-            kinds = ["l" if float(x) != best else ("w" if n_best == 1 else "d") for x in r.returns]
-        for p, k in zip(r.players, kinds):
-            c = out.setdefault(p, [0, 0, 0])
-            c["wdl".index(k)] += 1
-    return {p: (c[0], c[1], c[2]) for p, c in out.items()}
-
-
-@dataclass(frozen=True)
-class RatingRow:
-    player: str
-    elo: float
-    mu: float
-    sigma: float
-    wins: int
-    draws: int
-    losses: int
-
-    @property
-    def conservative(self) -> float:
-        """OpenSkill mu - 3 sigma."""
-        return self.mu - 3.0 * self.sigma
-
-    @property
-    def games(self) -> int:
-        return self.wins + self.draws + self.losses
-
-    @property
-    def win_rate(self) -> float | None:
-        """(wins + draws / 2) / games; None before the first game."""
-        return (self.wins + 0.5 * self.draws) / self.games if self.games else None
-
-
-SORT_KEYS: dict[str, Any] = {
-    "elo": lambda r: (-r.elo, r.player),
-    "mu": lambda r: (-r.mu, r.player),
-    "conservative": lambda r: (-r.conservative, r.player),
-    "games": lambda r: (-r.games, r.player),
-    "win_rate": lambda r: (-(r.win_rate if r.win_rate is not None else -1.0), r.player),
-    "name": lambda r: r.player,
-}
-
-
-def rating_rows(store: LeagueStore, game: str = OVERALL, sort: str = "elo") -> list[RatingRow]:
-    """Every player rated in `game`, best first by `sort` (one of SORT_KEYS; ties by name)."""
-    if sort not in SORT_KEYS:
-        raise ValueError(f"unknown sort {sort!r}; use one of {', '.join(SORT_KEYS)}")
-    elo, skill, wdl = store.elo(game), store.openskill(game), record_counts(store, game)
-    rows = []
-    for p, e in elo.items():
-        mu, sigma = skill.get(p, (float("nan"), float("nan")))
-        w, d, l = wdl.get(p, (0, 0, 0))
-        rows.append(RatingRow(p, float(e), float(mu), float(sigma), w, d, l))
-    return sorted(rows, key=SORT_KEYS[sort])
-
-
-@dataclass
-class PayoffData:
-    """The decayed payoff of one rating scope, players ordered by Elo (best first).
-
-    ``win_rate[i, j]`` is player i's decayed win rate against j, NaN where they
-    never met; ``games`` the decayed game counts (0 where never met);
-    ``alpharank`` the alpha-rank mass per player computed on the win-rate
-    matrix with 0.5 for unseen pairs and on the diagonal (None, with
-    ``alpharank_error`` saying why, if it could not be computed).
-    """
-
-    game: str
-    players: list[str]
-    win_rate: np.ndarray
-    games: np.ndarray
-    alpharank: np.ndarray | None
-    alpharank_error: str | None = None
-
-
-def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = True) -> PayoffData:
-    payoff = store.payoff(game)
-    elo = store.elo(game)
-    players = sorted(payoff.players(), key=lambda p: (p not in elo, -elo.get(p, 0.0), p))
-    n = len(players)
-    wr = np.full((n, n), np.nan)
-    games = np.zeros((n, n))
-    for i, a in enumerate(players):
-        for j, b in enumerate(players):
-            g = payoff.games(a, b)
-            games[i, j] = g
-            if g > 0:
-                wr[i, j] = payoff.win_rate(a, b)
-    masses, err = None, None
-    if with_alpharank and n:
-        try:
-            from arena.league.ratings import alpharank
-
-            # Payoff.matrix already gives 0.5 for pairs that never met, the diagonal included.
-            masses = alpharank(payoff.matrix(players))
-        except (ImportError, RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
-            err = f"{type(exc).__name__}: {exc}"
-    return PayoffData(game, players, wr, games, masses, err)
-
 
 def win_rate_rgb(x: float) -> tuple[int, int, int]:
     """Red (0) through amber (0.5) to green (1), for colouring win rates."""
@@ -190,27 +44,6 @@ def win_rate_rgb(x: float) -> tuple[int, int, int]:
     red, amber, green = (215, 48, 39), (230, 180, 40), (26, 152, 80)
     lo, hi, t = (red, amber, x / 0.5) if x <= 0.5 else (amber, green, (x - 0.5) / 0.5)
     return tuple(int(round(a + (b - a) * t)) for a, b in zip(lo, hi))  # type: ignore[return-value]
-
-
-def recent_results(store: LeagueStore, n: int = 10) -> list[ResultRow]:
-    """The last `n` committed results, oldest first, without reading the whole log."""
-    total = store.result_count()
-    rows = store.results(since=max(0, total - n))
-    if len(rows) < min(n, total):  # commit_seq has gaps: fall back to the full log
-        rows = store.results()
-    return rows[-n:] if n > 0 else []
-
-
-def describe_outcome(r: ResultRow) -> str:
-    if r.draw:
-        text = "draw"
-    elif r.winner is not None and 0 <= r.winner < len(r.players):
-        text = f"{r.players[r.winner]} wins"
-    else:
-        text = "no winner"
-    if r.outcome and r.outcome != "normal":
-        text += f" ({r.outcome}{': ' + r.reason if r.reason else ''})"
-    return text
 
 
 def _returns(values: Sequence[float]) -> str:
@@ -342,31 +175,6 @@ def top_table(store: LeagueStore, n: int = 5) -> Table:
         t.add_row("", "no rated results yet", "", "", "")
     return t
 
-
-@dataclass(frozen=True)
-class RecomputeRow:
-    game: str
-    player: str
-    live: tuple[float, float, float] | None  # (elo, mu, sigma)
-    recomputed: tuple[float, float, float] | None
-
-    @property
-    def equal(self) -> bool:
-        return self.live is not None and self.live == self.recomputed
-
-
-def recompute_rows(store: LeagueStore) -> list[RecomputeRow]:
-    """Live ratings next to ratings rebuilt from the result log, per game and player."""
-    out = []
-    for game in store.rated_games():
-        elo, skill = store.elo(game), store.openskill(game)
-        r_elo, r_ts = store.recompute(game)
-        r_elo_d, r_ts_d = r_elo.ratings(), r_ts.ratings()
-        for p in sorted(set(elo) | set(skill) | set(r_elo_d) | set(r_ts_d)):
-            live = (float(elo[p]), *map(float, skill[p])) if p in elo and p in skill else None
-            rec = (float(r_elo_d[p]), *map(float, r_ts_d[p])) if p in r_elo_d and p in r_ts_d else None
-            out.append(RecomputeRow(game, p, live, rec))  # type: ignore[arg-type]
-    return out
 
 
 def recompute_view(store: LeagueStore) -> tuple[Group, bool]:
