@@ -1,17 +1,40 @@
 """A person at the terminal, as just another agent.
 
-Shows what the player sees and the legal moves, reads a move (its number or
+Shows what the player sees and the legal moves, numbered, reads a move (its number or
 its text), re-asks with the reason on bad input, and forfeits cleanly on EOF or
 Ctrl-C: the match is recorded as a forfeit, nothing half-written.
+
+Move numbers: a discrete game's action ids. A text game's listed moves are numbered
+0, 1, ... in the order listed (``legal moves: 0=[check], 1=[bet]``), except where the moves
+are numbers themselves (TextArena TicTacToe's ``[4]``): there a number is that move, as it
+reads. The text of a move is accepted too, case-insensitive, with or without its brackets.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, TextIO
 
 from arena.agents.base import BaseAgent, Forfeit
 from arena.envs.observation import Observation
+
+_NUMBER = re.compile(r"-?[0-9]+")
+
+
+def text_move_numbers(legal: list[str]) -> dict[int, str] | None:
+    """Number -> text move: the list index, or the move's own number where every move is one.
+
+    None where some moves are numbers and some are not (a number would read two ways): then
+    only the text is accepted.
+    """
+    bare = [str(m).strip().strip("[]").strip() for m in legal]
+    is_number = [_NUMBER.fullmatch(b) is not None for b in bare]
+    if all(is_number) and len({int(b) for b in bare}) == len(bare):
+        return {int(b): m for b, m in zip(bare, legal)}
+    if not any(is_number):
+        return dict(enumerate(legal))
+    return None
 
 
 class HumanAgent(BaseAgent):
@@ -33,8 +56,11 @@ class HumanAgent(BaseAgent):
             self._print(f"! previous move refused: {obs.feedback}")
         legal = obs.legal_actions
         if legal:
+            numbers = text_move_numbers(legal) if obs.action_kind == "text" else None
             if obs.action_kind == "discrete":
                 moves = ", ".join(f"{a}={obs.action_to_text(a)}" for a in legal)
+            elif numbers is not None:
+                moves = ", ".join(f"{n}={m}" for n, m in numbers.items())
             else:
                 moves = ", ".join(str(a) for a in legal)
             self._print(f"legal moves: {moves}")
@@ -46,7 +72,7 @@ class HumanAgent(BaseAgent):
         if not text:
             return None, "empty input"
         if obs.action_kind == "discrete":
-            if text.lstrip("-").isdigit():
+            if _NUMBER.fullmatch(text):
                 a = int(text)
                 if legal is not None and a not in legal:
                     return None, f"{a} is not a legal move"
@@ -60,6 +86,11 @@ class HumanAgent(BaseAgent):
                 return None, str(e)
         if obs.action_kind == "text":
             if legal:
+                numbers = text_move_numbers(legal)
+                if numbers is not None and _NUMBER.fullmatch(text):
+                    if int(text) in numbers:
+                        return numbers[int(text)], None
+                    return None, f"{text} is not one of the move numbers ({', '.join(map(str, numbers))})"
                 for cand in (text, f"[{text}]"):
                     for a in legal:
                         if a.lower() == cand.lower():

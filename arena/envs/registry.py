@@ -31,11 +31,18 @@ ARENA_NAMESPACES = ("arena", "openspiel", "textarena")
 #: OpenSpiel games registered up front (any other pyspiel name works on demand).
 OPENSPIEL_GAMES = ["tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "liars_dice", "breakthrough", "hex"]
 
-#: Curated text games of the self-play papers: arena id -> (TextArena id, note).
+#: Curated text games of the self-play papers: arena id -> (TextArena id, note, extra kwargs of
+#: `textarena_env`). The versions are described in `arena.envs.textarena_core`.
 CURATED_TEXT_GAMES = {
-    "arena/TicTacToe-v0": ("TicTacToe-v0-train", "TextArena TicTacToe, board and game messages"),
-    "arena/KuhnPoker-v1": ("KuhnPoker-v0-short-train", "Kuhn Poker, ante 1, 5 rounds (SPIRAL's setting)"),
-    "arena/SimpleNegotiation-v1": ("SimpleNegotiation-v0", "Simple Negotiation, 10 turns (SPIRAL's setting)"),
+    "arena/TicTacToe-v0": ("TicTacToe-v0-train", "TextArena TicTacToe, board and game messages", {}),
+    "arena/KuhnPoker-v1": ("KuhnPoker-v0-short-train",
+                           "Kuhn Poker, ante 1, 5 rounds (SPIRAL's setting: bets never enter the pot)", {}),
+    "arena/KuhnPoker-v2": ("KuhnPoker-v0-short-train", "Kuhn Poker, ante 1, 5 rounds, real stakes",
+                           {"env_class": "arena.envs.kuhn:KuhnPokerStakesEnv"}),
+    "arena/SimpleNegotiation-v1": ("SimpleNegotiation-v0", "Simple Negotiation, 10 turns (SPIRAL's setting)", {}),
+    "arena/SimpleNegotiation-v2": ("SimpleNegotiation-v0",
+                                   "Simple Negotiation, 10 turns, current inventory, offer, messages and turns shown",
+                                   {"core": "arena.envs.textarena_core:NegotiationCore"}),
 }
 TEXTARENA_GAMES = ["TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0"]
 
@@ -53,11 +60,13 @@ def openspiel_env(game: str, params: dict | None = None, game_id: str | None = N
 
 
 def textarena_env(env_id: str, game_id: str | None = None, render_mode=None, invalid_move_limit: int | None = 1,
-                  **env_kwargs: Any):
+                  core: str | None = None, **env_kwargs: Any):
+    """`core` (``"module:attr"``): a `TextArenaCore` subclass to play the game through."""
     from arena.envs.aec import GameAECEnv
     from arena.envs.textarena_core import TextArenaCore
 
-    return GameAECEnv(TextArenaCore(env_id, game_id, **env_kwargs), render_mode, invalid_move_limit)
+    cls = TextArenaCore if core is None else load_env_creator(core)
+    return GameAECEnv(cls(env_id, game_id, **env_kwargs), render_mode, invalid_move_limit)
 
 
 # -- registration ---------------------------------------------------------------------
@@ -75,10 +84,10 @@ def _register_openspiel(name: str) -> str:
     return gid
 
 
-def _register_textarena(ta_id: str, gid: str | None = None) -> str:
+def _register_textarena(ta_id: str, gid: str | None = None, extra: dict | None = None) -> str:
     gid = gid or f"textarena/{ta_id}"
     if gid not in gymnasium.envs.registry:
-        register_game(gid, "arena.envs.registry:textarena_env", {"env_id": ta_id, "game_id": gid})
+        register_game(gid, "arena.envs.registry:textarena_env", {"env_id": ta_id, "game_id": gid, **(extra or {})})
     return gid
 
 
@@ -92,8 +101,8 @@ def ensure_registered() -> None:
         _register_openspiel(name)
     for ta_id in TEXTARENA_GAMES:
         _register_textarena(ta_id)
-    for gid, (ta_id, _note) in CURATED_TEXT_GAMES.items():
-        _register_textarena(ta_id, gid)
+    for gid, (ta_id, _note, extra) in CURATED_TEXT_GAMES.items():
+        _register_textarena(ta_id, gid, extra)
     load_entry_point_plugins()
 
 

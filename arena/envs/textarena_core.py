@@ -5,14 +5,16 @@ Spec
 * Ids: ``textarena/<TextArena id>`` (for example ``textarena/TicTacToe-v0``,
   ``textarena/KuhnPoker-v0-short-train``) and the curated ids of the self-play
   papers: ``arena/TicTacToe-v0``, ``arena/KuhnPoker-v1`` (ante 1, 5 rounds, as
-  SPIRAL) and ``arena/SimpleNegotiation-v1`` (10 turns, as SPIRAL).
+  SPIRAL), ``arena/KuhnPoker-v2`` (the same with real stakes, `arena.envs.kuhn`),
+  ``arena/SimpleNegotiation-v1`` (10 turns, as SPIRAL) and
+  ``arena/SimpleNegotiation-v2`` (a view and rules for people, `NegotiationCore`).
 * Players: two, ``player_0`` and ``player_1`` (TextArena's ids 0 and 1).
 * Actions: free text (``FreeText``), validated by the game itself
   (``"[4]"``, ``"[bet]"``, ``"[Offer: 1 Wheat -> 1 Ore]"``). Where the arena
   knows a game's legal set (TicTacToe, Kuhn Poker) ``legal_actions`` lists it;
   Simple Negotiation offers ``sample_action`` for random play.
 * Observation: the text TextArena builds for the player (its wrappers decide
-  how much history is shown).
+  how much history is shown); ``arena/SimpleNegotiation-v2`` builds its own.
 * Rewards: TextArena's final rewards from ``close()`` (0.7 semantics), at the end.
 * Invalid moves: reported to the caller with TextArena's reason (the same player
   moves again); the arena's invalid-move policy decides when the offender loses.
@@ -20,12 +22,40 @@ Spec
   call into TextArena runs with this core's own saved ``random`` state swapped
   in, and the caller's global state is restored afterwards, so a seed gives the
   same match every time and the rest of the process is unaffected.
+
+Kuhn Poker
+----------
+* ``arena/KuhnPoker-v1``: TextArena's ``KuhnPoker-v0-short-train`` as it is, SPIRAL's exact
+  setting (SPIRAL's published results are on it). Its quirk: TextArena (0.7.4, and the 0.6.4
+  SPIRAL pins) sets the pot to the two antes each round and never adds a bet or a call to it,
+  so after bet-call the winner takes 2 chips, as after check-check: every round is worth +-1.
+* ``arena/KuhnPoker-v2``: real stakes, a bet and a call each put 1 chip in the pot (Kuhn's and
+  OpenSpiel's ``kuhn_poker`` payoffs); the text interface, 5 rounds and the returns are v1's.
+
+Simple Negotiation
+------------------
+* ``arena/SimpleNegotiation-v1``: TextArena's ``SimpleNegotiation-v0`` as it is, SPIRAL's
+  setting; its view and rules are kept byte for byte (a golden replay checks them). What a
+  player sees is the prompt with the *starting* inventory and one line per game event
+  ("Player 1 made no new trade offer"): never the current inventory, the other side's
+  message text or the turn. An offer stays open after it is denied, so ``[Accept]`` later
+  takes it, even by the player who made it ("Player 0 accepted the trade offer from Player 0").
+  TextArena plays one turn more than ``max_turns`` (11 for 10: its turn-limit check runs before
+  the turn counter moves; an offer on the extra turn is ignored).
+* ``arena/SimpleNegotiation-v2`` (`NegotiationCore`): the same game and values with a view that
+  shows the current inventory with its values and total, the offer waiting for an answer, the
+  turns played with the messages the players wrote, and the turns left. Rules: an offer is
+  open for one answer, the other player's next turn (anything but ``[Accept]`` denies it);
+  ``[Accept]`` or ``[Deny]`` with no offer open for the player, and ``[Accept]`` without the
+  resources asked for, are invalid moves with the reason; the game lasts ``max_turns`` turns.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import random
+import re
 from importlib.metadata import version as _pkg_version
 from typing import Any
 
@@ -54,27 +84,53 @@ def _unwrap(env):
     return env
 
 
+def _textarena_kind(env) -> str:
+    """Name of the TextArena game class `env` is or derives from (``KuhnPokerEnv`` for v2's)."""
+    for cls in type(env).__mro__:
+        if cls.__module__.startswith("textarena."):
+            return cls.__name__
+    return type(env).__name__
+
+
+def _random_offer(mine: dict, rng: np.random.Generator) -> str | None:
+    """An offer of 1-5 of a resource `mine` holds for 1-5 of any resource; None when it holds nothing."""
+    have = [r for r in _RESOURCES if mine.get(r, 0) > 0]
+    if not have:
+        return None
+    give = have[int(rng.integers(len(have)))]
+    want = _RESOURCES[int(rng.integers(len(_RESOURCES)))]
+    q1 = int(rng.integers(1, min(mine[give], 5) + 1))
+    q2 = int(rng.integers(1, 6))
+    return f"[Offer: {q1} {give} -> {q2} {want}]"
+
+
 class TextArenaCore(GameCore):
     source = "textarena"
     action_kind = "text"
 
-    def __init__(self, env_id: str, game_id: str | None = None, **env_kwargs: Any):
-        ta = _textarena()
+    def __init__(self, env_id: str, game_id: str | None = None, env_class: str | None = None, **env_kwargs: Any):
+        """`env_class` (``"module:attr"``) plays the TextArena id with that game class instead of the
+        id's own, with the id's kwargs and wrappers (``arena/KuhnPoker-v2``)."""
+        _textarena()
         from textarena.envs.registration import ENV_REGISTRY
 
         if env_id not in ENV_REGISTRY:
             raise ValueError(f"unknown TextArena id {env_id!r}")
         self.ta_id = env_id
         self.game_id = game_id or f"textarena/{env_id}"
-        self.settings = {"env_id": env_id, **env_kwargs}
+        self.settings = {"env_id": env_id, **({"env_class": env_class} if env_class else {}), **env_kwargs}
         self._env_kwargs = dict(env_kwargs)
+        self._env_class = None
+        if env_class is not None:
+            module, _, attr = env_class.partition(":")
+            self._env_class = getattr(importlib.import_module(module), attr)
         self.engine = {"textarena": _pkg_version("textarena")}
         self.players = ["player_0", "player_1"]
         self._rand_state = random.Random(0).getstate()
         with self._own_random():
-            self.env = ta.make(env_id, **env_kwargs)
+            self.env = self._make_env()
         self.base = _unwrap(self.env)
-        self._kind = type(self.base).__name__
+        self._kind = _textarena_kind(self.base)
         self._texts = ["", ""]
         self._current = TERMINAL
         self._returns = [0.0, 0.0]
@@ -82,6 +138,20 @@ class TextArenaCore(GameCore):
         self._invalid_reason: str | None = None
         self._random_free = False
         self.outcome_reason = ""
+
+    def _make_env(self):
+        ta = _textarena()
+        if self._env_class is None:
+            return ta.make(self.ta_id, **self._env_kwargs)
+        from textarena.envs.registration import ENV_REGISTRY
+
+        # What ta.make does, with the game class replaced.
+        spec = ENV_REGISTRY[self.ta_id]
+        env = self._env_class(**{**spec.kwargs, **self._env_kwargs})
+        env.env_id, env.entry_point = self.ta_id, self._env_class
+        for wrapper in spec.default_wrappers or []:
+            env = wrapper(env)
+        return env
 
     @contextlib.contextmanager
     def _own_random(self):
@@ -106,7 +176,7 @@ class TextArenaCore(GameCore):
             if isinstance(hist, dict):
                 hist.clear()
             w = w.__dict__.get("env")
-        if self._kind in _RANDOM_FREE:
+        if type(self.base).__name__ in _RANDOM_FREE:  # the class itself: a subclass may draw
             # No draws from `random` at all: skip the state swap (12 us a call), and do not
             # pass the seed, which TextArena would feed to the global `random.seed`.
             self._random_free = True
@@ -119,7 +189,7 @@ class TextArenaCore(GameCore):
             # A fresh env per match: TextArena games keep state across reset() (Kuhn
             # Poker shuffles its deck list in place), so reuse would make a seed's deal
             # depend on the matches played before it.
-            self.env = _textarena().make(self.ta_id, **self._env_kwargs)
+            self.env = self._make_env()
             self.base = _unwrap(self.env)
             self.env.reset(num_players=2, seed=seed)
             self._after_reset()
@@ -210,15 +280,7 @@ class TextArenaCore(GameCore):
                 return "[Accept]"
             if choice == 1:
                 return "[Deny]"
-            mine = gs["player_resources"][p]
-            have = [r for r in _RESOURCES if mine.get(r, 0) > 0]
-            if not have:
-                return "[Deny]"
-            give = have[int(rng.integers(len(have)))]
-            want = _RESOURCES[int(rng.integers(len(_RESOURCES)))]
-            q1 = int(rng.integers(1, min(mine[give], 5) + 1))
-            q2 = int(rng.integers(1, 6))
-            return f"[Offer: {q1} {give} -> {q2} {want}]"
+            return _random_offer(gs["player_resources"][p], rng) or "[Deny]"
         return None
 
     def text_to_action(self, p: int, text: str) -> Any:
@@ -243,3 +305,193 @@ class TextArenaCore(GameCore):
     def action_space(self, p: int):
         return FreeText(self.max_action_chars)
 
+
+
+# -- Simple Negotiation v2 ------------------------------------------------------------------
+_BRACKETED = re.compile(r"\[[^\[\]]*\]")
+
+
+def _as_textarena_reads(action: str) -> str:
+    # TextArena's ActionFormattingWrapper: text without any bracket is played as "[text]".
+    return action if "[" in action or "]" in action else f"[{action}]"
+
+
+def _items(resources: dict[str, int]) -> str:
+    return ", ".join(f"{q} {r}" for r, q in resources.items())
+
+
+class NegotiationCore(TextArenaCore):
+    """``arena/SimpleNegotiation-v2``: TextArena's Simple Negotiation with a view and rules for people.
+
+    The game (resources, values, offers, the winner: the larger gain in total value) is
+    TextArena's ``SimpleNegotiation-v0``; this core changes what a player sees and closes three
+    holes in the rules (see the module docstring's version history).
+
+    View (`text`), built from the game state when asked: the player's current resources with its
+    values and their total (and the change since the start), the offer open for it (who offers
+    what, its worth by the player's values), every turn played (offers, answers, and the message
+    each player wrote: the text of a move outside its brackets), and the turn with the turns left.
+
+    Rules on top of TextArena's, checked before TextArena sees the move, so that a refused move
+    changes nothing and `apply` returns the reason:
+
+    * an offer is open for one answer, the other player's next turn; whatever that turn is,
+      the offer is settled by it (``[Accept]`` takes it, anything else denies it);
+    * ``[Accept]`` and ``[Deny]`` need an offer open for the player; ``[Accept]`` needs the
+      resources the offer asks for; an offer must be readable and of resources the player has;
+    * the game ends after ``max_turns`` turns (TextArena plays one more).
+    """
+
+    def _after_reset(self) -> None:
+        #: One entry per turn played: player, the offer it answered, accepted, its new offer, message.
+        self._turns: list[dict[str, Any]] = []
+        super()._after_reset()
+
+    def _open_offer(self, p: int) -> dict | None:
+        offer = self.base.state.game_state.get("current_offer")
+        return offer if offer is not None and offer["to_player"] == p else None
+
+    def _value(self, p: int, resources: dict[str, int]) -> int:
+        vals = self.base.state.game_state["player_values"][p]
+        return sum(q * vals[r] for r, q in resources.items())
+
+    def _refusal(self, p: int, action: str) -> str | None:
+        base = self.base
+        gs = base.state.game_state
+        move = _as_textarena_reads(action)
+        mine = gs["player_resources"][p]
+        offer = self._open_offer(p)
+        if base.accept_pattern.search(move):
+            if offer is None:
+                return ("there is no offer for you to accept: make one with [Offer: ... -> ...] "
+                        "or write a message")
+            if not base._check_if_sufficient_resources(offer["requested_resources"], mine):
+                return (f"you cannot accept: the offer asks for {_items(offer['requested_resources'])} and you have "
+                        f"{_items({r: mine.get(r, 0) for r in offer['requested_resources']})}")
+        elif base.deny_pattern.search(move) and offer is None:
+            return "there is no offer for you to deny: make one with [Offer: ... -> ...] or write a message"
+        found = base.offer_pattern.search(move)
+        if found:
+            parsed = base._parse_offer(found.group(1).strip())
+            if not parsed:
+                return (f"could not read the offer {found.group(0)!r}: write it as [Offer: 2 Wheat, 1 Ore -> 3 Brick] "
+                        f"with resources among {', '.join(base.resource_names)}")
+            if not base._check_if_sufficient_resources(parsed["offered_resources"], mine):
+                return (f"you offer {_items(parsed['offered_resources'])} and have "
+                        f"{_items({r: mine.get(r, 0) for r in parsed['offered_resources']})}")
+        return None
+
+    def apply(self, p: int, action: Any) -> str | None:
+        why = self._refusal(p, action)
+        if why is not None:
+            return why
+        return super().apply(p, action)
+
+    def _step(self, action: str) -> None:
+        st = self.base.state
+        gs = st.game_state
+        p = self._current
+        answered = self._open_offer(p)
+        done, _info = self.env.step(action=action)
+        if self._invalid_reason is None:  # the turn was played
+            accepted = answered is not None and bool(self.base.accept_pattern.search(_as_textarena_reads(action)))
+            if answered is not None and gs["current_offer"] is answered:
+                gs["current_offer"] = None  # not accepted: denied, and closed (TextArena keeps it open)
+            new = gs["current_offer"]
+            self._turns.append({
+                "player": p, "answered": answered, "accepted": accepted,
+                "offer": new if new is not None and new["from_player"] == p else None,
+                "message": self._message(action),
+            })
+            if not done and st.turn >= st.max_turns:
+                self.base._determine_winner()
+                done = True
+        if done:
+            self._finish()
+        else:
+            self._observe()
+
+    def _message(self, action: str) -> str:
+        """What the player wrote besides its move: the text outside brackets."""
+        if "[" not in action and "]" not in action:
+            move = f"[{action}]"
+            b = self.base
+            if b.accept_pattern.search(move) or b.deny_pattern.search(move) or b.offer_pattern.search(move):
+                return ""  # a bare "accept" is the move itself
+        return " ".join(_BRACKETED.sub(" ", action).split())
+
+    def sample_action(self, p: int, rng: np.random.Generator) -> Any:
+        gs = self.base.state.game_state
+        mine = gs["player_resources"][p]
+        offer = self._open_offer(p)
+        if offer is not None:
+            choice = int(rng.integers(3))
+            if choice == 0 and self.base._check_if_sufficient_resources(offer["requested_resources"], mine):
+                return "[Accept]"
+            if choice < 2:
+                return "[Deny]"
+        return _random_offer(mine, rng) or "I have nothing to offer."
+
+    def text(self, p: int) -> str:
+        if getattr(self.base, "state", None) is None:
+            return ""
+        st = self.base.state
+        gs = st.game_state
+        o = 1 - p
+        res, vals, start = gs["player_resources"][p], gs["player_values"][p], gs["inventory_value"][p]["initial"]
+        lines = [
+            f"You are Player {p} in the Negotiation Game, against Player {o}.",
+            "Trade so that the total value of your resources grows: the player whose total grows more wins.",
+        ]
+        if self._done:
+            lines.append(f"The game is over after {st.turn} turns. {self.outcome_reason}")
+        else:
+            left = st.max_turns - st.turn
+            whose = "your turn" if self._current == p else f"Player {o}'s turn"
+            lines.append(f"Turn {st.turn + 1} of {st.max_turns}, {whose}: {left} turn{'s' if left != 1 else ''} left, "
+                         "this one included.")
+            if left == 1:
+                lines.append("This is the last turn: an offer made now cannot be answered.")
+        lines += ["", "Your resources now (quantity x your value each = value):"]
+        lines += [f"  {r:<6} {res[r]:>3} x {vals[r]:>2} = {res[r] * vals[r]:>4}" for r in self.base.resource_names]
+        total = self._value(p, res)
+        lines.append(f"Total value: {total} (at the start {start}, change {total - start:+d})")
+        lines.append("")
+        offer = gs["current_offer"]
+        if offer is None:
+            lines.append("No offer is open.")
+        elif offer["to_player"] == p:
+            get, give = offer["offered_resources"], offer["requested_resources"]
+            worth = self._value(p, get) - self._value(p, give)
+            lines.append(f"Offer for you from Player {o}: you get {_items(get)}, you give {_items(give)} "
+                         f"({worth:+d} by your values).")
+            if not self.base._check_if_sufficient_resources(give, res):
+                lines.append("You do not have the resources to accept it.")
+            lines.append("Answer it on this turn: [Accept] takes it; anything else denies it.")
+        else:
+            lines.append(f"Your offer to Player {o} waits for an answer: you give "
+                         f"{_items(offer['offered_resources'])}, you get {_items(offer['requested_resources'])}.")
+        if self._turns:
+            lines += ["", "Turns so far:"]
+            for i, t in enumerate(self._turns, 1):
+                who = "You" if t["player"] == p else f"Player {t['player']}"
+                did = []
+                if t["answered"] is not None:
+                    a = t["answered"]
+                    verb = "accepted" if t["accepted"] else "denied"
+                    did.append(f"{verb} the offer of {_items(a['offered_resources'])} for "
+                                f"{_items(a['requested_resources'])}")
+                if t["offer"] is not None:
+                    did.append(f"offered {_items(t['offer']['offered_resources'])} for "
+                                f"{_items(t['offer']['requested_resources'])}")
+                lines.append(f"  {i:>2}. {who}: {'; '.join(did) or 'made no offer'}")
+                if t["message"]:
+                    lines.append(f'      {who} wrote: "{t["message"]}"')
+        if not self._done:
+            lines += [
+                "",
+                f"Moves (anything you write outside the brackets is sent to Player {o} as a message):",
+                f"  [Offer: 3 Sheep, 2 Ore -> 5 Brick]  give resources of yours for resources of Player {o}",
+                "  [Accept] or [Deny]                  answer the offer made to you (only when there is one)",
+            ]
+        return "\n".join(lines)
