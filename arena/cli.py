@@ -237,14 +237,14 @@ def train(
     loss: Optional[str] = typer.Option(None, "--loss", help="ppo_clip, dppo_binary_tv, dppo_topk_kl, drpo, ..."),
     iterations: Optional[int] = typer.Option(None, "--iterations"),
 ):
-    """SPIRAL-style self-play RL for a language-model player, fed by its own league."""
+    """Train the learner a config names (its `trainer:` key; today `spiral`: SPIRAL-style self-play RL
+    for a language-model player, fed by its own league). An existing run folder resumes."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from arena.trainers.llm.config import load_train_config
-    from arena.trainers.llm.spiral import SpiralTrainer
+    from arena.trainers.registry import read_train_config
 
-    cfg = load_train_config(config, model=model, loss=loss, iterations=iterations)
-    trainer = SpiralTrainer(cfg, directory)
+    entry, cfg = read_train_config(config, model=model, loss=loss, iterations=iterations)
+    trainer = entry.builder()(cfg, directory)
     cols = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn())
     try:

@@ -82,7 +82,7 @@ STARTED = "ablation_config.json"
 WIN_KEY = "eval/win_rate/random"
 INVALID_KEY = "eval/invalid_rate"
 
-#: variant -> (what it changes, top-level TrainConfig overrides)
+#: variant -> (what it changes, top-level SpiralConfig overrides)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "base": ("RAE + dppo_binary_tv + league opponents", {}),
     "no_rae": ("advantage: none (baseline 0)", {"advantage": "none"}),
@@ -97,8 +97,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 # -- configuration ------------------------------------------------------------------------------
 def make_config(args, variant: str, seed: int):
-    """The TrainConfig of one variant x seed: the base YAML, the variant's overrides, the study's settings."""
-    from arena.trainers.llm.config import load_train_config
+    """The SpiralConfig of one variant x seed: the base YAML, the variant's overrides, the study's settings."""
+    from arena.trainers.registry import load_train_config
 
     cfg = load_train_config(args.config, **VARIANTS[variant][1])
     cfg.seed = seed
@@ -138,12 +138,12 @@ def run_one(spec: dict[str, Any]) -> None:
     """Worker: train one variant x seed in ``spec['dir']`` and write the done marker."""
     import torch
 
-    from arena.trainers.llm.config import TrainConfig
+    from arena.trainers.llm.config import SpiralConfig
     from arena.trainers.llm.spiral import SpiralTrainer
     from arena.config import from_dict
 
     torch.set_num_threads(spec["threads"])
-    cfg = from_dict(TrainConfig, spec["config"])
+    cfg = from_dict(SpiralConfig, spec["config"])
     run_dir = Path(spec["dir"])
     prefix = f"[{spec['variant']} seed {cfg.seed}]"
     t0 = time.perf_counter()

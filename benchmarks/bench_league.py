@@ -27,7 +27,7 @@ in one process, side by side:
    workers, same config.  ``ray.init`` is called (and timed) before the league
    so its start-up is reported separately; the Ray rate is reported run-only
    and including ``ray.init``.  No goal.  ``ray.shutdown()`` afterwards.
-4. Rating updates/s: ``TrueSkillTable.update`` against openskill's own
+4. Rating updates/s: ``OpenSkillTable.update`` against openskill's own
    ``model.rate`` on one fixed two-player sequence (the sequence and the
    best-of timing helper come from ``benchmarks/bench_ratings.py``, which has
    no reusable measurement function).  Goal >= 0.9.
@@ -284,7 +284,7 @@ def bench_ray(args, root: Path, console: Console) -> list[Run]:
 
 # -- 4. ratings -----------------------------------------------------------------------------------
 def bench_ratings(args, console: Console) -> list[Run]:
-    from arena.league.ratings import TrueSkillTable
+    from arena.league.ratings import OpenSkillTable
 
     n_players = 64
     seq = make_sequence(args.rating_games, n_players, 0)
@@ -292,7 +292,7 @@ def bench_ratings(args, console: Console) -> list[Run]:
     id_seq = [(ids[i], ids[j], ranks) for i, j, ranks in seq]
 
     def direct() -> None:
-        model = TrueSkillTable().model
+        model = OpenSkillTable().model
         ratings = [model.rating() for _ in range(n_players)]
         rate = model.rate
         for i, j, ranks in seq:
@@ -301,7 +301,7 @@ def bench_ratings(args, console: Console) -> list[Run]:
             ratings[j] = rj
 
     def wrapper() -> None:
-        table = TrueSkillTable()
+        table = OpenSkillTable()
         update = table.update
         for a, b, ranks in id_seq:
             update((a, b), ranks)
@@ -314,7 +314,7 @@ def bench_ratings(args, console: Console) -> list[Run]:
         w = max(w, best_rate(wrapper, len(seq), 1))
     console.print(f"[dim]4. ratings: {len(seq):,} updates, best of {args.rating_repeats}[/dim]")
     return [Run("os_direct", "openskill model.rate (direct)", len(seq), len(seq) / d),
-            Run("ts_table", "TrueSkillTable.update", len(seq), len(seq) / w)]
+            Run("ts_table", "OpenSkillTable.update", len(seq), len(seq) / w)]
 
 
 # -- profile --------------------------------------------------------------------------------------
@@ -399,7 +399,7 @@ RATIOS = [
     ("2. process pool: 2 workers / 1 worker", "local_w2", "local_w1", 1.6),
     ("3. Ray / process pool, 2 workers (run only)", "ray_w2", "local_w2", None),
     ("   Ray / process pool, 2 workers (incl. ray.init)", "ray_w2_wall", "local_w2", None),
-    ("4. TrueSkillTable.update / openskill rate", "ts_table", "os_direct", 0.9),
+    ("4. OpenSkillTable.update / openskill rate", "ts_table", "os_direct", 0.9),
 ]
 
 

@@ -88,7 +88,6 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 import argparse  # noqa: E402
 import copy  # noqa: E402
-import inspect  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
@@ -191,9 +190,9 @@ def make_step_batch(model, tok, n: int, seed: int, k: int = 8, max_new_tokens: i
 
 
 def needs_topk(loss_name: str) -> bool:
-    from arena.trainers.common.losses import get_loss
+    from arena.trainers.common.losses import TOPK_LOSSES
 
-    return "topk_logp" in inspect.signature(get_loss(loss_name)).parameters
+    return loss_name in TOPK_LOSSES
 
 
 def learner_step(model, opt, loss_name: str, batch: dict[str, Any], grad_clip: float = 1.0) -> dict[str, float]:

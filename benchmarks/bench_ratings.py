@@ -1,11 +1,11 @@
 """Micro-benchmark: rating-table update throughput.
 
-Why: the league updates ratings after every game, so ``TrueSkillTable`` must
+Why: the league updates ratings after every game, so ``OpenSkillTable`` must
 stay a thin layer over openskill.  This script replays one fixed sequence of
 two-player results through
 
 1. openskill's ``model.rate`` called directly (ratings held in a list), and
-2. ``TrueSkillTable.update`` (ratings held by player id),
+2. ``OpenSkillTable.update`` (ratings held by player id),
 
 and reports updates/s for both and their ratio (target >= 0.9x), plus plain
 ``EloTable.update`` throughput.  Each variant runs several times and the best
@@ -24,7 +24,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from arena.league.ratings import EloTable, TrueSkillTable
+from arena.league.ratings import EloTable, OpenSkillTable
 
 
 def make_sequence(n_games: int, n_players: int, seed: int) -> list[tuple[int, int, list[float]]]:
@@ -65,7 +65,7 @@ def main() -> None:
     final: dict[str, object] = {}
 
     def run_direct() -> None:
-        model = TrueSkillTable().model  # same model parameters as the wrapper
+        model = OpenSkillTable().model  # same model parameters as the wrapper
         ratings = [model.rating() for _ in range(args.players)]
         rate = model.rate
         for i, j, ranks in seq:
@@ -75,7 +75,7 @@ def main() -> None:
         final["direct"] = {ids[k]: (r.mu, r.sigma) for k, r in enumerate(ratings)}
 
     def run_wrapper() -> None:
-        table = TrueSkillTable()
+        table = OpenSkillTable()
         update = table.update
         for a, b, ranks in id_seq:
             update((a, b), ranks)
@@ -106,7 +106,7 @@ def main() -> None:
     table.add_column("updates/s", justify="right")
     table.add_column("vs openskill direct", justify="right")
     table.add_row("openskill model.rate (direct)", f"{direct_best:,.0f}", "1.00x")
-    table.add_row("TrueSkillTable.update", f"{wrapper_best:,.0f}", f"{ratio:.2f}x")
+    table.add_row("OpenSkillTable.update", f"{wrapper_best:,.0f}", f"{ratio:.2f}x")
     table.add_row("EloTable.update", f"{elo_rate:,.0f}", f"{elo_rate / direct_best:.1f}x")
     console = Console()
     console.print(table)

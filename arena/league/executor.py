@@ -1,8 +1,9 @@
 """Where league matches run: a local process pool (default) or Ray (scale-out), one interface.
 
-Each job is a plain dict (match id, game, agent specs, seed, settings); the
-worker plays it with `play_match`, writes the replay atomically into the
-league's replay folder and returns a small result dict. A worker that dies
+Each job is a `MatchJob` (match id, game, agent specs, seed, settings); the
+worker plays it with the one job runner, which writes the replay atomically
+into the league's replay folder, and returns the `MatchResult` (without the
+in-memory replay). A worker that dies
 loses only the matches it held: the executor reports them as failed and the
 league re-queues them. The league never blocks on a slow match: `wait` returns
 whatever finished within its timeout.
@@ -14,7 +15,11 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from arena.match.loop import MatchResult
+    from arena.match.runner import MatchJob
 
 _CORES: dict[tuple, Any] = {}
 _AGENTS: dict[tuple, Any] = {}
@@ -24,38 +29,30 @@ class WorkerLost(RuntimeError):
     """The process running a match died before returning it."""
 
 
-def run_job(job: dict) -> dict:
-    """Play one league match in a worker (cached game cores and agents per process)."""
+def run_job(job: MatchJob) -> MatchResult:
+    """Play one league match in a worker through the one job runner (game cores and agents cached
+    per process: a league replays the same few specs thousands of times)."""
     from arena.agents.base import derive_seed
     from arena.agents.specs import make_agent
     from arena.envs.registry import load_plugin, make_core
-    from arena.match import InvalidMovePolicy, play_match
-    from arena.replays.format import replay_path, write_replay
+    from arena.match.runner import run_match_job
 
-    for mod in job.get("plugins", ()):
+    for mod in job.plugins:
         load_plugin(mod)
-    gkey = (job["game"], repr(sorted(job.get("game_kwargs", {}).items())))
+    gkey = (job.game, repr(sorted(job.game_kwargs.items())))
     core = _CORES.get(gkey)
     if core is None:
-        core = _CORES[gkey] = make_core(job["game"], **job.get("game_kwargs", {}))
+        core = _CORES[gkey] = make_core(job.game, **job.game_kwargs)
     agents = []
-    for seat, spec in enumerate(job["specs"]):
+    for seat, spec in enumerate(job.specs):
         akey = (gkey, spec, seat)
         agent = _AGENTS.get(akey)
         if agent is None:
             if len(_AGENTS) > 256:  # learners add a spec per weights version: keep the cache bounded
                 _AGENTS.clear()
-            agent = _AGENTS[akey] = make_agent(spec, core, derive_seed(job["seed"], seat))
+            agent = _AGENTS[akey] = make_agent(spec, core, derive_seed(job.seed, seat))
         agents.append(agent)
-    res = play_match(core, agents, seed=job["seed"], match_id=job["match_id"],
-                     policy=InvalidMovePolicy(allowance=job.get("invalid_allowance", 1)),
-                     move_time_limit=job.get("move_time_limit"), game_kwargs=job.get("game_kwargs") or None)
-    path = write_replay(res.replay, replay_path(job["replay_dir"], job["match_id"], job.get("compress", True)))
-    return {
-        "match_id": res.match_id, "returns": res.returns, "winner": res.winner, "draw": res.draw,
-        "outcome": res.outcome, "reason": res.reason, "moves": res.moves, "invalid": res.invalid,
-        "duration": res.duration, "replay": str(path),
-    }
+    return run_match_job(job, agents=agents, core=core)
 
 
 class InlineExecutor:
@@ -64,11 +61,11 @@ class InlineExecutor:
     def __init__(self):
         self._done: list[tuple[str, Any]] = []
 
-    def submit(self, job: dict) -> None:
+    def submit(self, job: MatchJob) -> None:
         try:
-            self._done.append((job["match_id"], run_job(job)))
+            self._done.append((job.match_id, run_job(job)))
         except Exception as e:
-            self._done.append((job["match_id"], e))
+            self._done.append((job.match_id, e))
 
     def wait(self, timeout: float) -> list[tuple[str, Any]]:
         out, self._done = self._done, []
@@ -90,13 +87,13 @@ class LocalExecutor:
     def _new_pool(self):
         return cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=self._ctx)
 
-    def submit(self, job: dict) -> None:
+    def submit(self, job: MatchJob) -> None:
         try:
             fut = self._pool.submit(run_job, job)
         except cf.process.BrokenProcessPool:
             self._pool = self._new_pool()
             fut = self._pool.submit(run_job, job)
-        self._futures[fut] = job["match_id"]
+        self._futures[fut] = job.match_id
 
     def wait(self, timeout: float) -> list[tuple[str, Any]]:
         if not self._futures:
@@ -145,8 +142,8 @@ class RayExecutor:
         self._remote = ray.remote(max_retries=0)(run_job)
         self._refs: dict[Any, str] = {}
 
-    def submit(self, job: dict) -> None:
-        self._refs[self._remote.remote(job)] = job["match_id"]
+    def submit(self, job: MatchJob) -> None:
+        self._refs[self._remote.remote(job)] = job.match_id
 
     def wait(self, timeout: float) -> list[tuple[str, Any]]:
         if not self._refs:

@@ -7,12 +7,10 @@ what the league's role machinery (snapshots, exploiter resets, SCC
 branching) is tested on. Neural and LLM learners plug into the same
 interface from `arena.trainers`.
 
-Interface a league learner offers:
-    spec() -> str                  agent spec of the current weights
+A league learner is a `arena.league.protocols.LearningPlayer` (``weights``,
+``load``, ``reset_to``, ``freeze``, ``pending``) that the league also feeds:
     learn(replay, seat)            consume one finished match it played
-    update(version_path) -> str    write the current weights; returns the new spec
-    copy_weights_from(path)        SCC branching / reset: start from another player's weights
-    pending -> int                 results learned since the last update
+    update(version_path) -> str    write the current weights as a new version; returns its spec
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ class TabularLearner:
         self.pending = 0
         self.path: Path | None = None
 
-    def spec(self) -> str:
+    def weights(self) -> str:
         if self.path is None:
             raise RuntimeError(f"learner {self.name} has no weights yet: call update() first")
         return f"tabular:{self.path},epsilon={self.epsilon}"
@@ -61,12 +59,12 @@ class TabularLearner:
     def update(self, version_path: str | Path) -> str:
         self.path = save_table(self.q, version_path)
         self.pending = 0
-        return self.spec()
+        return self.weights()
 
-    def copy_weights_from(self, path: str | Path) -> None:
-        self.q = load_table(path)
+    def reset_to(self, path: str | Path | None) -> None:
+        self.q = load_table(path) if path is not None else {}
 
-    def freeze_to(self, path: str | Path) -> str:
+    def freeze(self, path: str | Path) -> str:
         """Copy the current weights file for a frozen historical snapshot; returns its (greedier) spec."""
         if self.path is None:
             raise RuntimeError(f"learner {self.name} has no weights to snapshot")

@@ -9,9 +9,9 @@ committed from their replay if it was written, else re-queued with the same
 id and seed; nothing is lost or counted twice, and ratings continue from the
 database.
 
-External trainers use the same small interface the built-in learners do:
-`next_pairing(learner)`, `begin_match(...)` + `report(...)`, and
-`add_snapshot(parent, spec)`.
+`League` is a `arena.league.protocols.LeagueClient`: the run loop, external
+trainers and live human play all use the same `next_pairing(learner)`,
+`begin(pairing)` + `commit(match_id, result)` and `add_snapshot(parent, spec)`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -29,8 +29,11 @@ from arena.errors import ConfigError
 from arena.league.config import LeagueConfig
 from arena.league.executor import make_executor
 from arena.league.learners import make_learner
+from arena.league.protocols import LearningPlayer
 from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
 from arena.league.storage import OVERALL, LeagueStore, MatchRow
+from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.match.runner import MatchJob
 from arena.replays.format import ReplayError, read_replay, replay_path
 
 
@@ -48,20 +51,34 @@ def _seed(league_seed: int, seq: int) -> int:
 
 class League:
     def __init__(self, cfg: LeagueConfig, directory: str | Path, *, backend: str | None = None,
-                 address: str | None = None):
+                 address: str | None = None, passive: bool = False, store: LeagueStore | None = None):
         self.cfg = cfg
         self.dir = Path(directory)
         self.backend = backend or cfg.backend
         self.address = address or cfg.ray_address
-        self.store = LeagueStore(self.dir, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay)
+        self.store = store or LeagueStore(self.dir, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay)
+        self._eligible_cache: dict[tuple[str, str], bool] = {}
+        self.learners: dict[str, LearningPlayer] = {}
         starts = int(self.store.get_meta("starts", 0))
+        self.rng = np.random.default_rng([cfg.seed, starts])
+        if passive:
+            return  # a client of a league that another process may be running: no config sync, no learners
         with self.store.tx():
             self.store.set_meta("starts", starts + 1)
-        self.rng = np.random.default_rng([cfg.seed, starts])
-        self._eligible_cache: dict[tuple[str, str], bool] = {}
-        self.learners: dict[str, Any] = {}
         self._sync_config()
         self._load_learners()
+
+    @classmethod
+    def open(cls, directory: str | Path) -> "League":
+        """A passive client of an existing league (live play, tools): it schedules and commits matches
+        with the league's stored config, while the league itself may be running in another process;
+        it never changes the league's players or feeds its learners."""
+        store = LeagueStore(directory, create=False)
+        return cls(league_config_of(store), directory, passive=True, store=store)
+
+    def game_kwargs(self, game: str) -> dict:
+        """The configured settings of `game` in this league."""
+        return self._game_kwargs(game)
 
     # -- configuration and players ------------------------------------------------------
     def _sync_config(self) -> None:
@@ -210,17 +227,18 @@ class League:
         return Pairing(g, seats, [players[n].spec for n in seats], self.cfg.pairing)
 
     # -- the interface for trainers --------------------------------------------------------
-    def begin_match(self, pairing: Pairing, status: str = "queued") -> MatchRow:
+    def begin(self, pairing: Pairing, *, status: str = "queued", source: str = "league", seed: int | None = None,
+              note: str | None = None) -> MatchRow:
+        """Give the match its id and seed (the league's seed sequence unless `seed` is given) in one
+        transaction. Matches with ``source`` other than "league" never count toward the budget."""
         league_seed = self.cfg.seed
-        return self.store.enqueue(pairing.game, pairing.players, pairing.specs, seed=lambda seq: _seed(league_seed, seq),
-                                  status=status, note=pairing.why)
+        return self.store.enqueue(pairing.game, pairing.players, pairing.specs,
+                                  seed=seed if seed is not None else (lambda seq: _seed(league_seed, seq)),
+                                  status=status, note=pairing.why if note is None else note, source=source)
 
-    def report(self, match_id: str, result: dict) -> bool:
+    def commit(self, match_id: str, result: MatchResult) -> bool:
         """Commit a finished match (idempotent) and feed the learning players that played it."""
-        fresh = self.store.commit_result(match_id, result["returns"], result.get("winner"), result.get("draw", False),
-                                         result.get("outcome", "normal"), result.get("moves", 0),
-                                         result.get("reason", ""), result.get("invalid", ()),
-                                         result.get("duration"), result.get("replay"))
+        fresh = self.store.commit_result(match_id, result)
         if fresh:
             self._feed_learners(match_id, result)
         return fresh
@@ -240,14 +258,14 @@ class League:
         return name
 
     # -- learning players --------------------------------------------------------------------
-    def _feed_learners(self, match_id: str, result: dict) -> None:
+    def _feed_learners(self, match_id: str, result: MatchResult) -> None:
         if not self.learners:
             return
         row = self.store.result_for(match_id)
         touched = [n for n in dict.fromkeys(row.players) if n in self.learners]
         if not touched:
             return
-        replay = read_replay(result["replay"])
+        replay = result.replay if result.replay is not None else read_replay(result.replay_path)
         for seat, name in enumerate(row.players):
             if name in self.learners:
                 self.learners[name].learn(replay, seat)
@@ -268,27 +286,23 @@ class League:
         steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
         if ready_to_snapshot(me, steps_since, pool, self._win_rate_fn(OVERALL if len(prow.games) > 1 else game),
                              self.cfg.roles):
-            snap = self.add_snapshot(name, learner.freeze_to(self.dir / "players" / "frozen" / f"{name}-v{version}.json"))
+            snap = self.add_snapshot(name, learner.freeze(self.dir / "players" / "frozen" / f"{name}-v{version}.json"))
             if reset_after_snapshot(me, self.cfg.roles, self.rng):
                 source = branch_source(me, self.members())
-                if source is not None:
-                    src = self.store.player(source)
-                    learner.copy_weights_from(self._version_path(source, src.version))
-                else:
-                    learner.q = {}
+                src = self.store.player(source) if source is not None else None
+                learner.reset_to(self._version_path(source, src.version) if src is not None else None)
                 version += 1
                 spec = learner.update(self._version_path(name, version))
                 self.store.update_player(name, spec=spec, version=version)
                 self.store.add_event("reset", name, branched_from=source, after_snapshot=snap)
 
     # -- running ---------------------------------------------------------------------------
-    def _job(self, row: MatchRow) -> dict:
-        return {
-            "match_id": row.match_id, "game": row.game, "specs": row.specs, "seed": row.seed,
-            "game_kwargs": self._game_kwargs(row.game), "replay_dir": str(self.store.replay_dir),
-            "compress": self.cfg.compress_replays, "move_time_limit": self.cfg.move_time_limit,
-            "invalid_allowance": self.cfg.invalid_allowance,
-        }
+    def _job(self, row: MatchRow) -> MatchJob:
+        return MatchJob(match_id=row.match_id, game=row.game, specs=tuple(row.specs), seed=row.seed,
+                        game_kwargs=self._game_kwargs(row.game),
+                        policy=InvalidMovePolicy(allowance=self.cfg.invalid_allowance),
+                        move_time_limit=self.cfg.move_time_limit, replay_dir=str(self.store.replay_dir),
+                        compress=self.cfg.compress_replays)
 
     def recover(self) -> dict[str, int]:
         """Matches left running by a stopped process: commit from their replay, else re-queue."""
@@ -300,11 +314,7 @@ class League:
             except ReplayError:
                 rep = None
             if rep is not None:
-                r = rep.result
-                self.report(m.match_id, {"returns": r["returns"], "winner": r["winner"], "draw": r["draw"],
-                                         "outcome": r["outcome"], "reason": r.get("reason", ""), "moves": r["moves"],
-                                         "invalid": r.get("invalid", []), "duration": r.get("duration"),
-                                         "replay": str(path)})
+                self.commit(m.match_id, MatchResult.from_replay(rep, str(path)))
                 counts["committed_from_replay"] += 1
             else:
                 self.store.requeue(m.match_id, "re-queued after the league stopped mid-match", self.cfg.max_attempts + 1)
@@ -337,7 +347,7 @@ class League:
                             row = queued.pop(0)
                             self.store.mark_running(row.match_id)
                         else:
-                            row = self.begin_match(self.next_pairing(), status="running")
+                            row = self.begin(self.next_pairing(), status="running")
                         executor.submit(self._job(row))
                         inflight[row.match_id] = row
                 for mid, out in executor.wait(timeout=0.5):
@@ -345,7 +355,7 @@ class League:
                     if isinstance(out, BaseException):
                         failures += 1
                         self.store.requeue(mid, f"{type(out).__name__}: {out}", self.cfg.max_attempts)
-                    elif self.report(mid, out):
+                    elif self.commit(mid, out):
                         committed[0] += 1
                 if on_progress is not None:
                     elapsed = time.perf_counter() - started

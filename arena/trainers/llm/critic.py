@@ -40,33 +40,34 @@ class ValueHead(nn.Module):
             enc = tokenizer(list(texts), return_tensors="pt", padding=True)
         finally:
             tokenizer.padding_side = old
-        attn = enc["attention_mask"]
+        device = self.proj.weight.device
+        attn = enc["attention_mask"].to(device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift positions: V is batch-independent
-        out = model(input_ids=enc["input_ids"], attention_mask=attn, position_ids=pos, output_hidden_states=True)
+        out = model(input_ids=enc["input_ids"].to(device), attention_mask=attn, position_ids=pos,
+                    output_hidden_states=True)
         h = out.hidden_states[-1][:, -1, :].float()
         return bounded_value(self.proj(h).squeeze(-1), self.low, self.high)
 
-    def batched_values(self, trainer: Any, texts: Sequence[str], chunk: int = 256) -> list[float]:
+    def batched_values(self, model: Any, tokenizer: Any, texts: Sequence[str], chunk: int = 256) -> list[float]:
         """V of many texts in a few batched forward passes (no grad)."""
         out: list[float] = []
         with torch.no_grad():
             for i in range(0, len(texts), chunk):
-                out += self.values(trainer.model, trainer.tok, texts[i:i + chunk]).tolist()
+                out += self.values(model, tokenizer, texts[i:i + chunk]).tolist()
         return out
 
-    def turn_advantages(self, trainer: Any, turns: Sequence[Any], privileged: Sequence[str | None], ret: float,
-                        alpha: float, values: Sequence[float] | None = None) -> list[float]:
-        """GAE advantages of one player's turns; `values` (from :meth:`batched_values`) saves the forward pass."""
-        if values is None:
-            values = self.batched_values(trainer, [self.text(t.prompt, p) for t, p in zip(turns, privileged)])
+    @staticmethod
+    def turn_advantages(values: Sequence[float], ret: float, alpha: float) -> list[float]:
+        """GAE advantages of one player's turns from their values V(s_k) and the trajectory's return."""
         v = torch.tensor(list(values), dtype=torch.float32)
-        rewards = torch.zeros(len(turns))
+        rewards = torch.zeros(len(v))
         rewards[-1] = ret
-        lam = float(length_adaptive_lambda(len(turns), alpha))
+        lam = float(length_adaptive_lambda(len(v), alpha))
         adv, _ = gae(rewards, v, gamma=1.0, lam=lam)
         return adv.tolist()
 
-    def value_loss(self, trainer: Any, samples: Sequence[Any]) -> torch.Tensor:
-        v = self.values(trainer.model, trainer.tok, [s.critic_text for s in samples])
-        target = torch.tensor([s.ret for s in samples], dtype=v.dtype)
+    def value_loss(self, model: Any, tokenizer: Any, texts: Sequence[str], returns: Sequence[float]) -> torch.Tensor:
+        """Mean squared error of V(text) against the Monte-Carlo return."""
+        v = self.values(model, tokenizer, texts)
+        target = torch.tensor(list(returns), dtype=v.dtype, device=v.device)
         return torch.mean((v - target) ** 2)

@@ -24,63 +24,46 @@ One loop iteration:
 
 Checkpoints hold the model, the optimizer, the loss scaler, the RAE baselines
 and RNG states; ``arena train`` on an existing run folder resumes from the latest.
+
+The trainer is three parts: the **Learner** (`arena.trainers.llm.learner.LLMLearner`:
+model, optimizer, device, precision, ``step(batch)``), the **Actors**
+(`arena.trainers.llm.rollout.LLMActors`: the batching engine and the rollouts) and
+this module's **Coordinator**, `SpiralTrainer`: the loop, the league, the batch
+(advantages), evaluation and checkpoints. The coordinator is the learner's
+`arena.league.protocols.LearningPlayer` in its league (``weights``, ``load``,
+``reset_to``, ``freeze``) and talks to the league only through its
+`arena.league.protocols.LeagueClient` methods.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import json
-import os
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from arena.agents.prompts import make_template
 from arena.fsio import atomic_write_bytes
-from arena.match import InvalidMovePolicy
-from arena.trainers.llm.config import TrainConfig, lr_at
+from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
 from arena.trainers.common.metrics import MetricsLogger, plot_curves, read_metrics
-from arena.trainers.llm.rollout import LEARNER, Episode, play_episodes
+from arena.trainers.llm.config import SpiralConfig
+from arena.trainers.llm.learner import Batch, LearnerSettings, LLMLearner, Sample
+from arena.trainers.llm.rollout import LEARNER, Episode, LLMActors
 
 LEARNER_NAME = "learner"
 
-
-@dataclass
-class Sample:
-    prompt_ids: list[int]
-    response_ids: list[int]
-    old_logp: list[float]
-    topk_ids: list[list[int]] | None
-    topk_logp: list[list[float]] | None
-    adv: float
-    ret: float
-    critic_text: str | None = None
+__all__ = ["LEARNER_NAME", "Sample", "SpiralTrainer", "train"]
 
 
 def _torch():
     from arena.errors import require
 
     return require("torch", "training", "llm")
-
-
-class AutocastEngine:
-    """Runs an engine's generate under CPU autocast (bf16/fp16 rollouts), in whichever thread calls it."""
-
-    def __init__(self, engine: Any, dtype: str):
-        self.engine, self.dtype = engine, dtype
-        self.tokenizer = getattr(engine, "tokenizer", None)
-
-    def generate(self, prompts, **kw):
-        torch = _torch()
-        if self.dtype == "fp32":
-            return self.engine.generate(prompts, **kw)
-        with torch.autocast("cpu", dtype=torch.bfloat16 if self.dtype == "bf16" else torch.float16):
-            return self.engine.generate(prompts, **kw)
 
 
 def _slug(spec: str) -> str:
@@ -92,11 +75,51 @@ def _win_rate(episodes: list[Episode]) -> float:
     return sum(1 for e in episodes if e.result.winner in e.learner_seats) / len(episodes)
 
 
+# -- advantages: one function per config value, chosen once ------------------------------------
+Trajectory = tuple[Episode, int]  # (episode, learner seat)
+
+
+def _rae_advantages(trainer: "SpiralTrainer", trajs: list[Trajectory], rets: list[float]) -> list[float]:
+    cfg = trainer.cfg
+
+    def key(ep: Episode, seat: int) -> tuple[str, str]:
+        return (cfg.game, f"{seat}" if cfg.rae_key == "role" else f"{seat}@{ep.opponent}")
+
+    return [trainer.rae.advantage(key(ep, seat), r) for (ep, seat), r in zip(trajs, rets)]
+
+
+def _group_advantages(normalise: bool) -> Callable[["SpiralTrainer", list[Trajectory], list[float]], list[float]]:
+    def advantages(trainer: "SpiralTrainer", trajs: list[Trajectory], rets: list[float]) -> list[float]:
+        import torch
+
+        from arena.trainers.common.advantages import dr_grpo_advantages, grpo_advantages
+
+        fn = grpo_advantages if normalise else dr_grpo_advantages
+        advs = [0.0] * len(trajs)
+        for seat in {s for _, s in trajs}:  # one group per role
+            idx = [i for i, (_, s) in enumerate(trajs) if s == seat]
+            for i, v in zip(idx, fn(torch.tensor([rets[i] for i in idx])).tolist()):
+                advs[i] = v
+        return advs
+
+    return advantages
+
+
+ADVANTAGES: dict[str, Callable[["SpiralTrainer", list[Trajectory], list[float]], list[float]]] = {
+    "rae": _rae_advantages,
+    "grpo": _group_advantages(True),
+    "dr_grpo": _group_advantages(False),
+    "none": lambda trainer, trajs, rets: list(rets),
+}
+
+
 class SpiralTrainer:
-    def __init__(self, cfg: TrainConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None):
+    """The coordinator of SPIRAL self-play: loop, league, batches, evaluation, checkpoints."""
+
+    def __init__(self, cfg: SpiralConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None):
         torch = _torch()
-        from arena.inference.engine import BatchingEngine, HFEngine
         from arena.inference.models import load_model, make_tiny_model_folder, smollm2_folder
+        from arena.trainers.common.advantages import RAEBaseline
 
         self.cfg = cfg
         if model is not None:
@@ -117,32 +140,37 @@ class SpiralTrainer:
             path = smollm2_folder()
         else:
             path = Path(cfg.model)
-        self.model, self.tok = load_model(path, dtype="fp32")
-        if self.tok.pad_token_id is None:
-            self.tok.pad_token = self.tok.eos_token
+        model_obj, tok = load_model(path, dtype="fp32")
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
         self.template = make_template(cfg.template if cfg.template != "auto" else
-                                      ("compact" if cfg.model == "tiny" else "spiral"), self.tok)
-        self.engine = HFEngine(self.model, self.tok)
-        # A 20 ms window: long enough for the first moves of all concurrent matches to share a call.
-        self.rollout_engine = BatchingEngine(AutocastEngine(self.engine, cfg.rollout_precision),
-                                             max_batch=max(cfg.concurrency, cfg.eval.concurrency), max_wait_s=0.02)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.scaler = torch.amp.GradScaler("cpu", enabled=cfg.train_precision == "fp16")
-        from arena.trainers.common.advantages import RAEBaseline
-
-        self.rae = RAEBaseline(cfg.rae_decay)
-        self.critic = None
+                                      ("compact" if cfg.model == "tiny" else "spiral"), tok)
+        critic = None
         if cfg.critic == "bpco":
             from arena.trainers.llm.critic import ValueHead
 
-            self.critic = ValueHead(self.model.config.hidden_size)
-            self.opt.add_param_group({"params": self.critic.parameters()})
+            critic = ValueHead(model_obj.config.hidden_size)
+        self.learner = LLMLearner(model_obj, tok, LearnerSettings.of(cfg), critic=critic)
+        self.actors = LLMActors(self.learner.model, tok, self.template, game=cfg.game, device=self.learner.device,
+                                precision=cfg.rollout_precision, max_batch=max(cfg.concurrency, cfg.eval.concurrency),
+                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
+                                keep_privileged=critic is not None)
+        self.advantages = ADVANTAGES[cfg.advantage]
+        self.rae = RAEBaseline(cfg.rae_decay)
         self.iteration = 0
         self.il_done = False
         if state is not None:
             self._load_state(state)
         self.metrics = MetricsLogger(self.dir)
         self._setup_league()
+
+    @property
+    def model(self) -> Any:
+        return self.learner.model
+
+    @property
+    def tok(self) -> Any:
+        return self.learner.tok
 
     # -- league ------------------------------------------------------------------------
     def _setup_league(self) -> None:
@@ -154,100 +182,106 @@ class SpiralTrainer:
         lcfg = LeagueConfig(games=[GameEntry(cfg.game)], name=f"train-{self.dir.name}", seed=cfg.seed,
                             players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in opponents], matches=0)
         self.league = League(lcfg, self.dir, backend="inline")
-        self.names = {_slug(s): s for s in opponents}
         store = self.league.store
         if store.player(LEARNER_NAME) is None:
-            store.add_player(LEARNER_NAME, "learner", f"llm:{self.latest}", [cfg.game], role="main",
+            store.add_player(LEARNER_NAME, "learner", self.weights(), [cfg.game], role="main",
                              state={"snapshots": 0, "external": True})
-        self.train_opponents = {_slug(s) for s in cfg.opponents}
+        self.train_opponents = sorted({_slug(s) for s in cfg.opponents})
+        self.pairing_rule = {"selfplay": self._selfplay_opponent, "fixed": self._fixed_opponent,
+                             "league": self._league_opponent}[cfg.opponent_mode]
+        # The opponent draws share the league's generator, so a resumed run draws as the league does.
+        self.rng = self.league.rng
+
+    def _selfplay_opponent(self) -> str:
+        return LEARNER_NAME
+
+    def _fixed_opponent(self) -> str:
+        return self.train_opponents[int(self.rng.integers(len(self.train_opponents)))]
+
+    def _league_opponent(self) -> str:
+        if self.rng.random() < self.cfg.fixed_share:
+            return self._fixed_opponent()
+        p = self.league.next_pairing(LEARNER_NAME)
+        return next((x for x in p.players if x != LEARNER_NAME), LEARNER_NAME)
 
     def _pairings(self, n: int) -> list[tuple[list[str], str]]:
-        cfg, rng = self.cfg, self.league.rng
+        """`n` pairings (seat specs, opponent name) by the configured opponent rule, seats alternating."""
         out = []
         for i in range(n):
-            if cfg.opponent_mode == "selfplay":
-                opp = LEARNER_NAME
-            elif cfg.opponent_mode == "fixed" or rng.random() < cfg.fixed_share:
-                names = sorted(self.train_opponents)
-                opp = names[int(rng.integers(len(names)))]
-            else:
-                p = self.league.next_pairing(LEARNER_NAME)
-                opp = next((x for x in p.players if x != LEARNER_NAME), LEARNER_NAME)
+            opp = self.pairing_rule()
             if opp == LEARNER_NAME:
                 out.append(([LEARNER, LEARNER], "self"))
                 continue
             row = self.league.store.player(opp)
             spec = row.spec if row is not None else opp
-            seats = [LEARNER, spec] if i % 2 == 0 else [spec, LEARNER]
-            out.append((seats, opp))
+            out.append(([LEARNER, spec] if i % 2 == 0 else [spec, LEARNER], opp))
         return out
 
-    def _report(self, episodes: list[Episode], learner_name: str, source: str = "external",
+    def _report(self, episodes: list[Episode], learner_name: str, evaluation: bool = False,
                 replay_dir: Path | None = None) -> None:
+        """Commit the episodes to the league as external matches (rated; never part of a budget)."""
+        from arena.league.manager import Pairing
         from arena.replays.format import replay_path, write_replay
 
-        store = self.league.store
         for ep in episodes:
             names = [learner_name if s == LEARNER else ep.opponent for s in ep.seats]
             if ep.opponent == "self":
                 names = [learner_name, learner_name]
-            row = store.enqueue(self.cfg.game, names, [f"llm:{self.latest}" if s == LEARNER else s for s in ep.seats],
-                                seed=ep.result.seed or 0, status="running", note="training" if source == "external"
-                                else "evaluation", source="external")
-            path = None
-            if replay_dir is not None and ep.result.replay is not None:
-                ep.result.replay.header["match_id"] = row.match_id
-                path = str(write_replay(ep.result.replay, replay_path(replay_dir, row.match_id)))
-            r = ep.result
-            store.commit_result(row.match_id, r.returns, r.winner, r.draw, r.outcome, r.moves, r.reason, r.invalid,
-                                r.duration, path)
+            specs = [self.weights() if s == LEARNER else s for s in ep.seats]
+            row = self.league.begin(Pairing(self.cfg.game, names, specs), status="running", source="external",
+                                    seed=ep.result.seed or 0, note="evaluation" if evaluation else "training")
+            result: MatchResult = ep.result
+            if replay_dir is not None and result.replay is not None:
+                result.replay.header["match_id"] = row.match_id
+                result.replay_path = str(write_replay(result.replay, replay_path(replay_dir, row.match_id)))
+            self.league.commit(row.match_id, result)
 
-    # -- rollouts and updates ------------------------------------------------------------
+    # -- the learning player (arena.league.protocols.LearningPlayer) ----------------------------
+    @property
+    def pending(self) -> int:
+        return 0  # the coordinator updates every iteration; nothing waits for the league
+
+    def weights(self) -> str:
+        """The agent spec of the current weights (the latest checkpoint)."""
+        return f"llm:{self.latest}"
+
+    def load(self, path: str | Path) -> None:
+        """Load a checkpoint folder's model weights into the live model."""
+        self.learner.load_weights(path)
+
+    def reset_to(self, path: str | Path | None) -> None:
+        """Restart from another checkpoint's weights, or (None) from this run's initial weights."""
+        self.learner.load_weights(path if path is not None else self.dir / checkpoint_path(0))
+
+    def freeze(self, path: str | Path) -> str:
+        """Save the current weights to folder `path`; returns the greedy spec that plays them."""
+        self.learner.save_weights(path)
+        return f"llm:{path},greedy=True,max_new_tokens={self.cfg.max_new_tokens},template={self.template.name}"
+
+    # -- batches -------------------------------------------------------------------------
     def _play(self, pairings, *, greedy: bool, policy: InvalidMovePolicy, seed: int, concurrency: int,
               record: bool = False) -> list[Episode]:
-        cfg = self.cfg
-        return play_episodes(cfg.game, pairings, self.rollout_engine, self.tok, self.template, seed=seed,
-                             concurrency=concurrency, policy=policy, max_new_tokens=cfg.max_new_tokens,
-                             temperature=cfg.temperature, greedy=greedy,
-                             top_k_logprobs=0 if greedy else cfg.top_k, keep_privileged=self.critic is not None,
-                             record_replays=record)
+        return self.actors.play(pairings, greedy=greedy, policy=policy, seed=seed, concurrency=concurrency,
+                                record=record)
 
     def _samples(self, episodes: list[Episode]) -> list[Sample]:
-        import torch
-
-        from arena.trainers.common.advantages import dr_grpo_advantages, grpo_advantages
-
-        cfg = self.cfg
+        """The learner's samples of `episodes`: each generated response with its turn's advantage."""
+        cfg, critic = self.cfg, self.learner.critic
         trajs = [(ep, seat) for ep in episodes for seat in ep.learner_seats]
         rets = [float(ep.result.returns[seat]) for ep, seat in trajs]
-        if cfg.advantage == "rae":
-            def key(ep: Episode, seat: int) -> tuple[str, str]:
-                return (cfg.game, f"{seat}" if cfg.rae_key == "role" else f"{seat}@{ep.opponent}")
-
-            advs = [self.rae.advantage(key(ep, seat), r) for (ep, seat), r in zip(trajs, rets)]
-        elif cfg.advantage in ("grpo", "dr_grpo"):
-            advs = [0.0] * len(trajs)
-            for seat in {s for _, s in trajs}:
-                idx = [i for i, (_, s) in enumerate(trajs) if s == seat]
-                t = torch.tensor([rets[i] for i in idx])
-                a = grpo_advantages(t) if cfg.advantage == "grpo" else dr_grpo_advantages(t)
-                for i, v in zip(idx, a.tolist()):
-                    advs[i] = v
-        else:
-            advs = list(rets)
+        advs = self.advantages(self, trajs, rets)
         turns_of = [ep.turns.get(seat, []) for ep, seat in trajs]
         priv_of = [ep.privileged.get(seat) or [None] * len(ts) for (ep, seat), ts in zip(trajs, turns_of)]
         values: list[float] = []
-        if self.critic is not None:  # every turn's V(s) in a few batched forward passes
-            values = self.critic.batched_values(self, [self.critic.text(t.prompt, p) for ts, ps in
-                                                       zip(turns_of, priv_of) for t, p in zip(ts, ps)])
+        if critic is not None:  # every turn's V(s) in a few batched forward passes
+            values = self.learner.values([critic.text(t.prompt, p) for ts, ps in zip(turns_of, priv_of)
+                                          for t, p in zip(ts, ps)])
         samples = []
         at = 0
         for turns, priv, ret, adv in zip(turns_of, priv_of, rets, advs):
             turn_advs = [adv * cfg.turn_discount ** (len(turns) - 1 - k) for k in range(len(turns))]
-            if self.critic is not None and turns:
-                turn_advs = self.critic.turn_advantages(self, turns, priv, ret, cfg.critic_alpha,
-                                                        values=values[at:at + len(turns)])
+            if critic is not None and turns:
+                turn_advs = critic.turn_advantages(values[at:at + len(turns)], ret, cfg.critic_alpha)
             at += len(turns)
             for t, a, pv in zip(turns, turn_advs, priv):
                 g = t.generation
@@ -255,79 +289,12 @@ class SpiralTrainer:
                     continue
                 samples.append(Sample(list(g.prompt_ids), list(g.token_ids), list(g.logprobs), g.topk_ids,
                                       g.topk_logprobs, float(a), ret,
-                                      self.critic.text(t.prompt, pv) if self.critic is not None else None))
+                                      critic.text(t.prompt, pv) if critic is not None else None))
         return samples
 
-    def _autocast(self):
-        torch = _torch()
-        p = self.cfg.train_precision
-        if p == "fp32":
-            return contextlib.nullcontext()
-        return torch.autocast("cpu", dtype=torch.bfloat16 if p == "bf16" else torch.float16)
-
     def update(self, samples: list[Sample]) -> dict[str, float]:
-        torch = _torch()
-        from arena.trainers.llm.logprobs import sequence_logprobs
-        from arena.trainers.common.losses import get_loss
-
-        cfg = self.cfg
-        loss_fn = get_loss(cfg.loss)
-        needs_topk = "topk_old_logp" in inspect.signature(loss_fn).parameters
-        if needs_topk and (not samples or samples[0].topk_ids is None):
-            raise ValueError(f"loss {cfg.loss} needs top-K rollout log-probs: set top_k > 0")
-        pad = self.tok.pad_token_id or 0
-        rng = random.Random(cfg.seed * 1000 + self.iteration)
-        order = list(range(len(samples)))
-        agg_stats: dict[str, list[float]] = {}
-        self.model.train()
-        first = True
-        for _ in range(cfg.epochs):
-            rng.shuffle(order)
-            for i in range(0, len(order), cfg.minibatch):
-                mb = [samples[j] for j in order[i:i + cfg.minibatch]]
-                with self._autocast():
-                    out = sequence_logprobs(self.model, [s.prompt_ids for s in mb], [s.response_ids for s in mb],
-                                            topk_ids=[s.topk_ids for s in mb] if needs_topk else None, pad_id=pad,
-                                            temperature=cfg.temperature, entropy_grad=cfg.entropy_coef > 0)
-                logp, mask = out["logp"].float(), out["mask"].float()
-                T = logp.shape[1]
-                old = torch.zeros_like(logp)
-                for b, s in enumerate(mb):
-                    old[b, : len(s.old_logp)] = torch.tensor(s.old_logp[:T])
-                adv = torch.tensor([s.adv for s in mb], dtype=torch.float32)
-                kwargs: dict[str, Any] = dict(cfg.loss_kwargs)
-                if needs_topk:
-                    K = len(mb[0].topk_ids[0])
-                    told = torch.full((len(mb), T, K), -1e4)
-                    for b, s in enumerate(mb):
-                        n = min(len(s.topk_logp), T)
-                        told[b, :n] = torch.tensor(s.topk_logp[:n])
-                    kwargs.update(topk_old_logp=told, topk_logp=out["topk_logp"].float())
-                loss, stats = loss_fn(logp, old, adv, mask, agg=cfg.agg, max_len=cfg.max_new_tokens, **kwargs)
-                if first:  # rollout/trainer log-prob mismatch, measured before any update this iteration
-                    with torch.no_grad():
-                        stats["mismatch"] = float(((logp - old).abs() * mask).sum() / mask.sum().clamp_min(1))
-                    first = False
-                if self.critic is not None:
-                    vloss = self.critic.value_loss(self, mb)
-                    loss = loss + cfg.critic_coef * vloss
-                    stats["value_loss"] = float(vloss)
-                entropy = (out["entropy"].float() * mask).sum() / mask.sum().clamp_min(1)
-                if cfg.entropy_coef > 0:
-                    loss = loss - cfg.entropy_coef * entropy
-                stats["entropy"] = float(entropy.detach())
-                self.opt.zero_grad(set_to_none=True)
-                self.scaler.scale(loss).backward()
-                self.scaler.unscale_(self.opt)
-                params = [p for g in self.opt.param_groups for p in g["params"]]
-                stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
-                self.scaler.step(self.opt)
-                self.scaler.update()
-                stats["loss"] = float(loss.detach())
-                for k, v in stats.items():
-                    agg_stats.setdefault(k, []).append(float(v))
-        self.model.eval()
-        return {k: float(np.mean(v)) for k, v in agg_stats.items()}
+        """One learner step on `samples` (shuffled by a seed of the run seed and the iteration)."""
+        return self.learner.step(Batch(samples, shuffle_seed=self.cfg.seed * 1000 + self.iteration))
 
     @staticmethod
     def _win_rates(episodes: list[Episode]) -> dict[str, float]:
@@ -342,11 +309,11 @@ class SpiralTrainer:
 
     # -- imitation, evaluation, checkpoints ----------------------------------------------------
     def encode_prompt(self, prompt: str) -> list[int]:
-        return self.engine.encode(prompt)
+        return self.actors.encode_prompt(prompt)
 
-    def imitation(self) -> list[float]:
-        from arena.match.batch import play_matches
+    def imitation(self, progress: Callable[[str, int, int], None] | None = None) -> list[float]:
         from arena.envs.registry import make_core
+        from arena.match.batch import play_matches
         from arena.replays.format import list_replays, read_replay
         from arena.trainers.llm.sft import encode_examples, examples_from_replays, supervised_finetune
 
@@ -354,14 +321,28 @@ class SpiralTrainer:
         if il.replays:
             replays = [read_replay(p) for p in list_replays(il.replays)]
         else:
-            res = play_matches(self.cfg.game, il.agents, il.matches, seed=self.cfg.seed + 17, record=True)
+            done = [0]
+
+            def played(_res) -> None:
+                done[0] += 1
+                if progress is not None and done[0] % 50 == 0:
+                    progress("imitation: playing matches", done[0], il.matches)
+
+            res = play_matches(self.cfg.game, il.agents, il.matches, seed=self.cfg.seed + 17, record=True,
+                               on_result=played)
             replays = [r.replay for r in res]
         kind = make_core(self.cfg.game).action_kind
         examples = examples_from_replays(replays, self.template, kind, il.seats)
         pairs = encode_examples(self.tok, examples, self.encode_prompt)
+
+        def log(epoch: int, loss: float) -> None:
+            self.metrics.log(0, **{"il/epoch": epoch, "il/loss": loss})
+            if progress is not None:
+                progress(f"imitation: epoch {epoch + 1}/{il.epochs}, loss {loss:.3f}", epoch + 1, il.epochs)
+
         losses = supervised_finetune(self.model, self.tok, pairs, epochs=il.epochs, lr=il.lr,
-                                     batch_size=il.batch_size, seed=self.cfg.seed, autocast=self._autocast,
-                                     log=lambda e, l: self.metrics.log(0, **{"il/epoch": e, "il/loss": l}))
+                                     batch_size=il.batch_size, seed=self.cfg.seed, autocast=self.learner.autocast,
+                                     log=log)
         self.il_done = True
         return losses
 
@@ -386,7 +367,7 @@ class SpiralTrainer:
             invalid += sum(e.invalid_moves() for e in eps)
             moves += sum(e.moves() for e in eps)
             if snapshot is not None:
-                self._report(eps, snapshot, source="evaluation", replay_dir=self.dir / "replays")
+                self._report(eps, snapshot, evaluation=True, replay_dir=self.dir / "replays")
         out["eval/invalid_rate"] = invalid / max(moves, 1)
         self.metrics.log(it, **out)
         if snapshot is not None:
@@ -402,11 +383,11 @@ class SpiralTrainer:
         prev = json.loads(path.read_text()) if path.exists() else None
         if prev is not None and prev["metric"] == key and out[key] <= prev["value"]:
             return
-        ckpt = self._checkpoint_path(it)
+        ckpt = checkpoint_path(it)
         record = {"iteration": it, "metric": key, "value": out[key], "invalid_rate": out["eval/invalid_rate"],
                   "checkpoint": str(ckpt)}
         atomic_write_bytes(path, json.dumps(record, indent=1).encode())
-        self._link("best", ckpt)
+        link(self.dir, "best", ckpt)
 
     def confirm_best(self) -> dict | None:
         """The second evaluation round: the ``eval.confirm_top`` checkpoints with the highest in-run
@@ -419,7 +400,7 @@ class SpiralTrainer:
         key = f"eval/win_rate/{_slug(ev.opponents[0])}"
         evals: dict[int, dict] = {}
         for r in read_metrics(self.metrics.path):
-            if key in r and (self.dir / self._checkpoint_path(r["step"])).is_dir():
+            if key in r and (self.dir / checkpoint_path(r["step"])).is_dir():
                 evals[r["step"]] = r  # a re-run iteration (after a resume) keeps its last evaluation
         if ev.confirm_top < 1 or not evals:
             return None
@@ -429,14 +410,11 @@ class SpiralTrainer:
         if done.get("games") == ev.confirm_games and [c["iteration"] for c in done.get("candidates", [])] == top:
             return prev
         current = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        cls = type(self.model)
         cands = []
         try:
             for it in top:
-                ckpt = self._checkpoint_path(it)
-                saved = cls.from_pretrained(self.dir / ckpt)  # load_state_dict casts to the live dtype
-                self.model.load_state_dict(saved.state_dict())
-                del saved
+                ckpt = checkpoint_path(it)
+                self.load(self.dir / ckpt)  # load_state_dict casts to the live dtype
                 eps = self._eval_games(ev.opponents[0], ev.confirm_games, 30_000_001 + it)
                 invalid = sum(e.invalid_moves() for e in eps) / max(1, sum(e.moves() for e in eps))
                 cands.append({"iteration": it, "in_run": evals[it][key], "confirm": _win_rate(eps),
@@ -448,60 +426,45 @@ class SpiralTrainer:
                   "invalid_rate": win["invalid_rate"], "checkpoint": win["checkpoint"],
                   "confirm": {"games": ev.confirm_games, "win_rate": win["confirm"], "candidates": cands}}
         atomic_write_bytes(path, json.dumps(record, indent=1).encode())
-        self._link("best", Path(win["checkpoint"]))
+        link(self.dir, "best", Path(win["checkpoint"]))
         self.metrics.log(self.iteration, **{"confirm/best_iteration": win["iteration"],
                                             f"confirm/{key.removeprefix('eval/')}": win["confirm"]})
         return record
 
-    def _link(self, name: str, target: Path) -> None:
-        """Atomically (re)point the symlink ``dir/name`` at ``target`` (relative to the run folder)."""
-        tmp = self.dir / f".{name}.tmp"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        tmp.symlink_to(target)
-        os.replace(tmp, self.dir / name)
-
-    @staticmethod
-    def _checkpoint_path(it: int) -> Path:
-        """Iteration ``it``'s checkpoint folder, relative to the run folder."""
-        return Path("checkpoints") / f"iter-{it:05d}"
-
     def checkpoint(self, it: int) -> Path:
         torch = _torch()
-        ckpt = self.dir / self._checkpoint_path(it)
+        ckpt = self.dir / checkpoint_path(it)
         ckpt.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(ckpt)
-        self.tok.save_pretrained(ckpt)
+        self.learner.save_weights(ckpt)
         state = {
-            "iteration": it, "il_done": self.il_done, "optimizer": self.opt.state_dict(),
-            "scaler": self.scaler.state_dict(), "rae": self.rae.state_dict(), "torch_rng": torch.get_rng_state(),
-            "py_random": random.getstate(), "config": asdict(self.cfg),
-            "critic": self.critic.state_dict() if self.critic is not None else None,
+            "iteration": it, "il_done": self.il_done, **self.learner.state_dict(), "rae": self.rae.state_dict(),
+            "torch_rng": torch.get_rng_state(), "py_random": random.getstate(), "config": asdict(self.cfg),
         }
-        torch.save(state, ckpt / "trainer_state.pt.tmp")
-        os.replace(ckpt / "trainer_state.pt.tmp", ckpt / "trainer_state.pt")
-        self._link("latest", self._checkpoint_path(it))
+        save_torch_atomic(state, ckpt / "trainer_state.pt")
+        link(self.dir, "latest", checkpoint_path(it))
         return ckpt
 
     def _load_state(self, state: dict) -> None:
         torch = _torch()
         self.iteration = int(state["iteration"])
         self.il_done = bool(state.get("il_done"))
-        self.opt.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
+        self.learner.load_state_dict(state)
         self.rae.load_state_dict(state["rae"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["py_random"])
-        if self.critic is not None and state.get("critic") is not None:
-            self.critic.load_state_dict(state["critic"])
 
     def snapshot(self, it: int) -> str:
+        """Checkpoint iteration `it` and freeze it into the league as a historical player."""
         ckpt = self.checkpoint(it)
         spec = f"llm:{ckpt},greedy=True,max_new_tokens={self.cfg.max_new_tokens},template={self.template.name}"
         return self.league.add_snapshot(LEARNER_NAME, spec, name=f"{LEARNER_NAME}@{it}")
 
     # -- the loop -----------------------------------------------------------------------------
-    def run(self, iterations: int | None = None, progress=None) -> dict[str, float]:
+    def run(self, iterations: int | None = None, progress=None, phase: Callable[[str, int, int], None] | None = None,
+            ) -> dict[str, float]:
+        """Train to iteration `iterations` (default: the config's), resuming where the run folder left off.
+        ``progress(it, last, metrics)`` is called after each iteration, ``phase(text, done, total)``
+        during the imitation warm start."""
         cfg = self.cfg
         torch = _torch()
         last = cfg.iterations if iterations is None else iterations
@@ -509,16 +472,15 @@ class SpiralTrainer:
             # Start of a run (a run resumed from its iteration-0 checkpoint has done this already).
             torch.manual_seed(cfg.seed)
             if cfg.il is not None and not self.il_done:
-                self.imitation()
+                self.imitation(progress=phase)
             snap = self.snapshot(0)
             self.evaluate(0, snapshot=snap)
         policy = InvalidMovePolicy(allowance=0, loss=cfg.invalid_penalty, win=cfg.invalid_reward_other)
         result: dict[str, float] = {}
         for it in range(self.iteration + 1, last + 1):
             t0 = time.perf_counter()
-            lr = lr_at(cfg, it)
-            for group in self.opt.param_groups:
-                group["lr"] = lr
+            lr = cfg.lr_at(it)
+            self.learner.set_lr(lr)
             pairings = self._pairings(cfg.games_per_iter)
             episodes = self._play(pairings, greedy=False, policy=policy, seed=cfg.seed * 100_003 + it,
                                   concurrency=cfg.concurrency)
@@ -552,11 +514,11 @@ class SpiralTrainer:
         return result
 
     def close(self) -> None:
-        self.rollout_engine.close()
+        self.actors.close()
         self.metrics.close()
 
 
-def train(cfg: TrainConfig, directory: str | Path, **overrides) -> dict[str, float]:
+def train(cfg: SpiralConfig, directory: str | Path, **overrides) -> dict[str, float]:
     trainer = SpiralTrainer(cfg, directory, **overrides)
     try:
         return trainer.run()

@@ -25,7 +25,7 @@ pytest.importorskip("torch")
 
 from arena.match.batch import play_matches, summarize  # noqa: E402
 from arena.match import InvalidMovePolicy  # noqa: E402
-from arena.trainers.llm.config import load_train_config  # noqa: E402
+from arena.trainers.registry import load_train_config  # noqa: E402
 from arena.trainers.llm.spiral import SpiralTrainer  # noqa: E402
 
 CONFIGS = Path(__file__).parents[3] / "configs" / "train"

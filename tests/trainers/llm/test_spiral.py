@@ -9,7 +9,7 @@ import yaml
 torch = pytest.importorskip("torch")
 
 from arena.league.manager import open_league  # noqa: E402
-from arena.trainers.llm.config import load_train_config  # noqa: E402
+from arena.trainers.registry import load_train_config  # noqa: E402
 from arena.trainers.llm.spiral import SpiralTrainer  # noqa: E402
 
 CONFIGS = Path(__file__).parents[3] / "configs" / "train"
@@ -65,7 +65,7 @@ def test_short_run_checkpoints_snapshots_and_resumes(tmp_path):
     try:
         assert t2.iteration == 2 and t2.il_done
         assert t2.rae.state_dict() == state["rae"]
-        assert t2.opt.state_dict()["state"].keys() == state["optimizer"]["state"].keys()
+        assert t2.learner.opt.state_dict()["state"].keys() == state["optimizer"]["state"].keys()
         t2.run()
         assert t2.iteration == 3
     finally:
@@ -100,7 +100,7 @@ def test_low_precision_rollout_and_training(tmp_path, rollout, train):
         # the FP16 paper's diagnostic: rollout and trainer log-probs of the same tokens differ
         assert final["train/mismatch"] > 1e-4
     if train == "fp16":
-        assert t.scaler.is_enabled() and t.scaler.get_scale() > 0
+        assert t.learner.scaler.is_enabled() and t.learner.scaler.get_scale() > 0
 
 
 def test_bpco_critic_with_privileged_input_on_kuhn(tmp_path):
@@ -109,7 +109,7 @@ def test_bpco_critic_with_privileged_input_on_kuhn(tmp_path):
     cfg.eval.every = 100
     t, final = run(cfg, tmp_path / "kuhn")
     assert "train/value_loss" in final and final["train/value_loss"] >= 0
-    head = t.critic.proj.weight
+    head = t.learner.critic.proj.weight
     assert float(head.abs().sum()) > 0  # the value head learned something
 
 
@@ -232,19 +232,18 @@ def test_confirmation_round_moves_best_to_the_winner_of_fresh_games(tmp_path):
 
 
 def test_lr_schedules(tmp_path):
-    from arena.trainers.llm.config import lr_at
 
     lin = small(tmp_path, iterations=5, lr=1e-3, lr_end=1e-4, lr_schedule="linear")
-    assert [round(lr_at(lin, i), 9) for i in range(1, 6)] == [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4]
+    assert [round(lin.lr_at(i), 9) for i in range(1, 6)] == [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4]
     cos = small(tmp_path, iterations=3, lr=1e-3, lr_end=0.0, lr_schedule="cosine")
-    assert [round(lr_at(cos, i), 9) for i in (1, 2, 3)] == [1e-3, 5e-4, 0.0]
-    assert lr_at(small(tmp_path, iterations=3, lr=1e-3, lr_schedule="constant"), 3) == 1e-3
+    assert [round(cos.lr_at(i), 9) for i in (1, 2, 3)] == [1e-3, 5e-4, 0.0]
+    assert small(tmp_path, iterations=3, lr=1e-3, lr_schedule="constant").lr_at(3) == 1e-3
     # the trainer sets it on the optimizer each iteration and logs it
     cfg = small(tmp_path, iterations=2, il=None, lr=2e-4, lr_end=1e-4, lr_schedule="linear")
     cfg.eval.every = 100
     t, _ = run(cfg, tmp_path / "lr")
     assert [r["train/lr"] for r in read_metrics(tmp_path / "lr") if "train/lr" in r] == [2e-4, 1e-4]
-    assert t.opt.param_groups[0]["lr"] == 1e-4
+    assert t.learner.opt.param_groups[0]["lr"] == 1e-4
 
 
 def test_resume_from_the_iteration_zero_checkpoint(tmp_path):

@@ -1,0 +1,105 @@
+"""Trainers by name: ``arena train CONFIG`` reads the config's ``trainer:`` key, validates the rest
+into that trainer's config dataclass and builds the trainer.
+
+A trainer is any object with ``iteration`` (iterations done), ``run(progress=None) -> dict`` (train to the
+config's end, resuming where the run folder left off) and ``close()``. Register your own with
+:func:`register_trainer`; the built-in ones are named by ``module:attr`` strings and imported only
+when used (importing this module needs no torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Union
+
+import yaml
+
+from arena.config import from_dict
+from arena.errors import ConfigError
+
+#: A class, or a "module:attr" string imported on first use.
+Ref = Union[type, Callable[..., Any], str]
+
+
+@dataclass(frozen=True)
+class TrainerEntry:
+    name: str
+    config: Ref  # the config dataclass
+    build: Ref  # build(cfg, directory) -> trainer
+    summary: str = ""
+
+    def config_class(self) -> type:
+        return _resolve(self.config)
+
+    def builder(self) -> Callable[..., Any]:
+        return _resolve(self.build)
+
+
+_TRAINERS: dict[str, TrainerEntry] = {
+    "spiral": TrainerEntry("spiral", "arena.trainers.llm.config:SpiralConfig", "arena.trainers.llm.spiral:SpiralTrainer",
+                           "SPIRAL-style self-play RL for a language-model player, fed by its own league"),
+}
+
+
+def _resolve(ref: Ref) -> Any:
+    if isinstance(ref, str):
+        mod, _, attr = ref.partition(":")
+        return getattr(importlib.import_module(mod), attr)
+    return ref
+
+
+def register_trainer(name: str, config: Ref, build: Ref, summary: str = "") -> None:
+    """Make ``trainer: <name>`` in a training config build ``build(cfg, directory)`` from a ``config``."""
+    if name in _TRAINERS:
+        raise ValueError(f"trainer {name!r} is already registered")
+    _TRAINERS[name] = TrainerEntry(name, config, build, summary)
+
+
+def trainer_names() -> list[str]:
+    return sorted(_TRAINERS)
+
+
+def get_trainer(name: str) -> TrainerEntry:
+    try:
+        return _TRAINERS[name]
+    except KeyError:
+        raise ConfigError(f"trainer: unknown trainer {name!r}; known: {', '.join(trainer_names())}") from None
+
+
+def read_train_config(path: str | Path, **overrides: Any) -> tuple[TrainerEntry, Any]:
+    """(the trainer the config names, its validated config). Overrides that are None are ignored;
+    every error is a `ConfigError` naming the file and the key."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"no config file at {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
+    name = data.pop("trainer", None)
+    if name is None:
+        raise ConfigError(f"{path}: trainer: required key is missing (one of: {', '.join(trainer_names())})")
+    try:
+        entry = get_trainer(str(name))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return entry, from_dict(entry.config_class(), data)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def load_train_config(path: str | Path, **overrides: Any) -> Any:
+    """The validated config of the trainer that `path` names (see :func:`read_train_config`)."""
+    return read_train_config(path, **overrides)[1]
+
+
+def make_trainer(path: str | Path, directory: str | Path, **overrides: Any) -> Any:
+    """Build the trainer a config file names, on run folder `directory`."""
+    entry, cfg = read_train_config(path, **overrides)
+    return entry.builder()(cfg, directory)
