@@ -1,7 +1,7 @@
 """Agents: one protocol, ``act(observation) -> action``, built from spec strings."""
 
 from arena.agents.base import Agent, BaseAgent, Forfeit, derive_seed
-from arena.agents.specs import agent_kinds, make_agent, make_agents, register_agent_kind
+from arena.agents.specs import agent_kinds, make_agent, register_agent_kind
 
 __all__ = [
     "Agent",
@@ -10,6 +10,5 @@ __all__ = [
     "agent_kinds",
     "derive_seed",
     "make_agent",
-    "make_agents",
     "register_agent_kind",
 ]

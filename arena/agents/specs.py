@@ -4,8 +4,8 @@ Forms:
 * ``random``, ``first``, ``human``
 * ``mcts:simulations=200,rollouts=1``, ``tactics:epsilon=0.1``, ``cfr:iterations=200``
 * ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
-* kinds registered later by other packages (``policy:<checkpoint>``, ``llm:<model folder>``)
-  via `register_agent_kind`: a kind may take one positional argument before its options.
+* kinds with a positional argument before their options (``tabular:<table.json>``,
+  ``llm:<model folder>``), and your own kinds registered with `register_agent_kind`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import ast
 import importlib
 from typing import Any, Callable
 
-from arena.agents.base import derive_seed
 from arena.envs.core import GameCore
 from arena.errors import AgentSpecError
 
@@ -93,10 +92,6 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
     except AttributeError:
         pass
     return agent
-
-
-def make_agents(specs: list[str], core: GameCore, seed: int | None = None) -> list[Any]:
-    return [make_agent(s, core, derive_seed(seed, i)) for i, s in enumerate(specs)]
 
 
 def _no_positional(kind: str, positional: str | None) -> None:
