@@ -10,8 +10,15 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperOption
+from rich.markup import escape
 
 from arena.errors import ArenaError
+
+# typer 0.29's rich help prints a flag's type as "<bool>", which reads as an option that takes a value
+# (and `--payoff true` is then refused): a flag shows no type.
+_display_type_rich = TyperOption.display_type_rich
+TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _display_type_rich(self, ctx)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Self-play arena: games, agents, leagues, replays.")
 envs_app = typer.Typer(no_args_is_help=True, help="Registered games.")
@@ -24,11 +31,45 @@ app.add_typer(league_app, name="league")
 console = Console()
 
 
-def _plugins(plugins: Optional[List[str]]) -> None:
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        console.print(f"arena {version('arena')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Self-play arena: games, agents, leagues, replays."""
+
+
+def _plugins(plugins: Optional[List[str]]) -> list[str]:
+    """Import each plug-in (a module name or a path to a .py file) and return their module names.
+
+    The working directory is on the import path, as for ``python -m``: ``--plugin my_games`` finds
+    ``./my_games.py``; a file path puts its folder on the path. Worker processes get the same path.
+    """
+    import os
+
     from arena.envs import load_plugin
 
-    for mod in plugins or []:
-        load_plugin(mod)
+    names = []
+    for item in plugins or []:
+        path = Path(item)
+        if item.endswith(".py") or os.sep in item:
+            if not path.is_file():
+                raise ArenaError(f"--plugin {item}: no such file")
+            folder, name = str(path.resolve().parent), path.stem
+        else:
+            folder, name = os.getcwd(), item
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+            os.environ["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        load_plugin(name)
+        names.append(name)
+    return names
 
 
 @envs_app.command("list")
@@ -44,105 +85,273 @@ def envs_list(
     console.print(games_table(describe_games(include_all=all_)))
 
 
+PLAYERS_HELP = ("Agent specs, one per seat: repeat -p (-p human -p random) or list them after one --players "
+                "(--players human random); see the agents table in the README.")
+
+
 @app.command()
 def play(
-    game: str = typer.Argument(..., help="Game id, e.g. arena/TicTacToe-v0"),
-    players: Optional[List[str]] = typer.Option(None, "--players", "-p",
-                                                help="Agent specs, one per seat (repeat or space-separate)."),
+    game: str = typer.Argument(..., help="Game id, e.g. arena/TicTacToe-v0 (see `arena envs list`)."),
+    more_players: Optional[List[str]] = typer.Argument(None, hidden=True),
+    players: Optional[List[str]] = typer.Option(None, "--players", "-p", help=PLAYERS_HELP),
     vs: Optional[str] = typer.Option(None, "--vs", help="Play a league player yourself: LEAGUE_DIR:PLAYER (rated)."),
-    seat: int = typer.Option(0, "--seat", help="With --vs: your seat."),
+    seat: int = typer.Option(0, "--seat", help="With --vs: your seat (0 moves first)."),
     n: int = typer.Option(1, "-n", "--matches", help="Number of matches."),
-    seed: int = typer.Option(0, "--seed"),
-    replays: Optional[Path] = typer.Option(None, "--replays", help="Folder to store replays in."),
-    workers: int = typer.Option(1, "--workers", help="Worker processes."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per move."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the first match; match i uses seed + i."),
+    replays: Optional[Path] = typer.Option(None, "--replays", help="Folder to store one replay per match in."),
+    workers: int = typer.Option(1, "--workers", help="Worker processes (1: play in this process)."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per move (none by default)."),
     no_swap: bool = typer.Option(False, "--no-swap", help="Keep seats fixed instead of rotating them."),
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers more games."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module or .py file that registers more games."),
 ):
-    """Play matches between agents (a human at the terminal is `human`)."""
+    """Play matches between agents (a person at the terminal is `human`); print a summary table."""
     from arena.match.batch import play_matches, summarize
     from arena.ui.tables import summary_table
 
-    _plugins(plugin)
+    plugins = _plugins(plugin)
     if vs is not None:
-        from arena.league.play import play_against
-
-        directory, _, player = vs.rpartition(":")
-        if not directory or not player:
-            raise typer.BadParameter("--vs takes LEAGUE_DIR:PLAYER, e.g. runs/quick:mcts")
-        out = play_against(directory, player, game, seat=seat, seed=seed)
-        who = "draw" if out["draw"] else (f"{out['players'][out['winner']]} wins" if out["winner"] is not None else "-")
-        console.print(f"[bold]{game}[/]: {who}; returns {out['returns']}; {out['outcome']}")
-        console.print("Elo now: " + ", ".join(f"{k} {v:.0f}" for k, v in out["elo"].items() if v is not None))
-        console.print(f"Replay: {out['replay']}")
+        _play_league_player(game, vs, seat, seed, bool(players))
         return
-    if not players:
-        raise typer.BadParameter("give --players (one agent spec per seat) or --vs LEAGUE_DIR:PLAYER")
-    specs = [s for p in players for s in p.split()]
-    if "human" in specs and workers > 1:
-        raise typer.BadParameter("a human player needs --workers 1")
-    results = play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers,
-                           replay_dir=replays, move_time_limit=time_limit, plugins=plugin or ())
+    specs = [s for p in (players or []) + (more_players or []) for s in p.split()]
+    if not specs:
+        raise ArenaError("give the agents, one spec per seat (-p human -p random), or --vs LEAGUE_DIR:PLAYER")
+    _check_agents(game, specs)
+    if n < 1:
+        raise ArenaError(f"-n must be at least 1, got {n}")
+    human = "human" in specs
+    if human and workers > 1:
+        raise ArenaError("a human player needs --workers 1 (drop --workers)")
+    done: list = []
+    stopped = False
+    progress = None
+    if n > 1 and not human:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[rate]:.1f} matches/s"), TimeElapsedColumn(), console=console,
+                            transient=True)
+    try:
+        if progress is not None:
+            import time
+
+            start = time.perf_counter()
+            with progress:
+                task = progress.add_task(game, total=n, rate=0.0)
+
+                def tick(res) -> None:
+                    done.append(res)
+                    progress.update(task, completed=len(done), rate=len(done) / max(time.perf_counter() - start, 1e-9))
+
+                play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
+                             move_time_limit=time_limit, plugins=plugins, on_result=tick)
+        else:
+            play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
+                         move_time_limit=time_limit, plugins=plugins, on_result=done.append)
+    except KeyboardInterrupt:
+        stopped = True
+    results = sorted(done, key=lambda r: r.match_id)
+    if stopped or len(results) < n:
+        console.print(f"[yellow]stopped after {len(results)} of {n} matches[/]"
+                      + ("; the finished ones are below" if results else ""))
+    if not results:
+        if stopped:
+            raise typer.Exit(130)
+        return
     if n == 1:
         r = results[0]
         who = "draw" if r.draw else (f"{r.agents[r.winner]} (seat {r.winner}) wins" if r.winner is not None else "-")
         console.print(f"[bold]{game}[/]: {who}; returns {r.returns}; {r.moves} moves; {r.outcome} {r.reason}")
-    console.print(summary_table(f"{game}: {n} matches", summarize(results, specs)))
+    console.print(summary_table(f"{game}: {len(results)} matches", summarize(results, specs)))
     if replays is not None:
-        console.print(f"Replays in {replays}")
+        console.print(f"Replays in {replays} ({len(results)} files)")
+    if stopped:
+        raise typer.Exit(130)
+
+
+def _check_agents(game: str, specs: list[str]) -> None:
+    """One line naming the fix when the specs do not fit the game: their number, or an agent that
+    cannot be built or cannot play it."""
+    from arena.agents.specs import make_agent
+    from arena.envs.registry import make_core
+
+    core = make_core(game)
+    k = len(core.players)
+    if len(specs) != k:
+        example = " ".join(["-p random"] * k)
+        raise ArenaError(f"{core.game_id} has {k} player{'s' if k != 1 else ''} ({', '.join(core.players)}); "
+                         f"got {len(specs)} agent spec{'s' if len(specs) != 1 else ''}: give one per seat, e.g. "
+                         f"{example}")
+    for i, spec in enumerate(specs):
+        if spec != "human":
+            make_agent(spec, core, i)
+
+
+def _play_league_player(game: str, vs: str, seat: int, seed: int, with_players: bool) -> None:
+    from arena.league.play import play_against
+
+    if with_players:
+        raise ArenaError("--vs plays you against a league player: drop -p/--players")
+    directory, _, player = vs.rpartition(":")
+    if not directory or not player:
+        raise ArenaError("--vs takes LEAGUE_DIR:PLAYER, e.g. --vs runs/quick:mcts")
+    out = play_against(directory, player, game, seat=seat, seed=seed)
+    who = "draw" if out["draw"] else (f"{out['players'][out['winner']]} wins" if out["winner"] is not None else "-")
+    console.print(f"[bold]{game}[/]: {who}; returns {out['returns']}; {out['outcome']}")
+    console.print("Elo now: " + ", ".join(f"{k} {v:.0f}" for k, v in out["elo"].items() if v is not None))
+    console.print(f"Replay: {out['replay']}")
 
 
 @replay_app.command("list")
-def replay_list(folder: Path):
-    """The replays in a folder: id, game, agents, result."""
+def replay_list(
+    folder: Path = typer.Argument(..., help="Folder of replays (searched recursively)."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
+):
+    """The replays in a folder: id, game, agents, result.
+
+    Ids are printed whole (never cut to the terminal's width): `arena replay show FOLDER ID` and `arena replay verify FOLDER ID` take one, or a unique start of one.
+
+    Unreadable files are listed after the table, one line each (file and why); the exit code is then 1.
+    """
     from rich.table import Table
+    from rich.text import Text
 
-    from arena.replays import list_replays, read_replay
+    from arena.envs.registry import is_registered
+    from arena.errors import ReplayError
+    from arena.replays import list_replays, load_hint, read_replay, replay_id
 
-    t = Table(title=str(folder), title_justify="left")
-    for c in ("replay", "game", "agents", "returns", "moves", "outcome"):
-        t.add_column(c)
+    _plugins(plugin)
     paths = list_replays(folder)
+    rows, bad, missing = [], [], {}
     for p in paths:
-        r = read_replay(p)
-        t.add_row(str(p.relative_to(folder)), r.game_id, " vs ".join(r.header["agents"]),
-                  " ".join(f"{x:+g}" for x in r.result["returns"]), str(r.result["moves"]), r.result["outcome"])
-    console.print(t)
-    console.print(f"{len(paths)} replays")
+        try:
+            r = read_replay(p)
+            row = [replay_id(p, folder), r.game_id, " vs ".join(map(str, r.header["agents"])),
+                   " ".join(f"{float(x):+g}" for x in r.result["returns"]), str(r.result["moves"]),
+                   str(r.result["outcome"])]
+        except (ReplayError, TypeError, ValueError) as e:
+            bad.append(str(e) if isinstance(e, ReplayError) else f"{p}: not a valid replay ({e})")
+            continue
+        rows.append(row)
+        if r.game_id not in missing:
+            missing[r.game_id] = None if is_registered(r.game_id) else load_hint(r.header)
+    width = max((len(r[0]) for r in rows), default=2)
+    if console.width >= width + 50:
+        t = Table(title=str(folder), title_justify="left")
+        t.add_column("id", no_wrap=True, min_width=width)
+        for c in ("game", "agents", "returns", "moves", "outcome"):
+            t.add_column(c)
+        for row in rows:
+            t.add_row(*(Text(x) for x in row))
+        console.print(t)
+    else:  # too narrow for a table that keeps ids whole: one id a line, details under it
+        console.print(Text(str(folder), style="bold"), soft_wrap=True)
+        for row in rows:
+            console.print(Text(row[0]), soft_wrap=True)
+            console.print(Text("    " + "  ".join(row[1:]), style="dim"), soft_wrap=True)
+    for e in bad:
+        console.print(Text.assemble(("UNREADABLE ", "red"), e), soft_wrap=True)
+    for gid, hint in missing.items():
+        if hint is not None:
+            n = sum(1 for row in rows if row[1] == gid)
+            console.print(Text(f"game {gid} ({n} replays) is not registered: {hint}", style="yellow"), soft_wrap=True)
+    console.print(f"{len(rows)} replays" + (f", {len(bad)} unreadable" if bad else ""))
+    if bad:
+        raise typer.Exit(1)
 
 
 @replay_app.command("show")
 def replay_show(
-    path: Path,
+    path: Path = typer.Argument(..., help="A replay file, or the folder of replays with ID."),
+    replay: Optional[str] = typer.Argument(None, metavar="ID",
+                                           help="With a folder: the id `arena replay list` shows, or its start."),
     step: Optional[int] = typer.Option(None, "--step", help="Show only this step (1-based)."),
-    all_: bool = typer.Option(False, "--all", help="Print every step, no prompts."),
+    all_: bool = typer.Option(False, "--all", help="Print every step and the final position, no prompts."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
 ):
-    """Step through a match in the terminal (n/p/g N/q)."""
-    from arena.replays import read_replay
+    """Step through a match in the terminal: give a replay file, or a folder and an id.
+
+    Keys: Enter or n: next step; p: previous step; g N: go to step N; f: first step; l: last, the final position after the last move; q: quit.
+
+    The final position comes from re-simulating the match through its game: a plug-in game needs its --plugin (a module a replay names is never imported on its own).
+    """
+    from arena.errors import ReplayError
+    from arena.replays import find_replay, read_replay
     from arena.ui.replay_viewer import show
 
+    _plugins(plugin)
+    if path.is_dir():
+        if replay is None:
+            raise ReplayError(f"{path} is a folder: give a replay id too, arena replay show {path} ID "
+                              f"(arena replay list {path} shows them)")
+        path = find_replay(path, replay)
+    elif replay is not None:
+        raise ReplayError(f"{path} is not a folder: give a replay file alone, or a folder and an id")
     r = read_replay(path)
     show(r, console, step=None if step is None else step - 1, interactive=not all_ and step is None)
 
 
 @replay_app.command("verify")
-def replay_verify(path: Path):
-    """Re-simulate replays (a file or a folder) and confirm the same outcome."""
-    from arena.replays import list_replays
-    from arena.match.verify import verify_replay
+def replay_verify(
+    path: Path = typer.Argument(..., help="A replay file or a folder of replays."),
+    ids: Optional[List[str]] = typer.Argument(None, metavar="ID",
+                                              help="With a folder: only these ids (as `replay list` shows them)."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
+):
+    """Re-simulate replays (a file, a folder, or a folder and ids) and confirm the same outcome.
 
-    paths = list_replays(path) if path.is_dir() else [path]
-    bad = 0
+    Every file is checked: each one that fails gets one line (file and why), then a count: verified, mismatched, unreadable, not checked (its game is not loaded: the line names the --plugin to pass). The exit code is 1 if any failed.
+
+    A module a replay names is never imported unless it is passed with --plugin.
+    """
+    from rich.text import Text
+
+    from arena.errors import ReplayError
+    from arena.match.verify import verify_replay
+    from arena.replays import find_replay, list_replays, read_replay
+
+    _plugins(plugin)
+    if path.is_dir():
+        paths = [find_replay(path, i) for i in ids] if ids else list_replays(path)
+    elif ids:
+        raise ReplayError(f"{path} is not a folder: ids go with a folder of replays")
+    elif not path.exists() and not any(path.with_name(path.name + s).exists() for s in (".jsonl", ".jsonl.gz")):
+        raise ReplayError(f"no replay or folder at {path}")
+    else:
+        paths = [path]
+    counts = {"verified": 0, "mismatched": 0, "unreadable": 0, "not checked": 0}
     for p in paths:
-        rep = verify_replay(p)
-        status = "[green]OK[/]" if rep.ok else "[red]MISMATCH[/]"
-        console.print(f"{status} {p} ({rep.steps} steps)")
-        for d in rep.differences:
-            console.print(f"   {d}")
+        try:
+            r = read_replay(p)
+        except ReplayError as e:
+            counts["unreadable"] += 1
+            console.print(Text.assemble(("UNREADABLE ", "red"), str(e)), soft_wrap=True)
+            continue
+        try:
+            rep = verify_replay(r)
+        except ReplayError as e:
+            counts["not checked"] += 1
+            console.print(Text.assemble(("NOT CHECKED ", "red"), f"{p}: {e}"), soft_wrap=True)
+            continue
+        except Exception as e:  # a broken game must not hide the other files
+            counts["not checked"] += 1
+            console.print(Text.assemble(("NOT CHECKED ", "red"), f"{p}: re-simulation failed: {type(e).__name__}: {e}"),
+                          soft_wrap=True)
+            continue
+        if rep.ok:
+            counts["verified"] += 1
+            console.print(Text.assemble(("OK ", "green"), f"{p} ({rep.steps} steps)"), soft_wrap=True)
+        else:
+            counts["mismatched"] += 1
+            more = f" (and {len(rep.differences) - 1} more)" if len(rep.differences) > 1 and len(paths) > 1 else ""
+            console.print(Text.assemble(("MISMATCH ", "red"), f"{p} ({rep.steps} steps): {rep.differences[0]}{more}"),
+                          soft_wrap=True)
+            if len(paths) == 1:
+                for d in rep.differences[1:]:
+                    console.print(Text(f"   {d}"), soft_wrap=True)
         for w in rep.warnings:
-            console.print(f"   [yellow]warning[/]: {w}")
-        bad += not rep.ok
-    if bad:
+            console.print(Text.assemble("   ", ("warning", "yellow"), f": {w}"), soft_wrap=True)
+    console.print(f"{len(paths)} replays: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    if len(paths) != counts["verified"]:
         raise typer.Exit(1)
 
 
@@ -176,7 +385,7 @@ def league_run(
 
 
 @league_app.command("status")
-def league_status(directory: Path):
+def league_status(directory: Path = typer.Argument(..., help="League folder.")):
     """Players, roles, matches played/queued, recent results and events."""
     from arena.league.manager import open_league
     from arena.ui.views import status_view
@@ -185,7 +394,8 @@ def league_status(directory: Path):
 
 
 @league_app.command("report")
-def league_report(directory: Path, out: Optional[Path] = typer.Option(None, "--out")):
+def league_report(directory: Path = typer.Argument(..., help="League folder."),
+                  out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html).")):
     """One self-contained HTML page: tables, plots, links to replays."""
     from arena.league.manager import open_league
     from arena.ui.report import write_report
@@ -196,7 +406,7 @@ def league_report(directory: Path, out: Optional[Path] = typer.Option(None, "--o
 
 @app.command()
 def ratings(
-    directory: Path,
+    directory: Path = typer.Argument(..., help="League (or training run) folder."),
     game: Optional[str] = typer.Option(None, "--game", help="One game's ratings (default: all games, then each)."),
     payoff: bool = typer.Option(False, "--payoff", help="Show the payoff matrix (win rates) with alpha-rank."),
     plot: bool = typer.Option(False, "--plot", help="Write PNGs: rating curves and payoff heatmaps."),
@@ -208,6 +418,10 @@ def ratings(
     from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view
 
     store = open_league(directory)
+    games = store.rated_games()
+    if game is not None and game not in games and game != OVERALL:
+        known = ", ".join(g for g in games if g != OVERALL) or "none yet"
+        raise ArenaError(f"--game {game}: the league at {directory} has no rated games of that id; its games: {known}")
     g = game or OVERALL
     if recompute:
         view, equal = recompute_view(store)
@@ -217,6 +431,10 @@ def ratings(
         return
     if payoff:
         console.print(payoff_view(store, g))
+        per_game = [x for x in games if x != OVERALL]
+        if game is None and len(per_game) > 1:
+            for x in per_game:
+                console.print(payoff_view(store, x))
     else:
         console.print(ratings_view(store, g))
         if game is None:
@@ -235,7 +453,7 @@ def train(
     directory: Path = typer.Option(..., "--dir", help="Run folder (resumed from its latest checkpoint if it exists)."),
     model: Optional[str] = typer.Option(None, "--model", help="tiny, smollm2 or a local Hugging Face folder."),
     loss: Optional[str] = typer.Option(None, "--loss", help="ppo_clip, dppo_binary_tv, dppo_topk_kl, drpo, ..."),
-    iterations: Optional[int] = typer.Option(None, "--iterations"),
+    iterations: Optional[int] = typer.Option(None, "--iterations", help="Train to this iteration (overrides the config)."),
 ):
     """Train the learner a config names (its `trainer:` key; today `spiral`: SPIRAL-style self-play RL
     for a language-model player, fed by its own league). An existing run folder resumes."""
@@ -245,20 +463,52 @@ def train(
 
     entry, cfg = read_train_config(config, model=model, loss=loss, iterations=iterations)
     trainer = entry.builder()(cfg, directory)
-    cols = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+    if trainer.iteration > 0:
+        console.print(f"resuming from iteration {trainer.iteration} of {cfg.iterations} ({directory}/latest)")
+    cols = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn())
+
+    def on_sigint(signum, frame):
+        # First Ctrl-C: finish the current iteration, checkpoint it, stop. A second one (or one before the
+        # first iteration starts) stops at once; the last checkpoint stands.
+        if getattr(trainer, "in_loop", False) and not getattr(trainer, "stop_requested", True):
+            trainer.stop_requested = True
+            console.print("[yellow]stopping after this iteration[/] (Ctrl-C again to stop at once)")
+            return
+        raise KeyboardInterrupt
+
+    old_handler = signal.signal(signal.SIGINT, on_sigint)
+    interrupted = False
     try:
         with Progress(*cols, console=console) as progress:
             task = progress.add_task("train", total=cfg.iterations, completed=trainer.iteration, info="")
 
             def show(it, total, m):
                 wr = next((f"win {v:.2f} vs {k.split('/')[-1]}" for k, v in m.items() if k.startswith("eval/win_rate")), "")
-                progress.update(task, completed=it, info=f"return {m.get('train/return', 0):+.2f} "
-                                f"invalid {m.get('train/invalid_rate', 0):.2f} {wr}")
+                progress.update(task, description="train", completed=it,
+                                info=f"return {m.get('train/return', 0):+.2f} invalid {m.get('train/invalid_rate', 0):.2f} {wr}")
 
-            final = trainer.run(progress=show)
+            def phase(text, done, total):
+                progress.update(task, description=text.split(":")[0], info=f"{text.split(':', 1)[-1].strip()} "
+                                f"({done}/{total})")
+
+            import inspect
+
+            takes_phase = "phase" in inspect.signature(trainer.run).parameters  # optional for registered trainers
+            final = trainer.run(progress=show, **({"phase": phase} if takes_phase else {}))
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
+        signal.signal(signal.SIGINT, old_handler)
         trainer.close()
+    if interrupted or getattr(trainer, "stop_requested", False):
+        done = trainer.iteration
+        latest = Path(directory) / "latest"
+        saved = f"iteration {latest.resolve().name.removeprefix('iter-').lstrip('0') or '0'} is saved in {latest}" \
+            if latest.exists() else "nothing was saved yet (the run stopped before its first checkpoint)"
+        console.print(f"[yellow]stopped[/] after iteration {done} of {cfg.iterations}: {saved}; run the same "
+                      "command to continue")
+        raise typer.Exit(130)
     for k in sorted(final):
         if k.startswith("eval/"):
             console.print(f"{k}: {final[k]:.3f}")
@@ -277,7 +527,7 @@ def train(
 def demo(
     out: str = typer.Option("runs/demo", "--dir", help="League directory (resumed if it exists)."),
     matches: Optional[int] = typer.Option(None, "--matches", help="Total matches (default: the config's)."),
-    workers: Optional[int] = typer.Option(None, "--workers"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: the config's)."),
 ):
     """The quickstart league on embedded defaults: ratings, payoff, plots and an HTML report."""
     from arena.demo import DemoConfig, run_demo
@@ -289,7 +539,7 @@ def main() -> None:
     try:
         app()
     except ArenaError as e:
-        Console(stderr=True).print(f"[red]error:[/] {e}")
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(e))}")
         sys.exit(2)
 
 

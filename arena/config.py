@@ -99,6 +99,14 @@ def from_dict(cls: type[T], data: dict, where: str = "") -> T:
     return obj
 
 
+def yaml_error(path: str | Path, e: Exception) -> str:
+    """A YAML syntax error in one line: where and what."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = " ".join(str(getattr(e, "problem", None) or e).split())
+    return f"{path}:{where}: not valid YAML: {what}"
+
+
 def load_yaml(cls: type[T], path: str | Path, overrides: dict | None = None) -> T:
     path = Path(path)
     if not path.exists():
@@ -106,7 +114,7 @@ def load_yaml(cls: type[T], path: str | Path, overrides: dict | None = None) -> 
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        raise ConfigError(yaml_error(path, e)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
     for k, v in (overrides or {}).items():

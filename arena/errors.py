@@ -28,7 +28,11 @@ class MissingExtra(ArenaError, ImportError):
 
 
 class AgentSpecError(ArenaError, ValueError):
-    pass
+    """An agent spec that cannot be built: unknown kind or option, a bad value, a missing file."""
+
+
+class IncompatibleAgent(AgentSpecError):
+    """A well-formed agent spec for an agent that cannot play this game (``cfr`` on tic-tac-toe)."""
 
 
 class ConfigError(ArenaError, ValueError):
@@ -37,6 +41,24 @@ class ConfigError(ArenaError, ValueError):
 
 class ReplayError(ArenaError, ValueError):
     pass
+
+
+class DiskFull(ArenaError):
+    """A write failed because the file system is full (ENOSPC; SQLite's "database or disk is full").
+
+    Every write the arena does is atomic (a temporary file renamed into place, one SQLite
+    transaction per result), so the failed write left nothing half-done behind: the same command
+    resumes once there is space. `folder` is where the write went; `what` names the write.
+    """
+
+    def __init__(self, folder, what: str = "", detail: str = ""):
+        super().__init__(str(folder), what, detail)  # all three in args: it pickles across processes
+        self.folder, self.what, self.detail = str(folder), what, detail
+
+    def __str__(self) -> str:
+        failed = f" ({self.what}: {self.detail or 'no space left'})" if self.what else ""
+        return (f"the disk holding {self.folder} is full{failed}. Nothing was lost: what was written before "
+                "is complete and committed. Free some space, then run the same command again to continue.")
 
 
 def require(module: str, what: str, extra: str):

@@ -1,8 +1,10 @@
 """A person at the terminal, as just another agent.
 
 Shows what the player sees and the legal moves, numbered, reads a move (its number or
-its text), re-asks with the reason on bad input, and forfeits cleanly on EOF or
-Ctrl-C: the match is recorded as a forfeit, nothing half-written.
+its text), re-asks with the reason on bad input, and shows the final position and the
+result after each game. ``resign`` forfeits the game; ``quit``, Ctrl-C and the end of input
+forfeit it and end a run of several matches (`stop_requested`): the match is recorded as a
+forfeit once, nothing half-written.
 
 Move numbers: a discrete game's action ids. A text game's listed moves are numbered
 0, 1, ... in the order listed (``legal moves: 0=[check], 1=[bet]``), except where the moves
@@ -41,6 +43,8 @@ class HumanAgent(BaseAgent):
     spec = "human"
 
     def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None, max_tries: int = 20):
+        #: Set when the person quits (``quit``, Ctrl-C, end of input): batch play stops after this match.
+        self.stop_requested = False
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self.max_tries = max_tries
@@ -102,6 +106,17 @@ class HumanAgent(BaseAgent):
         except ValueError:
             return None, "type numbers separated by spaces"
 
+    def match_over(self, view: str, result: Any, seat: int) -> None:
+        """The final position and the result line, after every game."""
+        if result.draw:
+            how = "draw"
+        elif result.winner is None:
+            how = "no winner"
+        else:
+            how = "you win" if result.winner == seat else f"{result.agents[result.winner]} wins"
+        self._print("", f"=== {result.game_id}: game over ===", view,
+                    f"result: {how}; returns {result.returns}" + (f" ({result.reason})" if result.reason else ""))
+
     def act(self, observation: Observation) -> Any:
         legal = self._show(observation)
         for _ in range(self.max_tries):
@@ -110,10 +125,16 @@ class HumanAgent(BaseAgent):
             try:
                 line = self.stdin.readline()
             except KeyboardInterrupt:
+                self.stop_requested = True
                 raise Forfeit("the human player pressed Ctrl-C") from None
             if line == "":
+                self.stop_requested = True
                 raise Forfeit("the human player closed the input (EOF)")
-            if line.strip().lower() in ("quit", "resign", "exit"):
+            word = line.strip().lower()
+            if word in ("quit", "exit"):
+                self.stop_requested = True  # ends the run of matches after this one
+                raise Forfeit("the human player quit")
+            if word == "resign":
                 raise Forfeit("the human player resigned")
             move, why = self.parse(observation, line, legal)
             if why is None:

@@ -8,6 +8,7 @@ import numpy as np
 
 from arena.agents.base import BaseAgent
 from arena.envs.core import GameCore
+from arena.errors import IncompatibleAgent
 from arena.envs.observation import Observation
 
 
@@ -15,7 +16,7 @@ def _openspiel_game(core: GameCore | None, who: str):
     game = getattr(core, "game", None)
     if game is None or getattr(core, "source", None) != "openspiel":
         gid = getattr(core, "game_id", "this game")
-        raise ValueError(f"the {who} agent plays OpenSpiel games (openspiel/<name>-v0); {gid} is not one")
+        raise IncompatibleAgent(f"the {who} agent plays OpenSpiel games (openspiel/<name>-v0); {gid} is not one")
     return game
 
 
@@ -29,7 +30,7 @@ class MCTSAgent(BaseAgent):
         self._mcts = mcts
         self.game = _openspiel_game(core, "mcts")
         if not getattr(core, "perfect_information", False):
-            raise ValueError(f"MCTS needs a perfect-information game; {core.game_id} is not")
+            raise IncompatibleAgent(f"MCTS needs a perfect-information game; {core.game_id} is not")
         self.simulations, self.rollouts, self.uct_c = int(simulations), int(rollouts), float(uct_c)
         self.spec = f"mcts:simulations={self.simulations},rollouts={self.rollouts}"
         self.reset(seed)
@@ -56,7 +57,7 @@ class TacticsAgent(BaseAgent):
     def __init__(self, core: GameCore | None, epsilon: float = 0.0, seed: int | None = None):
         self.game = _openspiel_game(core, "tactics")
         if not getattr(core, "perfect_information", False) or self.game.num_players() != 2:
-            raise ValueError(f"the tactics agent needs a two-player perfect-information game; {core.game_id} is not")
+            raise IncompatibleAgent(f"the tactics agent needs a two-player perfect-information game; {core.game_id} is not")
         if not 0.0 <= float(epsilon) <= 1.0:
             raise ValueError(f"tactics: epsilon must be in [0, 1], got {epsilon}")
         self.epsilon = float(epsilon)
@@ -110,7 +111,7 @@ class CFRAgent(BaseAgent):
     def __init__(self, core: GameCore | None, iterations: int = 200, seed: int | None = None):
         self.game = _openspiel_game(core, "cfr")
         if getattr(core, "perfect_information", False):
-            raise ValueError(f"CFR is for small imperfect-information games (kuhn_poker, leduc_poker); "
+            raise IncompatibleAgent(f"CFR is for small imperfect-information games (kuhn_poker, leduc_poker); "
                              f"{core.game_id} has perfect information: use mcts")
         self.iterations = int(iterations)
         self.spec = f"cfr:iterations={self.iterations}"

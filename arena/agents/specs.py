@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from typing import Any, Callable
 
 from arena.envs.core import GameCore
-from arena.errors import AgentSpecError
+from arena.errors import AgentSpecError, ArenaError
 
 #: kind -> factory(core, seed, positional, **options)
 _KINDS: dict[str, Callable[..., Any]] = {}
@@ -67,24 +68,35 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
         positional, opts = parse_options(rest, spec)
         try:
             agent = _KINDS[kind](core, seed, positional, **opts)
-        except TypeError as e:
-            raise AgentSpecError(f"agent spec {spec!r}: {e}") from e
+        except ArenaError:
+            raise
+        except Exception as e:
+            raise _spec_error(spec, e) from e
     elif rest:
         cls_name, _, opt_text = rest.partition(":")
         try:
             module = importlib.import_module(kind)
         except ImportError as e:
+            if "." not in kind:
+                raise AgentSpecError(f"unknown agent kind {kind!r} in {spec!r}{_did_you_mean(kind)}; known kinds: "
+                                     f"{', '.join(agent_kinds())}, or module:Class") from None
             raise AgentSpecError(
                 f"unknown agent spec {spec!r}: {kind!r} is neither an agent kind ({', '.join(agent_kinds())}) "
                 f"nor an importable module ({e})"
-            ) from e
+            ) from None
         cls = getattr(module, cls_name, None)
         if cls is None:
             raise AgentSpecError(f"agent spec {spec!r}: module {kind!r} has no attribute {cls_name!r}")
         _, opts = parse_options(opt_text, spec)
-        agent = cls(**opts)
+        try:
+            agent = cls(**opts)
+        except ArenaError:
+            raise
+        except Exception as e:
+            raise _spec_error(spec, e) from e
     else:
-        raise AgentSpecError(f"unknown agent kind {spec!r}; known kinds: {', '.join(agent_kinds())}, or module:Class")
+        raise AgentSpecError(f"unknown agent kind {spec!r}{_did_you_mean(spec)}; known kinds: "
+                             f"{', '.join(agent_kinds())}, or module:Class")
     if not callable(getattr(agent, "act", None)):
         raise AgentSpecError(f"agent spec {spec!r} built {type(agent).__name__}, which has no act(observation) method")
     try:
@@ -92,6 +104,26 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
     except AttributeError:
         pass
     return agent
+
+
+def _did_you_mean(kind: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(kind, agent_kinds(), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _spec_error(spec: str, e: BaseException) -> AgentSpecError:
+    """One line that says what is wrong with `spec` (the error an agent's constructor raised)."""
+    text = str(e)
+    m = re.search(r"unexpected keyword argument '(\w+)'", text)
+    if isinstance(e, TypeError) and m:
+        return AgentSpecError(f"agent spec {spec!r}: unknown option {m.group(1)!r}")
+    if isinstance(e, FileNotFoundError):
+        return AgentSpecError(f"agent spec {spec!r}: {text}")
+    if isinstance(e, (TypeError, ValueError)):
+        return AgentSpecError(f"agent spec {spec!r}: bad option value ({text})")
+    return AgentSpecError(f"agent spec {spec!r}: {type(e).__name__}: {text}")
 
 
 def _no_positional(kind: str, positional: str | None) -> None:

@@ -5,8 +5,21 @@
 * `ParallelCore`: any PettingZoo parallel env (simultaneous moves).
 * `GymCore`: any single-agent Gymnasium env: a one-player game scored by return.
 
-The text view falls back to ``render()`` in ansi mode, else to the observation
-itself printed compactly.
+The text view (what a language-model or human player reads, and what replays store
+at every step) is, in order of preference:
+
+1. the env's own ``ansi`` rendering, where ``metadata["render_modes"]`` has one
+   (chess_v6: the board as python-chess prints it), even if the env was made without
+   a render mode. It shows the whole board: for a game with hidden information whose
+   ansi view shows everything, register the env with a render mode of your own.
+2. for a board-plane observation, a ``(H, W, C)`` array of 0/1 with a few planes
+   (connect_four_v3, tictactoe_v3: 2), a grid with one symbol per plane;
+3. a small observation (up to `MAX_PRINTED` numbers) printed as it is;
+4. otherwise one line: dtype, shape, how many entries are set and a digest (go_v5's
+   19x19x17 planes), so that replays stay small and equal observations give equal text.
+
+An ``action_mask`` in a dict observation is left out of the text: the legal moves reach
+players through ``legal_actions``.
 """
 
 from __future__ import annotations
@@ -31,14 +44,92 @@ def action_kind_of(space) -> str:
     raise TypeError(f"unsupported action space {space!r}: the arena plays Discrete, Box and text action spaces")
 
 
+#: Observations with at most this many numbers are printed in full.
+MAX_PRINTED = 256
+#: Board planes drawn as a grid: symbols of planes 0, 1, ... (a cell with several: ``*``).
+PLANE_SYMBOLS = "xo#@+%&$"
+
+
 def text_of(obs: Any) -> str:
     if isinstance(obs, str):
         return obs
     if isinstance(obs, dict):
-        return "\n".join(f"{k}: {text_of(v)}" for k, v in obs.items())
+        items = {k: v for k, v in obs.items() if k != "action_mask"}
+        if list(items) == ["observation"]:
+            return text_of(items["observation"])
+        return "\n".join(f"{k}: {text_of(v)}" for k, v in items.items())
     if isinstance(obs, np.ndarray):
-        return np.array2string(obs, precision=3, separator=",", threshold=10_000, max_line_width=120)
+        return array_text(obs)
     return repr(obs)
+
+
+def array_text(obs: np.ndarray) -> str:
+    """A compact text of an array observation: board planes as a grid, small arrays in full, else a digest."""
+    planes = planes_text(obs)
+    if planes is not None:
+        return planes
+    if obs.size <= MAX_PRINTED:
+        return np.array2string(obs, precision=3, separator=",", threshold=10_000, max_line_width=120)
+    import hashlib
+
+    data = np.ascontiguousarray(obs)
+    digest = hashlib.sha1(str(data.dtype).encode() + str(data.shape).encode() + data.tobytes()).hexdigest()[:12]
+    nonzero = int(np.count_nonzero(data))
+    return f"{data.dtype} array {'x'.join(map(str, data.shape))}, {nonzero} nonzero, digest {digest} (no text view)"
+
+
+def planes_text(obs: np.ndarray) -> str | None:
+    """A (H, W, C) 0/1 observation with few planes as a grid; None if it is not one.
+
+    Planes that are the same everywhere (a "whose turn" plane) are named under the grid
+    rather than drawn.
+    """
+    if obs.ndim != 3 or obs.size == 0 or obs.dtype.kind not in "biuf":
+        return None
+    h, w, c = obs.shape
+    if not (1 <= c <= len(PLANE_SYMBOLS)) or h > 64 or w > 64:
+        return None
+    vals = np.asarray(obs)
+    if not np.all((vals == 0) | (vals == 1)):
+        return None
+    vals = vals.astype(bool)
+    drawn = [k for k in range(c) if vals[:, :, k].any() and not vals[:, :, k].all()]
+    constant = [k for k in range(c) if k not in drawn]
+    if c > 4 and len(drawn) > 1 and vals[:, :, drawn].sum(axis=2).max() > 1:
+        return None  # many planes that overlap (stacked histories): a grid of "*" says nothing
+    rows = []
+    for i in range(h):
+        cells = []
+        for j in range(w):
+            on = [k for k in drawn if vals[i, j, k]]
+            cells.append("." if not on else PLANE_SYMBOLS[on[0]] if len(on) == 1 else "*")
+        rows.append(" ".join(cells))
+    legend = [f"{PLANE_SYMBOLS[k]}: plane {k}" for k in range(c) if k not in constant]
+    legend += [f"plane {k}: all {int(vals[0, 0, k])}" for k in constant]
+    return "\n".join(rows) + "\n(" + ", ".join(legend) + ")"
+
+
+def _ansi_render(env) -> str | None:
+    """The env's ansi rendering, if it has one, whatever render mode it was made with."""
+    if getattr(env, "render_mode", None) == "ansi":
+        try:
+            out = env.render()
+        except Exception:
+            return None
+        return out if isinstance(out, str) else None
+    base = getattr(env, "unwrapped", env)
+    modes = (getattr(base, "metadata", None) or {}).get("render_modes") or ()
+    if "ansi" not in modes or getattr(base, "render_mode", None) is not None:
+        return None  # made for a window or frames: leave it as it is
+    try:
+        base.render_mode = "ansi"
+        try:
+            out = base.render()
+        finally:
+            base.render_mode = None
+    except Exception:  # an env whose ansi mode needs setting up at construction
+        return None
+    return out if isinstance(out, str) else None
 
 
 def mask_of(obs: Any, info: dict | None) -> np.ndarray | None:
@@ -63,6 +154,9 @@ class _FaramaCore(GameCore):
         self.game_id = game_id
         self.settings = dict(settings or {})
         self.engine = _engine_of(env)
+        base = getattr(env, "unwrapped", env)
+        self._ansi = getattr(env, "render_mode", None) == "ansi" or "ansi" in (
+            (getattr(base, "metadata", None) or {}).get("render_modes") or ())
         self._returns = [0.0] * len(self.players)
         self._last = [0.0] * len(self.players)
 
@@ -129,10 +223,9 @@ class AECCore(_FaramaCore):
         return reason
 
     def text(self, p: int) -> str:
-        if getattr(self.env, "render_mode", None) == "ansi":
-            out = self.env.render()
-            if isinstance(out, str):
-                return out
+        out = _ansi_render(self.env) if self._ansi else None
+        if out is not None:
+            return out
         return text_of(self.env.observe(self.players[p]))
 
     def observation(self, p: int) -> Any:
@@ -190,6 +283,9 @@ class ParallelCore(_FaramaCore):
         return {}
 
     def text(self, p: int) -> str:
+        out = _ansi_render(self.env) if self._ansi else None
+        if out is not None:
+            return out
         return text_of(self._obs.get(self.players[p]))
 
     def observation(self, p: int) -> Any:
@@ -237,6 +333,9 @@ class GymCore(_FaramaCore):
         return None
 
     def text(self, p: int) -> str:
+        out = _ansi_render(self.env) if self._ansi else None
+        if out is not None:
+            return out
         return text_of(self._obs)
 
     def observation(self, p: int) -> Any:

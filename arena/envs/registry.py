@@ -48,6 +48,9 @@ TEXTARENA_GAMES = ["TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0"]
 
 _registered = False
 _plugin_ids: list[str] = []
+#: Game id -> where its plug-in came from: {"plugin": module} for `load_plugin`, or
+#: {"plugin_package": distribution} for the entry-point group (recorded in replay headers).
+_plugin_origin: dict[str, dict[str, str]] = {}
 
 
 # -- env factories (the registered entry points) ----------------------------------------
@@ -110,11 +113,12 @@ def load_entry_point_plugins(group: str = "arena.envs") -> list[str]:
     """Load the games that installed packages register through an entry-point group."""
     before = len(_plugin_ids)
     for ep in entry_points(group=group):
-        _load_with_duplicate_check(ep.name, ep.load)
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        _load_with_duplicate_check(ep.name, ep.load, {"plugin_package": dist or ep.module})
     return _plugin_ids[before:]
 
 
-def _load_with_duplicate_check(name: str, loader) -> None:
+def _load_with_duplicate_check(name: str, loader, origin: dict[str, str] | None = None) -> None:
     registry = gymnasium.envs.registry
     snapshot = dict(registry)
     before = set(registry)
@@ -133,7 +137,10 @@ def _load_with_duplicate_check(name: str, loader) -> None:
             registry.update(snapshot)
             raise DuplicateGameId(f"plug-in {name!r} registers a game id that already exists: {msg.strip()}")
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    _plugin_ids.extend(sorted(set(registry) - before))
+    added = sorted(set(registry) - before)
+    _plugin_ids.extend(added)
+    for gid in added:
+        _plugin_origin[gid] = dict(origin or {"plugin": name})
 
 
 def load_plugin(module: str) -> list[str]:
@@ -141,7 +148,7 @@ def load_plugin(module: str) -> list[str]:
     ensure_registered()
     before = len(_plugin_ids)
     try:
-        _load_with_duplicate_check(module, lambda: importlib.import_module(module))
+        _load_with_duplicate_check(module, lambda: importlib.import_module(module), {"plugin": module})
     except ModuleNotFoundError as e:
         raise GameNotFound(f"plug-in module {module!r} could not be imported: {e}") from e
     return _plugin_ids[before:]
@@ -168,6 +175,32 @@ def _spec(game_id: str):
     close = difflib.get_close_matches(game_id, known, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(close)}?" if close else " Run `arena envs list` to see the games."
     raise GameNotFound(f"unknown game id {game_id!r}.{hint}")
+
+
+def game_origin(game_id: str) -> dict[str, str]:
+    """Where a registered game comes from, for replay headers.
+
+    ``entry_point``: the Gymnasium spec's entry point (``"module:attr"``); ``plugin``: the module
+    `load_plugin` imported to register it (``--plugin MODULE``), or ``plugin_package``: the
+    installed distribution that registered it through the ``arena.envs`` entry points. Games
+    not in the registry (an env object passed directly) give ``{}``.
+    """
+    spec = gymnasium.envs.registry.get(game_id)
+    if spec is None:
+        return {}
+    ep = spec.entry_point
+    if not isinstance(ep, str):
+        ep = f"{getattr(ep, '__module__', '?')}:{getattr(ep, '__qualname__', type(ep).__name__)}"
+    return {"entry_point": ep, **_plugin_origin.get(game_id, {})}
+
+
+def is_registered(game_id: str) -> bool:
+    """Whether `make` knows `game_id` now (registered, or an OpenSpiel/TextArena id); imports no plug-in."""
+    try:
+        _spec(game_id)
+    except GameNotFound:
+        return False
+    return True
 
 
 def make(game_id: str, **kwargs: Any):

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from arena.errors import ConfigError
+from arena.errors import AgentSpecError, ConfigError, IncompatibleAgent
 from arena.league.config import LeagueConfig
 from arena.league.executor import make_executor
 from arena.league.learners import make_learner
@@ -96,7 +96,10 @@ class League:
         wanted = set()
         for p in cfg.players:
             wanted.add(p.name)
-            games = self._games_for(p.agent, p.games)
+            try:
+                games = self._games_for(p.agent, p.games)
+            except ConfigError as e:
+                raise ConfigError(f"player {p.name!r}: {e}") from None
             if p.name in known:
                 if known[p.name].spec != p.agent:
                     raise ConfigError(
@@ -123,8 +126,12 @@ class League:
             store.set_meta("config", asdict(cfg))
 
     def _games_for(self, spec: str, games: list[str] | None) -> list[str]:
-        ids = self.cfg.game_ids if games is None else games
-        return [g for g in ids if self._can_play(spec, g)] if games is None else list(ids)
+        if games is None:
+            return [g for g in self.cfg.game_ids if self._can_play(spec, g)]
+        for g in games:
+            if not self._can_play(spec, g):
+                raise ConfigError(f"{spec} cannot play {g}: remove {g} from its games")
+        return list(games)
 
     def _can_play(self, spec: str, game: str) -> bool:
         key = (spec, game)
@@ -135,8 +142,10 @@ class League:
             try:
                 make_agent(spec, make_core(game, **self._game_kwargs(game)), 0)
                 ok = True
-            except (ValueError, NotImplementedError, TypeError):
-                ok = False
+            except (IncompatibleAgent, NotImplementedError):
+                ok = False  # a well-formed spec of an agent that cannot play this game
+            except AgentSpecError as e:  # a typo'd kind or option, a bad value: the config must name it
+                raise ConfigError(str(e)) from None
             self._eligible_cache[key] = ok
         return self._eligible_cache[key]
 

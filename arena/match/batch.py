@@ -14,6 +14,7 @@ from arena.agents.specs import make_agent
 from arena.envs.registry import load_plugin, make_core
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.runner import MatchJob, run_match_job
+from arena.procs import die_with
 
 
 def schedule(n: int, specs: Sequence[str], seed: int, swap_seats: bool, game_id: str, *,
@@ -49,6 +50,8 @@ def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], plugin
         results.append(res)
         if on_result is not None:
             on_result(res)
+        if any(getattr(a, "stop_requested", False) for a in agents):
+            break  # an agent ended the run (a person who quit): the matches played so far stand
     return results
 
 
@@ -104,7 +107,8 @@ def play_matches(
     chunks = [jobs[w::workers] for w in range(workers)]
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     results: list[MatchResult] = []
-    with ctx.Pool(workers) as pool:
+    # The workers die with this process, even on kill -9 (they would wait on the task queue forever).
+    with ctx.Pool(workers, initializer=die_with, initargs=(os.getpid(),)) as pool:
         for part in pool.imap_unordered(_worker, [(game, list(specs), c, *common) for c in chunks]):
             results.extend(part)
             if on_result is not None:

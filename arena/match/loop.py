@@ -31,7 +31,7 @@ from arena.agents.base import Forfeit, derive_seed
 from arena.agents.specs import make_agent
 from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
 from arena.envs.observation import Observation
-from arena.envs.registry import make_core
+from arena.envs.registry import game_origin, make_core
 from arena.replays.format import FORMAT, VERSION, Replay, encode_action, new_match_id
 
 _perf = time.perf_counter
@@ -344,6 +344,8 @@ def play_match(
     if record:
         header = {
             "type": "header", "format": FORMAT, "version": VERSION, "match_id": match_id, "game_id": core.game_id,
+            # entry_point, and plugin / plugin_package for plug-in games: what `replay verify` must load
+            **game_origin(core.game_id),
             "game_settings": core.settings, "engine": core.engine, "arena": _arena_version(), "seed": seed,
             "game_kwargs": game_kwargs or {}, "agents": specs, "players": list(core.players),
             "policy": policy.__dict__,
@@ -354,11 +356,19 @@ def play_match(
             "reason": reason, "forfeiter": forfeiter, "moves": t, "invalid": invalid, "duration": duration,
         }
         replay = Replay(header, steps, result_line)
-    return MatchResult(
+    result = MatchResult(
         match_id=match_id, game_id=core.game_id, seed=seed, agents=specs, returns=returns, winner=winner, draw=draw,
         moves=t, outcome=outcome, reason=reason, forfeiter=forfeiter, invalid=invalid, move_time_total=t_total,
         move_time_max=t_max, move_calls=calls, duration=duration, replay=replay,
     )
+    for i, a in enumerate(agents):  # optional: agents that show the end of a game (a person at the terminal)
+        over = getattr(a, "match_over", None)
+        if over is not None:
+            try:
+                over(core.text(i), result, i)
+            except Exception:  # a display problem must not lose the result
+                pass
+    return result
 
 
 def _move_with_retries(ask, p: int, allowance: int, invalid: list[int], feedback):

@@ -8,6 +8,12 @@ event (``ok``, ``invalid``, ``error``, ``timeout``, ``forfeit``), the reason, an
 seconds the agent took. Last, ``{"type": "result", ...}``: returns, winner, draw,
 outcome, reason, move count.
 
+Header keys ``entry_point`` (the Gymnasium spec's entry point of the game) and, for games
+of plug-ins, ``plugin`` (the module passed to ``--plugin``) or ``plugin_package`` (the
+installed package that registered the game) say where the game came from. They are
+advice for the person re-simulating the replay: no module a replay names is imported
+unless the user passes it as ``--plugin``.
+
 Fields that are timing, not outcome (``time``, ``created``, ``duration``) are
 listed in `TIMING_FIELDS`; everything else is identical for the same seed and
 agents.
@@ -24,6 +30,7 @@ import io
 import json
 import os
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -144,14 +151,21 @@ def read_replay(path: str | os.PathLike) -> Replay:
         if not found:
             raise ReplayError(f"no replay at {path}")
         path = found[0]
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ReplayError(f"{path}: cannot be read ({e.strerror or e})") from e
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise ReplayError(f"{path}: corrupt gzip data ({e})") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ReplayError(f"{path}: not UTF-8 text, not an arena replay ({e.reason} at byte {e.start})") from e
     header, steps, result = None, [], None
-    for n, line in enumerate(io.StringIO(raw.decode("utf-8")), 1):
+    for n, line in enumerate(io.StringIO(text), 1):
         line = line.strip()
         if not line:
             continue
@@ -159,6 +173,8 @@ def read_replay(path: str | os.PathLike) -> Replay:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise ReplayError(f"{path}:{n}: not JSON ({e})") from e
+        if not isinstance(obj, dict):
+            raise ReplayError(f"{path}:{n}: a JSON {type(obj).__name__}, not a replay line (an object with a type)")
         kind = obj.get("type")
         if kind == "header":
             header = obj
@@ -179,7 +195,14 @@ def read_replay(path: str | os.PathLike) -> Replay:
         )
     if result is None:
         raise ReplayError(f"{path}: no result line; the replay is incomplete")
+    missing = [k for k in _REQUIRED_HEADER if k not in header] + [f"result {k}" for k in _REQUIRED_RESULT if k not in result]
+    if missing:
+        raise ReplayError(f"{path}: the replay lacks {', '.join(missing)}; not written by this arena")
     return Replay(header, steps, result)
+
+
+_REQUIRED_HEADER = ("match_id", "game_id", "players", "agents")
+_REQUIRED_RESULT = ("returns", "moves", "outcome")
 
 
 def list_replays(directory: str | os.PathLike) -> list[Path]:
@@ -187,3 +210,52 @@ def list_replays(directory: str | os.PathLike) -> list[Path]:
     if not d.is_dir():
         raise ReplayError(f"no replay folder at {d}")
     return sorted(p for p in d.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES) and not p.name.startswith("."))
+
+
+def replay_id(path: str | os.PathLike, directory: str | os.PathLike) -> str:
+    """The id `arena replay list` shows: the path under `directory`, without ``.jsonl``/``.jsonl.gz``.
+
+    For replays the arena writes this is the match id (plus the sub-folder, if any).
+    """
+    rel = Path(path).relative_to(directory).as_posix()
+    for suffix in sorted(SUFFIXES, key=len, reverse=True):
+        if rel.endswith(suffix):
+            return rel[: -len(suffix)]
+    return rel
+
+
+def find_replay(directory: str | os.PathLike, ident: str) -> Path:
+    """A replay in `directory` by its id (as `arena replay list` shows it), its file name, or a unique id prefix."""
+    d = Path(directory)
+    exact = d / ident
+    if exact.is_file():
+        return exact
+    for suffix in SUFFIXES:
+        if (d / (ident + suffix)).is_file():
+            return d / (ident + suffix)
+    paths = list_replays(d)
+    ids = {replay_id(p, d): p for p in paths}
+    if ident in ids:
+        return ids[ident]
+    hits = sorted(i for i in ids if i.startswith(ident)) if ident else []
+    if len(hits) == 1:
+        return ids[hits[0]]
+    if hits:
+        shown = ", ".join(hits[:3]) + (", ..." if len(hits) > 3 else "")
+        raise ReplayError(f"{ident!r} is the start of {len(hits)} replay ids in {d} ({shown}): give more of the id")
+    raise ReplayError(f"no replay {ident!r} in {d}: `arena replay list {d}` shows the ids")
+
+
+def load_hint(header: dict[str, Any]) -> str:
+    """How to make a replay's game available again: the ``--plugin`` to pass, or the package to install.
+
+    Only says what to do: nothing a replay names is ever imported on its own (a replay from
+    elsewhere must not run code).
+    """
+    if header.get("plugin"):
+        return f"pass --plugin {header['plugin']}"
+    if header.get("plugin_package"):
+        return f"install the package {header['plugin_package']!r}, which registers it"
+    if header.get("entry_point"):
+        return f"pass --plugin MODULE, the module that registers it (its entry point was {header['entry_point']})"
+    return "pass --plugin MODULE, the module that registers it"

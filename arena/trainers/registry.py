@@ -16,7 +16,7 @@ from typing import Any, Callable, Union
 
 import yaml
 
-from arena.config import from_dict
+from arena.config import from_dict, yaml_error
 from arena.errors import ConfigError
 
 #: A class, or a "module:attr" string imported on first use.
@@ -77,7 +77,7 @@ def read_train_config(path: str | Path, **overrides: Any) -> tuple[TrainerEntry,
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        raise ConfigError(yaml_error(path, e)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
     name = data.pop("trainer", None)

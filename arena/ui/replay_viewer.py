@@ -1,36 +1,64 @@
-"""Terminal viewer: step forward and back through a match."""
+"""Terminal viewer: step forward and back through a match.
+
+Pages 1..N are the recorded steps (what the player saw, then its move); the page after
+the last step is the final position, the state after the last move. Replays store each
+observation before its move, so that page re-simulates the match through its game
+(`arena.match.verify.final_view`), once, when it is first shown; where the game is not
+loaded (a plug-in) it says which ``--plugin`` to pass and shows the result alone.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TextIO
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from arena.replays.format import Replay
 
-HELP = "[n]ext (Enter), [p]revious, [g]o N, [f]irst, [l]ast, [q]uit"
+#: The prompt under each page (`arena replay show --help` explains the keys in words).
+HELP = "[n]ext (Enter), [p]revious, [g]o N, [f]irst, [l]ast (final position), [q]uit"
+KEY_LIST = "n, p, g N, f, l, q"
 
 
 def header_table(replay: Replay) -> Table:
     h, r = replay.header, replay.result
     t = Table(show_header=False, box=None)
-    t.add_row("match", h["match_id"])
-    t.add_row("game", h["game_id"])
+    t.add_row("match", Text(h["match_id"]))
+    t.add_row("game", Text(h["game_id"] + (f"  (plug-in {h['plugin']})" if h.get("plugin") else "")))
     t.add_row("seed", str(h.get("seed")))
+    returns = r.get("returns") or []
     for i, (name, spec) in enumerate(zip(h["players"], h["agents"])):
-        t.add_row(name, f"{spec}  return {r['returns'][i]:+g}")
-    outcome = "draw" if r.get("draw") else (f"{h['players'][r['winner']]} wins" if r.get("winner") is not None else "-")
-    t.add_row("result", f"{outcome} ({r.get('outcome')}; {r.get('moves')} moves) {r.get('reason') or ''}")
+        ret = f"  return {returns[i]:+g}" if i < len(returns) else ""
+        t.add_row(Text(str(name)), Text(f"{spec}{ret}"))
+    t.add_row("result", Text(result_line(replay)))
     return t
+
+
+def result_line(replay: Replay) -> str:
+    h, r = replay.header, replay.result
+    players = h.get("players") or []
+    winner = r.get("winner")
+    if r.get("draw"):
+        outcome = "draw"
+    elif isinstance(winner, int) and 0 <= winner < len(players):
+        outcome = f"{players[winner]} wins"
+    else:
+        outcome = "-"
+    return f"{outcome} ({r.get('outcome')}; {r.get('moves')} moves) {r.get('reason') or ''}".rstrip()
+
+
+def _name(replay: Replay, p) -> str:
+    players = replay.header["players"]
+    return players[p] if isinstance(p, int) and 0 <= p < len(players) else str(p)
 
 
 def step_panel(replay: Replay, i: int) -> Panel:
     s = replay.steps[i]
-    h = replay.header
-    name = h["players"][s["player"]] if 0 <= s["player"] < len(h["players"]) else str(s["player"])
+    name = _name(replay, s["player"])
     body = Text()
     body.append((s.get("obs") or "") + "\n\n")
     action = s.get("action_text") or s.get("action")
@@ -38,43 +66,110 @@ def step_panel(replay: Replay, i: int) -> Panel:
     body.append(f"{name} plays: {action!r}", style=style)
     if s["event"] != "ok":
         body.append(f"  [{s['event']}: {s.get('reason')}]", style="red")
-    return Panel(body, title=f"step {i + 1}/{len(replay.steps)} · move {s['t']} · {name} · {s.get('time', 0) * 1000:.2f} ms")
+    title = f"step {i + 1}/{len(replay.steps)} · move {s['t']} · {name} · {(s.get('time') or 0) * 1000:.2f} ms"
+    return Panel(body, title=Text(title))
+
+
+def final_panel(replay: Replay, view) -> Panel:
+    """The position after the last move: each player's view (once if they all see the same), and the result."""
+    parts: list = []
+    texts = list(view.texts)
+    known = [t for t in texts if t is not None]
+    if known and all(t == known[0] for t in known) and len(known) == len(texts):
+        parts.append(Text(known[0] + "\n"))
+    elif known:
+        for p, t in enumerate(texts):
+            if t is not None:
+                parts.append(Text(f"{_name(replay, p)} sees:", style="bold"))
+                parts.append(Text(t + "\n"))
+    if view.note:
+        parts.append(Text("final position not shown (the reason is printed below)\n", style="yellow"))
+    parts.append(Text(f"result: {result_line(replay)}", style="bold"))
+    n = len(replay.steps)
+    return Panel(Group(*parts), title=Text(f"final position · after step {n}/{n} · {replay.result.get('moves')} moves"))
 
 
 def show(replay: Replay, console: Console | None = None, step: int | None = None, interactive: bool = True,
-         stdin: TextIO | None = None) -> None:
+         stdin: TextIO | None = None, final: Callable | None = None) -> None:
+    """Print one step (`step`, 0-based), every step then the final position (not interactive), or
+    prompt for keys on `stdin`. `final(replay)` gives the final view (default: re-simulate)."""
     import sys
 
+    from arena.errors import ReplayError
+
     console = console or Console()
-    console.print(header_table(replay))
-    if not replay.steps:
-        return
-    if step is not None or not interactive:
-        idx = range(len(replay.steps)) if step is None else [max(0, min(step, len(replay.steps) - 1))]
-        for i in idx:
+    n = len(replay.steps)
+    _cache: list = []
+
+    def final_view():
+        if not _cache:
+            fn = final
+            if fn is None:
+                from arena.match.verify import final_view as fn
+            _cache.append(fn(replay))
+        return _cache[0]
+
+    def page(i: int) -> None:
+        if i < n:
             console.print(step_panel(replay, i))
+            return
+        view = final_view()
+        console.print(final_panel(replay, view))
+        if view.note:  # one line, not wrapped: it names the fix (a --plugin to pass)
+            console.print(Text(f"final position not shown: {view.note}", style="yellow"), soft_wrap=True)
+
+    if step is not None:
+        if not 0 <= step < n:
+            raise ReplayError(f"no step {step + 1}: the replay has {n} steps (1-{n})" if n else
+                              "the replay has no steps")
+        console.print(header_table(replay))
+        page(step)
+        return
+    console.print(header_table(replay))
+    if not interactive:
+        for i in range(n + 1):
+            page(i)
         return
     stdin = stdin or sys.stdin
-    i = 0
+    i = 0 if n else n
+    last = n  # the final-position page
+    redraw = True
     while True:
-        console.print(step_panel(replay, i))
-        console.print(HELP, style="dim")
+        if redraw:
+            page(i)
+        console.print(Text(HELP, style="dim"))
         line = stdin.readline()
         if line == "":
             return
         cmd = line.strip().lower()
+        problem, redraw = None, True
         if cmd in ("q", "quit"):
             return
         if cmd in ("", "n"):
-            i = min(i + 1, len(replay.steps) - 1)
+            if i == last:
+                problem = "this is the final position: p goes back, f to the first step, q quits"
+            i = min(i + 1, last)
         elif cmd == "p":
+            if i == 0:
+                problem = "this is the first step"
             i = max(i - 1, 0)
         elif cmd == "f":
             i = 0
         elif cmd == "l":
-            i = len(replay.steps) - 1
-        elif cmd.startswith("g"):
+            i = last
+        elif cmd == "g" or (cmd.startswith("g") and cmd[1] in " -0123456789"):
+            arg = cmd[1:].strip()
             try:
-                i = max(0, min(int(cmd[1:].strip()) - 1, len(replay.steps) - 1))
+                k = int(arg)
             except ValueError:
-                console.print("give a step number: g 5", style="red")
+                problem = "give a step number: g 5"
+            else:
+                if 1 <= k <= n:
+                    i = k - 1
+                else:
+                    problem = f"no step {k}: the replay has {n} steps (g 1 to g {n}; l shows the final position)"
+        else:
+            problem = f"unknown key {line.strip()!r}: use {KEY_LIST}"
+        if problem is not None:
+            console.print(Text(problem, style="red"))
+            redraw = False

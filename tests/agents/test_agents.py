@@ -21,9 +21,9 @@ def test_spec_parsing_builds_the_right_agents():
 
 @pytest.mark.parametrize("spec, message", [
     ("nonsense", "unknown agent kind"),
-    ("mcts:bogus=1", "unexpected keyword"),
+    ("mcts:bogus=1", "unknown option .bogus."),
     ("random:5", "only key=value"),
-    ("no_such_module_q:Thing", "neither an agent kind"),
+    ("no_such_module_q:Thing", "unknown agent kind .no_such_module_q."),
     ("plugins.agents:Missing", "no attribute"),
     ("", "non-empty"),
 ])

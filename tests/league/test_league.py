@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from arena.errors import ArenaError
 from arena.errors import ConfigError
 from arena.league.config import LeagueConfig, load_league_config
 from arena.league.play import play_against
@@ -221,7 +222,7 @@ def test_human_vs_league_player_is_rated(tmp_path):
     last = store.results()[-1]
     assert last.players == ["human", "mcts"] and last.match_id == out["match_id"]
     assert store.elo("openspiel/tic_tac_toe-v0")["human"] == out["elo"]["human"] != 1500.0
-    with pytest.raises(KeyError, match="no player 'nobody'"):
+    with pytest.raises(ArenaError, match="no player 'nobody'"):
         play_against(d, "nobody", stdin=io.StringIO(""), stdout=io.StringIO())
     # the human is never scheduled by the league itself
     League(load_league_config(write_cfg(tmp_path / "c.yaml", matches=20)), d, backend="inline").run()

@@ -135,3 +135,106 @@ def test_kill_mid_write_leaves_no_partial_replay(tmp_path):
         assert r.result["type"] == "result"
     leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert all(".tmp-" in p.name for p in leftovers)
+
+
+def test_header_says_where_the_game_came_from(sample_plugin):
+    builtin = play_match("openspiel/tic_tac_toe-v0", ["random", "random"], seed=1, match_id="b").replay.header
+    assert builtin["entry_point"] == "arena.envs.registry:openspiel_env"
+    assert "plugin" not in builtin and "plugin_package" not in builtin
+    plug = play_match("plugin/TicTacToePZ-v3", ["random", "random"], seed=1, match_id="p").replay.header
+    assert plug["entry_point"] == "pettingzoo.classic.tictactoe_v3:env"
+    assert plug["plugin"] == "plugins.sample_games"
+
+
+def test_replay_of_a_game_not_loaded_names_the_plugin_and_imports_nothing(sample_plugin):
+    res = play_match("plugin/TicTacToePZ-v3", ["random", "random"], seed=2, match_id="p")
+    res.replay.header.update(game_id="elsewhere/TicTacToe-v3", plugin="elsewhere_games_xyz")
+    with pytest.raises(ReplayError, match="pass --plugin elsewhere_games_xyz$") as e:
+        verify_replay(res.replay)
+    assert "\n" not in str(e.value)
+    assert "elsewhere_games_xyz" not in sys.modules
+    from arena.match.verify import final_view
+
+    view = final_view(res.replay)
+    assert view.texts == [None, None] and "--plugin elsewhere_games_xyz" in view.note
+    # nor through Gymnasium's "module:Id" form of an id
+    res.replay.header.update(game_id="elsewhere_games_xyz:TicTacToe-v3")
+    with pytest.raises(ReplayError, match="pass --plugin elsewhere_games_xyz$"):
+        verify_replay(res.replay)
+    assert "elsewhere_games_xyz" not in sys.modules
+
+
+def test_unreadable_files_are_replay_errors(tmp_path):
+    good = write_replay(play_match("openspiel/tic_tac_toe-v0", ["random", "random"], seed=1, match_id="g").replay,
+                        replay_path(tmp_path, "g"))
+    cases = {
+        "binary.jsonl": b"\xff\xfe\x00garbage",
+        "cut.jsonl.gz": good.read_bytes()[:60],
+        "flipped.jsonl.gz": good.read_bytes()[:20] + bytes(b ^ 0xFF for b in good.read_bytes()[20:40])
+        + good.read_bytes()[40:],
+        "array.jsonl": b"[1, 2]\n",
+        "bare.jsonl": b'{"type":"header","format":"arena-replay","version":1}\n{"type":"result"}\n',
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ReplayError) as e:
+            read_replay(tmp_path / name)
+        assert name in str(e.value) and "\n" not in str(e.value)
+
+
+def test_find_replay_by_id_file_name_or_unique_prefix(tmp_path):
+    from arena.replays import find_replay, replay_id
+
+    for mid in ("game-s1-aaaa", "game-s1-abbb", "game-s2-cccc"):
+        res = play_match("openspiel/tic_tac_toe-v0", ["random", "random"], seed=1, match_id=mid)
+        write_replay(res.replay, replay_path(tmp_path / "sub" if mid.endswith("cccc") else tmp_path, mid))
+    p = find_replay(tmp_path, "game-s1-aaaa")
+    assert p.name == "game-s1-aaaa.jsonl.gz" and replay_id(p, tmp_path) == "game-s1-aaaa"
+    assert find_replay(tmp_path, "game-s1-aaaa.jsonl.gz") == p
+    assert find_replay(tmp_path, "game-s1-aa") == p
+    assert replay_id(find_replay(tmp_path, "sub/game-s2"), tmp_path) == "sub/game-s2-cccc"
+    with pytest.raises(ReplayError, match="start of 2 replay ids.*give more"):
+        find_replay(tmp_path, "game-s1-a")
+    with pytest.raises(ReplayError, match="arena replay list"):
+        find_replay(tmp_path, "nothing")
+
+
+@pytest.mark.parametrize("game", ["openspiel/tic_tac_toe-v0", "arena/TicTacToe-v0", "openspiel/connect_four-v0",
+                                  "arena/KuhnPoker-v1", "arena/SimpleNegotiation-v2", "openspiel/kuhn_poker-v0"])
+def test_final_view_is_the_position_after_the_last_move(game):
+    """Step lines hold what a player saw before its move; the final view is after the last one."""
+    from arena.match.verify import final_view
+
+    replay = play_match(game, ["random", "random"], seed=5, match_id="f").replay
+    view = final_view(replay)
+    assert not view.note and any(t for t in view.texts)
+    last_seen = {s["player"]: s["obs"] for s in replay.steps}
+    for p, t in enumerate(view.texts):
+        assert t is None or t != last_seen.get(p), (game, p)
+    if game == "openspiel/tic_tac_toe-v0":
+        count = lambda t: sum(ch in "xo" for ch in t)
+        assert count(view.texts[0]) == count(replay.steps[-1]["obs"]) + 1
+    if game == "arena/TicTacToe-v0":
+        fresh = next(t for t in view.texts if t)
+        last_move = replay.steps[-1]["action"].strip("[]")
+        assert f"in cell {last_move}." in fresh
+
+
+def test_header_names_the_package_of_an_entry_point_plugin(tmp_path, monkeypatch):
+    from arena.envs.registry import game_origin, load_entry_point_plugins
+    from arena.replays import load_hint
+
+    (tmp_path / "ep_replay_games.py").write_text(
+        'import gymnasium\ngymnasium.register(id="epr/TicTacToePZ-v3", entry_point="pettingzoo.classic.tictactoe_v3:env")\n')
+    dist = tmp_path / "ep_replay_games-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-replay-games\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[arena.envs.replaytest]\nep_replay_games = ep_replay_games\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_entry_point_plugins("arena.envs.replaytest") == ["epr/TicTacToePZ-v3"]
+    sys.modules.pop("ep_replay_games", None)
+    assert game_origin("epr/TicTacToePZ-v3") == {"entry_point": "pettingzoo.classic.tictactoe_v3:env",
+                                                  "plugin_package": "ep-replay-games"}
+    header = play_match("epr/TicTacToePZ-v3", ["random", "random"], seed=0, match_id="e").replay.header
+    assert header["plugin_package"] == "ep-replay-games"
+    assert load_hint(header) == "install the package 'ep-replay-games', which registers it"

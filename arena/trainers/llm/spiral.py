@@ -57,7 +57,7 @@ from arena.trainers.llm.rollout import LEARNER, Episode, LLMActors
 
 LEARNER_NAME = "learner"
 
-__all__ = ["LEARNER_NAME", "Sample", "SpiralTrainer", "train"]
+__all__ = ["LEARNER_NAME", "Sample", "SpiralTrainer", "train", "validate"]
 
 
 def _torch():
@@ -126,8 +126,12 @@ class SpiralTrainer:
             cfg.model = model
         if loss is not None:
             cfg.loss = loss
+        validate(cfg)  # the whole config, before anything is written to the run folder
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        #: Set by a caller (Ctrl-C in `arena train`): the loop checkpoints and stops after the current iteration.
+        self.stop_requested = False
+        self.in_loop = False
         torch.set_num_threads(cfg.threads)
         self.latest = self.dir / "latest"
         state = None
@@ -159,6 +163,7 @@ class SpiralTrainer:
         self.rae = RAEBaseline(cfg.rae_decay)
         self.iteration = 0
         self.il_done = False
+        self._pairing_rng_state = None
         if state is not None:
             self._load_state(state)
         self.metrics = MetricsLogger(self.dir)
@@ -189,8 +194,11 @@ class SpiralTrainer:
         self.train_opponents = sorted({_slug(s) for s in cfg.opponents})
         self.pairing_rule = {"selfplay": self._selfplay_opponent, "fixed": self._fixed_opponent,
                              "league": self._league_opponent}[cfg.opponent_mode]
-        # The opponent draws share the league's generator, so a resumed run draws as the league does.
+        # The opponent draws share the league's generator; a resumed run continues its stream where the
+        # checkpoint left it, so it plays the same next batch as a run that never stopped.
         self.rng = self.league.rng
+        if self._pairing_rng_state is not None:
+            self.rng.bit_generator.state = self._pairing_rng_state
 
     def _selfplay_opponent(self) -> str:
         return LEARNER_NAME
@@ -439,6 +447,7 @@ class SpiralTrainer:
         state = {
             "iteration": it, "il_done": self.il_done, **self.learner.state_dict(), "rae": self.rae.state_dict(),
             "torch_rng": torch.get_rng_state(), "py_random": random.getstate(), "config": asdict(self.cfg),
+            "pairing_rng": self.rng.bit_generator.state,
         }
         save_torch_atomic(state, ckpt / "trainer_state.pt")
         link(self.dir, "latest", checkpoint_path(it))
@@ -452,6 +461,7 @@ class SpiralTrainer:
         self.rae.load_state_dict(state["rae"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["py_random"])
+        self._pairing_rng_state = state.get("pairing_rng")
 
     def snapshot(self, it: int) -> str:
         """Checkpoint iteration `it` and freeze it into the league as a historical player."""
@@ -477,6 +487,7 @@ class SpiralTrainer:
             self.evaluate(0, snapshot=snap)
         policy = InvalidMovePolicy(allowance=0, loss=cfg.invalid_penalty, win=cfg.invalid_reward_other)
         result: dict[str, float] = {}
+        self.in_loop = True
         for it in range(self.iteration + 1, last + 1):
             t0 = time.perf_counter()
             lr = cfg.lr_at(it)
@@ -508,6 +519,12 @@ class SpiralTrainer:
                 self.snapshot(it)
             if progress is not None:
                 progress(it, last, result)
+            if self.stop_requested:
+                if not (self.dir / checkpoint_path(it)).is_dir():
+                    self.checkpoint(it)  # the finished iterations are not redone on resume
+                self.in_loop = False
+                return result
+        self.in_loop = False
         if last == cfg.iterations:
             self.confirm_best()
         plot_curves(self.metrics.path, self.dir / "curves.png")
@@ -516,6 +533,36 @@ class SpiralTrainer:
     def close(self) -> None:
         self.actors.close()
         self.metrics.close()
+
+
+def validate(cfg: SpiralConfig) -> None:
+    """Check what the config names exists and fits: the game, every agent spec (opponents,
+    evaluation opponents, imitation agents, one per seat), the model folder. A `ConfigError`
+    naming the key; nothing is written."""
+    from arena.agents.specs import make_agent
+    from arena.envs.registry import make_core
+    from arena.errors import ArenaError, ConfigError
+
+    try:
+        core = make_core(cfg.game)
+    except ArenaError as e:
+        raise ConfigError(f"game: {e}") from None
+    if len(core.players) < 2:
+        raise ConfigError(f"game: {cfg.game} has {len(core.players)} player; self-play needs two or more")
+    for key, specs in (("opponents", cfg.opponents), ("eval.opponents", cfg.eval.opponents),
+                       ("il.agents", cfg.il.agents if cfg.il is not None else [])):
+        for spec in specs:
+            try:
+                make_agent(spec, core, 0)
+            except ArenaError as e:
+                raise ConfigError(f"{key}: {e}") from None
+    if cfg.il is not None and not cfg.il.replays and len(cfg.il.agents) != len(core.players):
+        raise ConfigError(f"il.agents: {cfg.game} has {len(core.players)} players; give one agent spec per seat, "
+                          f"got {len(cfg.il.agents)}")
+    if cfg.il is not None and cfg.il.replays and not Path(cfg.il.replays).is_dir():
+        raise ConfigError(f"il.replays: no folder {cfg.il.replays}")
+    if cfg.model not in ("tiny", "smollm2") and not Path(cfg.model).is_dir():
+        raise ConfigError(f"model: {cfg.model!r} is not tiny, smollm2 or a local Hugging Face model folder")
 
 
 def train(cfg: SpiralConfig, directory: str | Path, **overrides) -> dict[str, float]:

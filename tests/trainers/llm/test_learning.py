@@ -1,4 +1,11 @@
-"""Learning checks that can fail (marked slow; CI runs them).
+"""Learning checks that can fail.
+
+0. In about a minute (the fast suite): the tiny Llama, after imitation of random agents, loses
+   both seats' greedy games against the fixed `first` agent (always the first legal cell); 15
+   RL iterations against it and it wins both. The opponent and the greedy evaluation are
+   deterministic, so each seat's game is one game: 1.0 means it beats `first` from either seat.
+
+The long ones are marked slow (CI runs them):
 
 1. The tiny Llama learns tic-tac-toe: imitation of random agents teaches the
    move format and legal moves (35-55% wins against random), then RL with
@@ -57,6 +64,27 @@ def tiny_run(tmp_path_factory):
             (d / "finished").write_text(os.environ.get("PYTEST_XDIST_WORKER", "main"))
     rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
     return cfg, d, [r for r in rows if "eval/win_rate/random" in r]
+
+
+def test_tiny_llama_learns_to_beat_a_fixed_opponent_in_a_minute(tmp_path):
+    data = yaml.safe_load((CONFIGS / "spiral_tictactoe_tiny.yaml").read_text())
+    data.update(seed=0, iterations=15, games_per_iter=64, concurrency=64, opponents=["first"],
+                opponent_mode="fixed", minibatch=128, epochs=4, lr=1.5e-4, lr_end=1.5e-5)
+    data["eval"] = {"every": 5, "games": 10, "opponents": ["first"], "concurrency": 10}
+    data["il"] = {"agents": ["random", "random"], "matches": 1000, "epochs": 2, "lr": 2e-3, "batch_size": 128}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
+    t = SpiralTrainer(load_train_config(tmp_path / "c.yaml"), tmp_path / "run")
+    try:
+        t.run()
+    finally:
+        t.close()
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    curve = {r["step"]: r["eval/win_rate/first"] for r in rows if "eval/win_rate/first" in r}
+    assert curve[0] <= 0.5, curve  # imitation of random play does not beat `first`
+    assert curve[15] == 1.0, curve  # RL does, from both seats
+    assert all(r["eval/invalid_rate"] == 0.0 for r in rows if r["step"] == 15 and "eval/invalid_rate" in r)
+    best = json.loads((tmp_path / "run" / "best.json").read_text())
+    assert best["value"] == 1.0 and best["iteration"] in (5, 10, 15)
 
 
 def _curve(evals):

@@ -1,6 +1,7 @@
 """The SPIRAL trainer end to end on the tiny model: short runs, real parts."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import yaml
 torch = pytest.importorskip("torch")
 
 from arena.league.manager import open_league  # noqa: E402
+from arena.match import InvalidMovePolicy  # noqa: E402
 from arena.trainers.registry import load_train_config  # noqa: E402
 from arena.trainers.llm.spiral import SpiralTrainer  # noqa: E402
 
@@ -81,13 +83,80 @@ def test_short_run_checkpoints_snapshots_and_resumes(tmp_path):
     assert (d / "best" / "trainer_state.pt").exists()
 
 
+def _initial_weights(d):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(d / "model-init").state_dict()
+
+
+def _changed(t, before) -> float:
+    """The largest absolute change of any parameter since `before`."""
+    return max(float((v.float() - before[k].float()).abs().max()) for k, v in t.model.state_dict().items())
+
+
 @pytest.mark.parametrize("loss", ["ppo_clip", "dppo_topk_kl", "drpo", "predictive_mask"])
 def test_every_loss_trains(tmp_path, loss):
     cfg = small(tmp_path, iterations=1, loss=loss, il=None, opponent_mode="selfplay")
     cfg.eval.every = 100
     t, final = run(cfg, tmp_path / loss)
-    assert final["train/samples"] > 0 and "train/loss" in final
+    assert final["train/samples"] > 0 and math.isfinite(final["train/loss"])
     assert final["train/selfplay_share"] == 1.0
+    assert _changed(t, _initial_weights(tmp_path / loss)) > 1e-6  # the step moved the policy
+
+
+def test_a_step_on_a_fixed_batch_raises_the_likelihood_of_advantaged_responses(tmp_path):
+    """Positive advantages on a fixed batch: each learner step lowers the loss's surrogate, i.e. the
+    negative log-likelihood of those responses falls step after step."""
+    from arena.trainers.llm.learner import Batch
+    from arena.trainers.llm.logprobs import sequence_logprobs
+
+    cfg = small(tmp_path, iterations=0, il=None, opponent_mode="selfplay", epochs=1, lr=1e-3)
+    t = SpiralTrainer(cfg, tmp_path / "fixed")
+    try:
+        eps = t._play(t._pairings(16), greedy=False, policy=InvalidMovePolicy(allowance=0), seed=5, concurrency=16)
+        samples = t._samples(eps)
+        for s in samples:
+            s.adv = 1.0
+        assert len(samples) > 10
+
+        def nll() -> float:
+            with torch.no_grad():
+                out = sequence_logprobs(t.model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                                        pad_id=t.tok.pad_token_id or 0)
+            return float(-(out["logp"] * out["mask"]).sum() / out["mask"].sum())
+
+        curve = [nll()]
+        for i in range(4):
+            t.learner.step(Batch(samples, shuffle_seed=i))
+            curve.append(nll())
+        assert all(b < a for a, b in zip(curve, curve[1:])), curve
+        assert curve[-1] < curve[0] - 0.01, curve
+    finally:
+        t.close()
+
+
+def test_a_resumed_run_plays_the_same_next_batch_with_the_same_losses(tmp_path):
+    """Stop after iteration 2 and resume: iteration 3 equals iteration 3 of a run that never stopped."""
+    def cfg(n):
+        c = small(tmp_path, iterations=n, il=None, opponent_mode="league", fixed_share=0.5, snapshot_every=1)
+        c.eval.every = 100
+        return c
+
+    straight, _ = run(cfg(3), tmp_path / "straight")
+    run(cfg(3), tmp_path / "resumed", iterations=2)  # stopped after iteration 2 of the same 3-iteration run
+    run(cfg(3), tmp_path / "resumed")
+
+    def third(d):
+        return next(r for r in read_metrics(d) if r["step"] == 3 and "train/return" in r)
+
+    a, b = third(tmp_path / "straight"), third(tmp_path / "resumed")
+    for k in ("train/return", "train/samples", "train/selfplay_share", "train/win_rate/random"):
+        assert a.get(k) == b.get(k), (k, a.get(k), b.get(k))
+    for k in ("train/loss", "train/tv", "train/entropy", "train/grad_norm"):
+        assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-7), k
+    sa = [m.players for m in open_league(tmp_path / "straight").matches() if m.note == "training"]
+    sb = [m.players for m in open_league(tmp_path / "resumed").matches() if m.note == "training"]
+    assert len(sa) == 3 * 16 and sa == sb  # the same opponents, in the same order
 
 
 @pytest.mark.parametrize("rollout, train", [("bf16", "fp32"), ("fp16", "fp16"), ("fp32", "bf16")])
@@ -95,7 +164,8 @@ def test_low_precision_rollout_and_training(tmp_path, rollout, train):
     cfg = small(tmp_path, iterations=1, il=None, train_precision=train, rollout_precision=rollout)
     cfg.eval.every = 100
     t, final = run(cfg, tmp_path / f"{rollout}-{train}")
-    assert final["train/samples"] > 0 and final["train/loss"] == final["train/loss"]
+    assert final["train/samples"] > 0 and math.isfinite(final["train/loss"])
+    assert _changed(t, _initial_weights(tmp_path / f"{rollout}-{train}")) > 1e-6
     if rollout != train:
         # the FP16 paper's diagnostic: rollout and trainer log-probs of the same tokens differ
         assert final["train/mismatch"] > 1e-4
@@ -117,8 +187,9 @@ def test_grpo_and_no_baseline_variants(tmp_path):
     for adv in ("grpo", "dr_grpo", "none"):
         cfg = small(tmp_path, iterations=1, il=None, advantage=adv)
         cfg.eval.every = 100
-        _, final = run(cfg, tmp_path / adv)
-        assert final["train/samples"] > 0
+        t, final = run(cfg, tmp_path / adv)
+        assert final["train/samples"] > 0 and math.isfinite(final["train/loss"])
+        assert _changed(t, _initial_weights(tmp_path / adv)) > 1e-6
 
 
 def test_rae_keyed_by_opponent_turn_discount_and_entropy_bonus(tmp_path):

@@ -79,7 +79,7 @@ def test_errors_are_clear_and_exit_2():
 
 def test_train_prints_the_confirmed_best_checkpoint(tmp_path):
     pytest.importorskip("torch")
-    cfg = yaml.safe_load((Path(__file__).parent.parent / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
+    cfg = yaml.safe_load((Path(__file__).parents[2] / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
     cfg.update(iterations=2, games_per_iter=8, concurrency=8, minibatch=64, il=None, threads=1)
     cfg["eval"] = {"every": 1, "games": 8, "opponents": ["random"], "concurrency": 8,
                    "confirm_top": 2, "confirm_games": 10}
@@ -91,3 +91,62 @@ def test_train_prints_the_confirmed_best_checkpoint(tmp_path):
     line = next(x for x in r.output.splitlines() if x.startswith("best: iteration"))
     assert line.startswith(f"best: iteration {best['iteration']} (eval/win_rate/random {best['value']:.3f} in the run; "
                            f"{best['confirm']['win_rate']:.3f} on 10 fresh games)")
+
+
+def test_version_and_every_option_has_help():
+    import click
+    import typer.main
+
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.startswith("arena ")
+    missing, flags_with_type = [], []
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, path + [name])
+            return
+        for p in cmd.params:
+            if not getattr(p, "hidden", False) and not getattr(p, "help", None):
+                missing.append(f"{' '.join(path)} {p.name}")
+        out = runner.invoke(app, path[1:] + ["--help"], terminal_width=200).output
+        for p in cmd.params:
+            if isinstance(p, click.Option) and p.is_flag and any(f"{o} " in out and f"{o}  <bool>" in out
+                                                                 for o in p.opts):
+                flags_with_type.append(f"{' '.join(path)} {p.opts[0]}")
+
+    walk(typer.main.get_command(app), ["arena"])
+    assert not missing, missing
+    assert not flags_with_type, flags_with_type
+
+
+def test_players_space_separated_after_one_flag_as_the_readme_says(tmp_path):
+    r = runner.invoke(app, ["play", "arena/TicTacToe-v0", "--players", "human", "random", "--seed", "3"],
+                      input="4\n0\n1\n2\n3\n5\n6\n7\n8\n", terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "human" in r.output and "random" in r.output and "game over" in r.output
+    r2 = runner.invoke(app, ["play", "openspiel/tic_tac_toe-v0", "-p", "random", "-p", "first", "-n", "4"],
+                       terminal_width=200)
+    assert r2.exit_code == 0 and "4 matches" in r2.output, r2.output
+
+
+def test_plugin_from_the_working_directory_and_by_file_path(tmp_path, monkeypatch):
+    (tmp_path / "my_games_q.py").write_text(
+        'import gymnasium\ngymnasium.register(id="mine/RPSq-v2", entry_point="pettingzoo.classic.rps_v2:parallel_env")\n')
+    monkeypatch.chdir(tmp_path)
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH="")
+    for arg in ("my_games_q", "./my_games_q.py", str(tmp_path / "my_games_q.py")):
+        p = subprocess.run([ARENA, "envs", "list", "--plugin", arg], capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert p.returncode == 0 and "mine/RPSq-v2" in p.stdout, (arg, p.stdout, p.stderr)
+    p = subprocess.run([ARENA, "envs", "list", "--plugin", "./nope.py"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_human_who_quits_ends_the_run_with_one_forfeit_and_a_summary(tmp_path):
+    r = runner.invoke(app, ["play", "openspiel/tic_tac_toe-v0", "-p", "human", "-p", "random", "-n", "3",
+                            "--replays", str(tmp_path / "r")], input="4\nquit\n", terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "stopped after 1 of 3 matches" in r.output and "game over" in r.output, r.output
+    assert len(list((tmp_path / "r").glob("*.jsonl*"))) == 1
+    row = next(line for line in r.output.splitlines() if line.strip().startswith("│ human") or line.startswith("human"))
+    assert " 1 " in row  # one game, lost by forfeit

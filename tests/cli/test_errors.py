@@ -1,0 +1,104 @@
+"""A user's mistake is one line that names the fix, exit code 2, never a traceback."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def arena(*args: str, cwd: Path | None = None, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=cwd or ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=300, env=_env())
+
+
+def _env() -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["COLUMNS"] = "200"
+    return env
+
+
+@pytest.fixture(scope="module")
+def league(tmp_path_factory) -> Path:
+    """A small league (tic-tac-toe only) with players random and first."""
+    d = tmp_path_factory.mktemp("errors")
+    cfg = d / "l.yaml"
+    cfg.write_text(textwrap.dedent("""\
+        name: small
+        games: [{id: openspiel/tic_tac_toe-v0}]
+        players: [{name: random, agent: random}, {name: first, agent: first}]
+        matches: 4
+        workers: 1
+        """))
+    r = arena("league", "run", str(cfg), "--dir", str(d / "run"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return d / "run"
+
+
+def _league_config(tmp: Path, agent: str) -> Path:
+    p = tmp / "bad.yaml"
+    p.write_text(f"name: bad\ngames: [{{id: openspiel/tic_tac_toe-v0}}]\n"
+                 f"players: [{{name: a, agent: random}}, {{name: b, agent: \"{agent}\"}}]\nmatches: 2\n")
+    return p
+
+
+CASES = [
+    # (arguments, a phrase the one line must contain)
+    (["play", "arena/TicTacToe-v0", "-p", "random"], "has 2 players"),
+    (["play", "plugin/Pendulum-v1", "--plugin", "plugins.sample_games", "-p", "random", "-p", "random"],
+     "has 1 player"),
+    (["play", "openspiel/tic_tac_toe-v0", "-p", "cfr", "-p", "random"], "CFR is for"),
+    (["play", "arena/TicTacToe-v0", "-p", "mcts", "-p", "random"], "plays OpenSpiel games"),
+    (["play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulations=abc", "-p", "random"], "bad option value"),
+    (["play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulatons=3", "-p", "random"], "unknown option 'simulatons'"),
+    (["play", "openspiel/tic_tac_toe-v0", "-p", "tabular:/nope.json", "-p", "random"], "no tabular weights"),
+    (["play", "openspiel/tic_tac_toe-v0", "-p", "crf", "-p", "random"], "unknown agent kind 'crf'"),
+    (["play", "openspiel/tic_tac_toe-v0"], "give the agents"),
+    (["play", "nosuch/Game-v0", "-p", "random", "-p", "random"], "nosuch/Game-v0"),
+    (["play", "openspiel/tic_tac_toe-v0", "-p", "random", "-p", "random", "--plugin", "no_such_plugin_mod"],
+     "no_such_plugin_mod"),
+    (["play", "openspiel/tic_tac_toe-v0", "--vs", "{league}:nobody"], "no player 'nobody'"),
+    (["play", "openspiel/kuhn_poker-v0", "--vs", "{league}:first"], "plays openspiel/tic_tac_toe-v0, not"),
+    (["play", "openspiel/tic_tac_toe-v0", "--vs", "{league}:first", "--seat", "5"], "--seat 5"),
+    (["play", "openspiel/tic_tac_toe-v0", "--vs", "{tmp}:first"], "no league at"),
+    (["ratings", "{league}", "--game", "nosuch"], "--game nosuch"),
+    (["ratings", "{tmp}"], "no league at"),
+    (["league", "run", "{cfg:crf:iterations=200}", "--dir", "{tmp}/l1"], "unknown agent kind 'crf'"),
+    (["league", "run", "{cfg:mcts:simulatons=200}", "--dir", "{tmp}/l2"], "unknown option 'simulatons'"),
+    (["league", "run", "{yaml:name: [unclosed}", "--dir", "{tmp}/l3"], "not valid YAML"),
+    (["league", "run", "{yaml:name: x\nmatchez: 3}", "--dir", "{tmp}/l4"], "matchez"),
+    (["league", "run", "{yaml:name: x\ngames: [{id: nosuch/G-v0}]\nplayers: [{name: a, agent: random}]}",
+      "--dir", "{tmp}/l5"], "nosuch/G-v0"),
+    (["league", "run", "{tmp}/missing.yaml", "--dir", "{tmp}/l6"], "no config file"),
+    (["train", "{yaml:trainer: spiral\ngame: nosuch/G-v0}", "--dir", "{tmp}/t1"], "nosuch/G-v0"),
+    (["train", "{yaml:trainer: spirl}", "--dir", "{tmp}/t2"], "unknown trainer 'spirl'"),
+    (["train", "{yaml:game: openspiel/tic_tac_toe-v0}", "--dir", "{tmp}/t3"], "trainer: required"),
+    (["train", "{yaml:trainer: spiral\nlr: fast}", "--dir", "{tmp}/t4"], "lr"),
+    (["replay", "show", "{tmp}/nope.jsonl"], "nope.jsonl"),
+]
+
+
+@pytest.mark.parametrize("args,phrase", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_user_errors_are_one_line(args, phrase, league, tmp_path):
+    def fill(a: str) -> str:
+        if a.startswith("{cfg:"):
+            return str(_league_config(tmp_path, a[5:-1]))
+        if a.startswith("{yaml:"):
+            p = tmp_path / f"c{abs(hash(a)) % 10**6}.yaml"
+            p.write_text(a[6:-1] + "\n")
+            return str(p)
+        return a.replace("{league}", str(league)).replace("{tmp}", str(tmp_path))
+
+    r = arena(*[fill(a) for a in args], cwd=ROOT / "tests")
+    out = (r.stdout + r.stderr).strip()
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert r.returncode == 2, out
+    assert "Traceback" not in out, out
+    assert len(lines) == 1, out
+    assert phrase in out, out
+    assert out.startswith("error:"), out

@@ -1,0 +1,74 @@
+"""Every command of the README's tour, run as written (on small settings), so the README cannot drift.
+
+The tour is the fenced bash block under "## A tour". Commands that take minutes at full size run
+with smaller numbers (fewer matches, a short training config); commands that ask a person for
+moves get them on stdin. Each command must exit 0.
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Moves for a person at the terminal: every cell in turn (taken ones are re-asked), then the end of input.
+HUMAN_MOVES = "".join(f"{c}\n" for c in (4, 0, 1, 2, 3, 5, 6, 7, 8)) * 2
+
+
+def tour_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## A tour", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.strip() for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def _small(args: list[str], tmp: Path) -> list[str]:
+    """The same command on small settings."""
+    out = list(args)
+    for flag, small in (("-n", "20"),):
+        if flag in out:
+            out[out.index(flag) + 1] = small
+    if out[:2] == ["league", "run"] and "--matches" not in out:
+        out += ["--matches", "60"]
+    if out[:1] == ["train"]:
+        cfg = yaml.safe_load((ROOT / out[1]).read_text())
+        cfg.update(iterations=2, games_per_iter=16, concurrency=16, minibatch=64, threads=1)
+        cfg["eval"] = {"every": 1, "games": 16, "opponents": ["random"], "concurrency": 16,
+                       "confirm_top": 2, "confirm_games": 16}
+        if cfg.get("il"):
+            cfg["il"].update(matches=100, epochs=1)
+        small_cfg = tmp / "tour_train.yaml"
+        small_cfg.write_text(yaml.safe_dump(cfg))
+        out[1] = str(small_cfg)
+    return out
+
+
+def test_the_tour_has_the_commands_a_newcomer_needs():
+    cmds = tour_commands()
+    assert 8 <= len(cmds) <= 20, cmds
+    assert all(c.startswith("arena ") for c in cmds), cmds
+    firsts = {tuple(shlex.split(c)[1:3]) for c in cmds}
+    for need in (("envs", "list"), ("league", "run"), ("replay", "verify")):
+        assert need in firsts, need
+    assert any(c.startswith("arena train ") for c in cmds)
+    assert any(" human" in c for c in cmds)
+
+
+@pytest.mark.timeout(1800)
+def test_every_tour_command_runs(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    env = dict(os.environ, COLUMNS="200", OMP_WAIT_POLICY="PASSIVE")
+    for line in tour_commands():
+        args = _small(shlex.split(line)[1:], tmp_path)
+        stdin = HUMAN_MOVES if ("human" in args or "--vs" in args) else ("q\n" if args[:2] == ["replay", "show"] else "")
+        r = subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=tmp_path, input=stdin, capture_output=True,
+                           text=True, timeout=1200, env=env)
+        assert r.returncode == 0, f"{line}\n-> {' '.join(args)}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        assert "Traceback" not in r.stdout + r.stderr, line
