@@ -1,34 +1,96 @@
 """Atomic file writes: a temporary file in the same folder, fsync, rename, fsync of the folder.
 
 A killed process leaves at most a hidden ``.<name>.tmp-*`` file, never a partial file under the real name.
+A full disk raises :class:`arena.errors.DiskFull` naming the folder, and leaves no temporary file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
 import uuid
 from pathlib import Path
+from typing import Iterator
+
+from arena.errors import DiskFull
+
+#: errno values that mean "no room": a full file system, or a full quota.
+_NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+#: Below this many free bytes an SQLite "disk I/O error" is taken for a full disk: SQLite reports
+#: ENOSPC while growing its WAL index (-shm) as an I/O error, not as SQLITE_FULL.
+_NEARLY_FULL = 256 * 1024
+
+
+def _no_space_oserror(e: BaseException) -> OSError | None:
+    """The ENOSPC/EDQUOT OSError that is `e` or lies down its chain (a library may wrap it:
+    torch.save into a Python file raises RuntimeError "unexpected pos" with it as the context)."""
+    for _ in range(8):
+        if e is None:
+            return None
+        if isinstance(e, OSError) and e.errno in _NO_SPACE:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def is_disk_full(e: BaseException, folder: str | os.PathLike | None = None) -> bool:
+    """Whether `e` is a write that failed for want of space (OSError ENOSPC/EDQUOT, also wrapped;
+    SQLite's "database or disk is full"; an SQLite I/O error while `folder`'s disk is nearly full)."""
+    if isinstance(e, DiskFull) or _no_space_oserror(e) is not None:
+        return True
+    import sqlite3
+
+    if isinstance(e, sqlite3.Error):
+        code = getattr(e, "sqlite_errorcode", None)
+        if (code is not None and code & 0xFF == _SQLITE_FULL) or "disk is full" in str(e):
+            return True
+        if folder is not None and ((code is not None and code & 0xFF == _SQLITE_IOERR) or "disk I/O error" in str(e)):
+            try:
+                return shutil.disk_usage(folder).free < _NEARLY_FULL
+            except OSError:
+                return False
+    return False
+
+
+@contextlib.contextmanager
+def disk_full_as_error(folder: str | os.PathLike, what: str) -> Iterator[None]:
+    """Translate a full-disk failure inside the block into DiskFull(folder, what); others pass."""
+    try:
+        yield
+    except DiskFull:
+        raise
+    except Exception as e:
+        if not is_disk_full(e, folder):
+            raise
+        os_err = _no_space_oserror(e)
+        detail = (os_err.strerror or str(os_err)) if os_err is not None else str(e)
+        raise DiskFull(folder, what, detail) from e
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    with disk_full_as_error(path.parent, f"writing {path.name}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
         try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                tmp.unlink()
+            except FileNotFoundError:
+                pass
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     return path

@@ -6,7 +6,12 @@ into the league's replay folder, and returns the `MatchResult` (without the
 in-memory replay). A worker that dies
 loses only the matches it held: the executor reports them as failed and the
 league re-queues them. The league never blocks on a slow match: `wait` returns
-whatever finished within its timeout.
+whatever finished within its timeout. A full disk is not a failed match: `wait`
+raises the worker's `DiskFull` at once (re-queueing would only fail the same way
+until the matches are marked failed); matches whose replays made it to disk are
+committed from them on the next run.
+
+Pool workers die with the league, even on ``kill -9`` (see `arena.procs`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import multiprocessing as mp
 import os
 import tempfile
 from typing import TYPE_CHECKING, Any
+
+from arena.errors import DiskFull
+from arena.procs import die_with, forkserver_preload
 
 if TYPE_CHECKING:
     from arena.match.loop import MatchResult
@@ -64,6 +72,8 @@ class InlineExecutor:
     def submit(self, job: MatchJob) -> None:
         try:
             self._done.append((job.match_id, run_job(job)))
+        except DiskFull:
+            raise
         except Exception as e:
             self._done.append((job.match_id, e))
 
@@ -85,7 +95,10 @@ class LocalExecutor:
         self._futures: dict[cf.Future, str] = {}
 
     def _new_pool(self):
-        return cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=self._ctx)
+        # Workers (and the forkserver) die with this process, even on kill -9 (arena.procs).
+        forkserver_preload(self._ctx)
+        return cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=self._ctx, initializer=die_with,
+                                      initargs=(os.getpid(),))
 
     def submit(self, job: MatchJob) -> None:
         try:
@@ -104,6 +117,8 @@ class LocalExecutor:
             mid = self._futures.pop(fut)
             try:
                 out.append((mid, fut.result()))
+            except DiskFull:
+                raise
             except cf.process.BrokenProcessPool as e:
                 broken = True
                 out.append((mid, WorkerLost(f"worker process died while playing {mid}: {e}")))
@@ -155,6 +170,9 @@ class RayExecutor:
             try:
                 out.append((mid, self.ray.get(ref)))
             except Exception as e:  # RayTaskError, WorkerCrashedError: the match is re-queued
+                cause = e if isinstance(e, DiskFull) else getattr(e, "cause", None)
+                if isinstance(cause, DiskFull):
+                    raise cause from e
                 out.append((mid, WorkerLost(f"Ray task for {mid} failed: {type(e).__name__}: {e}")))
         return out
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from arena.fsio import disk_full_as_error
 from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
 from arena.match.loop import MatchResult
@@ -124,14 +125,15 @@ class LeagueStore:
             from arena.errors import ArenaError
 
             raise ArenaError(f"no league at {self.dir} (no league.db); start one with `arena league run CONFIG --dir {self.dir}`")
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.replay_dir = self.dir / "replays"
         self.players_dir = self.dir / "players"
-        self.conn = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA busy_timeout=60000")
-        self.conn.executescript(_SCHEMA)
+        with self._disk_full_as_error():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA busy_timeout=60000")
+            self.conn.executescript(_SCHEMA)
         with self.tx():
             if self.get_meta("schema") is None:
                 self.set_meta("schema", SCHEMA_VERSION)
@@ -149,20 +151,33 @@ class LeagueStore:
     def close(self) -> None:
         self.conn.close()
 
+    def _disk_full_as_error(self):
+        return disk_full_as_error(self.dir, f"writing the league database {self.db_path.name}")
+
     @contextlib.contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE: takes the write lock up front, no upgrade deadlocks)."""
+        """One write transaction (BEGIN IMMEDIATE: takes the write lock up front, no upgrade deadlocks).
+
+        A full disk raises DiskFull: the transaction is rolled back whole, so a result is either
+        committed with its ratings and payoff or not at all (and committed on the next run).
+        """
         c = self.conn
         if c.in_transaction:  # nested: join the outer transaction
             yield c
             return
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            yield c
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
+        with self._disk_full_as_error():
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+                c.execute("COMMIT")
+            except BaseException:
+                # SQLite may already have rolled back by itself (after SQLITE_FULL, for one).
+                if c.in_transaction:
+                    try:
+                        c.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # the error being raised says what went wrong
+                raise
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:
