@@ -163,7 +163,8 @@ def play(
         console.print(f"[bold]{game}[/]: {who}; returns {r.returns}; {r.moves} moves; {r.outcome} {r.reason}")
     console.print(summary_table(f"{game}: {len(results)} matches", summarize(results, specs)))
     if replays is not None:
-        console.print(f"Replays in {replays} ({len(results)} files)")
+        console.print(f"Replays in {replays}" + (f" ({len(results)} files)" if not stopped else
+                                                  " (the finished matches', and any a worker wrote as it stopped)"))
     if stopped:
         raise typer.Exit(130)
 

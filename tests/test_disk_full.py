@@ -271,3 +271,36 @@ def test_checkpoint_on_a_real_full_disk(small_disk):
     assert os.listdir(small_disk) == []
     save_torch_atomic({"w": torch.zeros(1000)}, small_disk / "state.pt")
     assert torch.load(small_disk / "state.pt")["w"].shape == (1000,)
+
+
+def test_training_checkpoint_on_a_full_disk_is_one_error_and_latest_stays(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import errno
+
+    import yaml
+
+    from arena.errors import DiskFull
+    from arena.trainers.llm.learner import LLMLearner
+    from arena.trainers.llm.spiral import SpiralTrainer
+    from arena.trainers.registry import load_train_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
+    cfg.update(iterations=1, games_per_iter=4, concurrency=4, il=None, threads=1)
+    cfg["eval"] = {"every": 1, "games": 4, "opponents": ["random"], "concurrency": 4}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    t = SpiralTrainer(load_train_config(tmp_path / "c.yaml"), tmp_path / "run")
+    try:
+        t.checkpoint(0)
+
+        def full(self, folder):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(LLMLearner, "save_weights", full)
+        with pytest.raises(DiskFull) as info:
+            t.checkpoint(1)
+        assert str(tmp_path / "run") in str(info.value) and "iter-00001" in str(info.value)
+        assert "\n" not in str(info.value)
+        assert (tmp_path / "run" / "latest").resolve().name == "iter-00000"
+    finally:
+        t.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +38,20 @@ def schedule(n: int, specs: Sequence[str], seed: int, swap_seats: bool, game_id:
 
 
 def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], plugins: Sequence[str] = (),
-               game_kwargs: dict | None = None,
-               on_result: Callable[[MatchResult], None] | None = None) -> list[MatchResult]:
+               game_kwargs: dict | None = None, on_result: Callable[[MatchResult], None] | None = None,
+               cache: dict | None = None) -> list[MatchResult]:
     for mod in plugins:
         load_plugin(mod)
-    core = make_core(game, **(game_kwargs or {}))
-    # One agent object per spec, built once and reset with a per-match seed.
-    agents = [make_agent(s, core, derive_seed(0, k)) for k, s in enumerate(specs)]
+    key = (game, repr(sorted((game_kwargs or {}).items())), tuple(specs))
+    if cache is not None and key in cache:
+        core, agents = cache[key]
+    else:
+        core = make_core(game, **(game_kwargs or {}))
+        # One agent object per spec, built once and reset with a per-match seed.
+        agents = [make_agent(s, core, derive_seed(0, k)) for k, s in enumerate(specs)]
+        if cache is not None:
+            cache.clear()
+            cache[key] = (core, agents)
     results = []
     for job in jobs:
         res = run_match_job(job, agents=[agents[k] for k in job.seats], core=core)
@@ -55,6 +63,16 @@ def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], plugin
     return results
 
 
+_WORKER_CACHE: dict = {}
+
+
+def _init_worker(owner: int) -> None:
+    # Ctrl-C goes to the whole process group: the parent stops the run and prints what finished;
+    # a worker that also raised KeyboardInterrupt would only print its traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with(owner)  # and the workers die with this process, even on kill -9
+
+
 def _worker(args):
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -62,7 +80,7 @@ def _worker(args):
         # survive the fork and the child's first parallel op would wait on it forever; one intra-op
         # thread per worker needs no pool (and workers x threads would oversubscribe the cores anyway).
         torch.set_num_threads(1)
-    return _play_jobs(*args)
+    return _play_jobs(*args, cache=_WORKER_CACHE)
 
 
 def play_matches(
@@ -104,11 +122,13 @@ def play_matches(
     for k, spec in enumerate(specs):  # warm per-process caches (CFR policies) before forking
         if spec != "human":
             make_agent(spec, core, derive_seed(0, k))
-    chunks = [jobs[w::workers] for w in range(workers)]
+    # Small chunks stream results back (progress, and a clean stop keeps what finished); each worker
+    # keeps its game and agents between chunks.
+    size = max(1, min(10, n // (workers * 8)))
+    chunks = [jobs[i:i + size] for i in range(0, n, size)]
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     results: list[MatchResult] = []
-    # The workers die with this process, even on kill -9 (they would wait on the task queue forever).
-    with ctx.Pool(workers, initializer=die_with, initargs=(os.getpid(),)) as pool:
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         for part in pool.imap_unordered(_worker, [(game, list(specs), c, *common) for c in chunks]):
             results.extend(part)
             if on_result is not None:

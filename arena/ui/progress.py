@@ -26,16 +26,18 @@ def run_with_progress(cfg: LeagueConfig, directory: str | Path, *, backend: str 
     task = progress.add_task(cfg.name, total=target, completed=league.store.result_count("league"), rate=0.0,
                              inflight=0)
     last = [0.0]
-    with Live(Group(progress, top_table(league.store)), console=console, refresh_per_second=4,
-              transient=False) as live:
-        def on_progress(info: dict) -> None:
-            progress.update(task, completed=info["done"], rate=info["rate"], inflight=info["inflight"])
-            now = time.monotonic()
-            if now - last[0] > 1.0:
-                last[0] = now
-                live.update(Group(progress, top_table(league.store)))
+    try:
+        with Live(Group(progress, top_table(league.store)), console=console, refresh_per_second=4,
+                  transient=False) as live:
+            def on_progress(info: dict) -> None:
+                progress.update(task, completed=info["done"], rate=info["rate"], inflight=info["inflight"])
+                now = time.monotonic()
+                if now - last[0] > 1.0:
+                    last[0] = now
+                    live.update(Group(progress, top_table(league.store)))
 
-        summary = league.run(matches=target, on_progress=on_progress)
-        live.update(Group(progress, top_table(league.store)))
-    console.print()
+            summary = league.run(matches=target, on_progress=on_progress)
+            live.update(Group(progress, top_table(league.store)))
+    finally:
+        console.print()  # whatever stops the run (Ctrl-C, an error) prints below the table, not on its last row
     return summary

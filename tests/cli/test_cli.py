@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,40 @@ def test_a_human_who_quits_ends_the_run_with_one_forfeit_and_a_summary(tmp_path)
     assert len(list((tmp_path / "r").glob("*.jsonl*"))) == 1
     row = next(line for line in r.output.splitlines() if line.strip().startswith("│ human") or line.startswith("human"))
     assert " 1 " in row  # one game, lost by forfeit
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_during_many_matches_prints_the_summary_of_the_finished_ones(tmp_path, workers):
+    import signal
+    import time
+
+    env = dict(os.environ, COLUMNS="200")
+    p = subprocess.Popen([ARENA, "play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulations=100", "-p", "random",
+                          "-n", "5000", "--workers", workers, "--replays", str(tmp_path / "r")],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                         start_new_session=True)
+    deadline = time.time() + 120
+    while len(list((tmp_path / "r").glob("*.jsonl*"))) < 60 and time.time() < deadline:
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGINT)  # as a terminal does: the whole foreground group
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    m = re.search(r"stopped after (\d+) of 5000 matches", out)
+    assert m and 10 <= int(m.group(1)) < 5000, out
+    k = int(m.group(1))
+    assert f"{k} matches" in out and f"Replays in {tmp_path / 'r'}" in out, out
+    assert len(list((tmp_path / "r").glob("*.jsonl*"))) >= k  # every counted match has its replay
+
+
+def test_ratings_payoff_per_game_when_the_league_has_several(tmp_path):
+    cfg = tmp_path / "l.yaml"
+    cfg.write_text("name: two\ngames: [{id: openspiel/tic_tac_toe-v0}, {id: openspiel/kuhn_poker-v0}]\n"
+                   "players: [{name: random, agent: random}, {name: first, agent: first}]\nmatches: 12\nworkers: 1\n")
+    r = runner.invoke(app, ["league", "run", str(cfg), "--dir", str(tmp_path / "l")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["ratings", str(tmp_path / "l"), "--payoff"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    titles = [line for line in r.output.splitlines() if "ayoff" in line or "win rate" in line.lower()]
+    assert any("all games" in t for t in titles) and any("tic_tac_toe" in t for t in titles) \
+        and any("kuhn_poker" in t for t in titles), r.output

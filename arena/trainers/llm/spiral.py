@@ -440,16 +440,20 @@ class SpiralTrainer:
         return record
 
     def checkpoint(self, it: int) -> Path:
+        from arena.fsio import disk_full_as_error
+
         torch = _torch()
         ckpt = self.dir / checkpoint_path(it)
-        ckpt.mkdir(parents=True, exist_ok=True)
-        self.learner.save_weights(ckpt)
-        state = {
-            "iteration": it, "il_done": self.il_done, **self.learner.state_dict(), "rae": self.rae.state_dict(),
-            "torch_rng": torch.get_rng_state(), "py_random": random.getstate(), "config": asdict(self.cfg),
-            "pairing_rng": self.rng.bit_generator.state,
-        }
-        save_torch_atomic(state, ckpt / "trainer_state.pt")
+        # A full disk is one line (latest still points at the previous, complete checkpoint).
+        with disk_full_as_error(self.dir, f"saving checkpoint {checkpoint_path(it)}"):
+            ckpt.mkdir(parents=True, exist_ok=True)
+            self.learner.save_weights(ckpt)
+            state = {
+                "iteration": it, "il_done": self.il_done, **self.learner.state_dict(), "rae": self.rae.state_dict(),
+                "torch_rng": torch.get_rng_state(), "py_random": random.getstate(), "config": asdict(self.cfg),
+                "pairing_rng": self.rng.bit_generator.state,
+            }
+            save_torch_atomic(state, ckpt / "trainer_state.pt")
         link(self.dir, "latest", checkpoint_path(it))
         return ckpt
 
