@@ -489,9 +489,16 @@ def train(
                 progress.update(task, description="train", completed=it,
                                 info=f"return {m.get('train/return', 0):+.2f} invalid {m.get('train/invalid_rate', 0):.2f} {wr}")
 
+            milestones: set[int] = set()
+
             def phase(text, done, total):
                 progress.update(task, description=text.split(":")[0], info=f"{text.split(':', 1)[-1].strip()} "
                                 f"({done}/{total})")
+                if not console.is_terminal:  # a log (a pipe, CI): a line per epoch and per quarter of the matches
+                    quarter = 4 * done // max(total, 1)
+                    if "epoch" in text or quarter not in milestones:
+                        milestones.add(quarter)
+                        progress.console.print(f"{text} ({done}/{total})")
 
             import inspect
 

@@ -75,3 +75,12 @@ def test_ctrl_c_saves_the_finished_iterations_and_the_same_command_resumes(tmp_p
     assert f"resuming from iteration {stopped_at} of 6" in out, out
     # every iteration trained exactly once: none redone, none skipped
     assert _steps(run) == list(range(1, 7)), _steps(run)
+
+
+def test_the_imitation_warm_start_shows_progress(tmp_path):
+    cfg = _cfg(tmp_path, iterations=1, il={"agents": ["random", "random"], "matches": 200, "epochs": 2, "lr": 2e-3,
+                                          "batch_size": 64})
+    p = _train(cfg, tmp_path / "run")
+    out, _ = p.communicate(timeout=600)
+    assert p.returncode == 0, out
+    assert "imitation" in out and "epoch 2/2" in out, out
