@@ -6,7 +6,7 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -43,6 +43,14 @@ def _version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """Self-play arena: games, agents, leagues, replays."""
+    import os
+
+    # As `python -m` does: modules next to you (plug-in games, `my_agents:Class` specs) import by name,
+    # here and in worker processes.
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+        os.environ["PYTHONPATH"] = os.pathsep.join([cwd] + [p for p in [os.environ.get("PYTHONPATH")] if p])
 
 
 def _plugins(plugins: Optional[List[str]]) -> list[str]:
@@ -103,6 +111,9 @@ def play(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per move (none by default)."),
     no_swap: bool = typer.Option(False, "--no-swap", help="Keep seats fixed instead of rotating them."),
     plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module or .py file that registers more games."),
+    record: Literal["actions", "text"] = typer.Option(
+        "actions", "--record", help="What each replay in --replays holds: actions (what re-simulation needs; replay "
+        "show re-simulates the views) or text (each player's observation text too, for imitation learning)."),
 ):
     """Play matches between agents (a person at the terminal is `human`); print a summary table."""
     from arena.match.batch import play_matches, summarize
@@ -143,10 +154,12 @@ def play(
                     progress.update(task, completed=len(done), rate=len(done) / max(time.perf_counter() - start, 1e-9))
 
                 play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
-                             move_time_limit=time_limit, plugins=plugins, on_result=tick)
+                             move_time_limit=time_limit, plugins=plugins, on_result=tick,
+                             record=record if replays is not None else False)
         else:
             play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
-                         move_time_limit=time_limit, plugins=plugins, on_result=done.append)
+                         move_time_limit=time_limit, plugins=plugins, on_result=done.append,
+                         record=record if replays is not None else False)
     except KeyboardInterrupt:
         stopped = True
     results = sorted(done, key=lambda r: r.match_id)

@@ -1,19 +1,32 @@
 """Micro-benchmark: random-vs-random matches per second, arena vs the bare engines.
 
 Why: `play_match` is the one match loop of the arena (league, evaluation,
-batch play, trainers), so its overhead over the engine it drives must stay
-small.  This script plays random-vs-random games, one process, side by side:
+batch play, trainers); the neural-policy learner plays millions of moves through
+it, so its overhead over the engine it drives is the learner's speed.  This
+script plays random-vs-random games, one process, side by side:
 
-1. ``openspiel/tic_tac_toe-v0`` through ``play_match`` (replay kept in memory,
-   ``record=True``, the default; and ``record=False``) against a bare pyspiel
-   loop (``new_initial_state`` / ``apply_action(rng.choice(legal_actions()))``).
-   Goal: arena / bare >= 0.5.
+1. ``openspiel/tic_tac_toe-v0`` through ``play_match`` with each record mode
+   (``record="actions"``: the actions, seeds and results, what re-simulation
+   needs; ``record="text"``: each player's observation text too; ``record=False``:
+   no replay), the replay kept in memory, against a bare pyspiel loop
+   (``new_initial_state`` / ``apply_action(rng.choice(legal_actions()))``).
+   Goals: arena (actions) / bare >= 0.5, arena (text) / bare >= 0.3.
+   Two reference rows say what limits that ratio: the bare loop re-seeding two
+   ``random.Random`` a game, as the arena's ``random`` agents are re-seeded for
+   every match (the Mersenne Twister's seeding, about 4 us each, is what makes a
+   seed's match reproducible), and the arena loop with agents that draw from one
+   generator seeded once, as the bare loop does (the loop's own cost).
 2. The same arena loop against PettingZoo's ``tictactoe_v3.env()`` (default
    wrappers) driven by the standard ``agent_iter`` / ``last`` / ``step`` loop
    with the action mask.  Goal: arena / PettingZoo >= 3.  PettingZoo's
    ``raw_env()`` (no wrappers) is reported for reference.
 3. ``arena/TicTacToe-v0`` (TextArena-backed) through ``play_match`` against a
-   bare TextArena loop on ``ta.make("TicTacToe-v0-train")``.  Goal: >= 0.9.
+   bare TextArena loop on ``ta.make("TicTacToe-v0-train")``.  Goal: >= 0.95
+   with ``record="actions"`` (what leagues and ``arena play`` record); with
+   ``record="text"`` for reference (the observation text is then built every
+   move, as the bare loop's ``get_observation`` does).
+4. Bytes per move of the replay files, both record modes, raw and gzipped (as
+   ``write_replay`` writes them), over ``--bytes-games`` matches of each game.
 
 Method: every variant gets a short warm-up, then runs for a fixed wall time
 (``--seconds``, default 3 s) in each of ``--rounds`` rounds (default 3); the
@@ -31,7 +44,7 @@ call on both sides) and get a fresh env every round; ``--textarena-keep-history`
 turns the clearing off to show the effect.
 
 Run:  .venv/bin/python benchmarks/bench_match.py [--seconds S] [--rounds R] [--seed N]
-      .venv/bin/python benchmarks/bench_match.py --profile [--profile-game textarena]
+      .venv/bin/python benchmarks/bench_match.py --profile [--profile-game textarena] [--profile-record text]
 """
 
 from __future__ import annotations
@@ -45,6 +58,7 @@ from _common import markdown_table, versions as _versions  # noqa: E402
 import argparse
 import cProfile
 import gc
+import gzip
 import platform
 import pstats
 import random
@@ -72,9 +86,27 @@ PlayFn = Callable[[int], int]
 
 
 # -- the variants -----------------------------------------------------------------------
-def arena_openspiel(seed: int, record: bool) -> Callable[[], PlayFn]:
+class SeededOnce:
+    """A random agent drawing from one generator that is never re-seeded, as the bare loop's is: with
+    it the arena's figure is the loop's own cost (no per-match `random.Random.seed`)."""
+
+    spec = "random-seeded-once"
+
+    def __init__(self, rng: random.Random):
+        self._below = rng._randbelow  # what randrange(n) calls
+
+    def act(self, observation):
+        legal = observation.legal_actions
+        return legal[self._below(len(legal))]
+
+
+def arena_openspiel(seed: int, record: bool | str, seeded_once: bool = False) -> Callable[[], PlayFn]:
     core = make_core(OPENSPIEL_ID)  # built once
-    agents = [make_agent("random", core, seed), make_agent("random", core, seed + 1)]
+    if seeded_once:
+        rng = random.Random(seed)
+        agents = [SeededOnce(rng), SeededOnce(rng)]
+    else:
+        agents = [make_agent("random", core, seed), make_agent("random", core, seed + 1)]
 
     def play(i: int) -> int:
         return play_match(core, agents, seed=i, match_id="bench", record=record).moves
@@ -82,13 +114,18 @@ def arena_openspiel(seed: int, record: bool) -> Callable[[], PlayFn]:
     return lambda: play
 
 
-def bare_pyspiel(seed: int) -> Callable[[], PlayFn]:
+def bare_pyspiel(seed: int, reseed: bool = False) -> Callable[[], PlayFn]:
+    """`reseed`: also re-seed two generators a game, as the arena re-seeds its two random agents."""
     import pyspiel
 
     game = pyspiel.load_game("tic_tac_toe")
     rng = random.Random(seed)
+    other = random.Random(seed + 1)
 
     def play(i: int) -> int:
+        if reseed:
+            rng.seed(i)
+            other.seed(i + 1)
         state = game.new_initial_state()
         moves = 0
         while not state.is_terminal():
@@ -145,7 +182,7 @@ def _history_clearer(env, keep_history: bool) -> Callable[[], None]:
     return lambda: [s.clear() for s in stores]
 
 
-def arena_textarena(seed: int, record: bool, keep_history: bool) -> Callable[[], PlayFn]:
+def arena_textarena(seed: int, record: bool | str, keep_history: bool) -> Callable[[], PlayFn]:
     # Arena agents are built once; the core (and its TextArena env) fresh each round.
     probe = make_core(TEXT_ID)
     agents = [make_agent("random", probe, seed), make_agent("random", probe, seed + 1)]
@@ -228,19 +265,53 @@ def run_for(play: PlayFn, seconds: float, first_seed: int) -> tuple[int, int, fl
 
 
 def sanity_check(variants: dict[str, Variant], seed: int) -> None:
-    """The arena loops must play real games: no forfeits, no invalid moves."""
-    for key, gid in (("arena_os", OPENSPIEL_ID), ("arena_ta", TEXT_ID)):
+    """The arena loops must play real games: no forfeits, no invalid moves, in every record mode."""
+    for key, gid in (("os_actions", OPENSPIEL_ID), ("ta_actions", TEXT_ID)):
         if key not in variants:
             continue
         core = make_core(gid)
         clear = _history_clearer(getattr(core, "env", None), False)
         agents = [make_agent("random", core, seed), make_agent("random", core, seed + 1)]
-        for i in range(seed, seed + 20):
-            clear()
-            r = play_match(core, agents, seed=i, match_id="bench")
-            if r.outcome != "normal" or any(r.invalid) or r.moves < 5:
-                raise SystemExit(f"sanity check failed on {gid} seed {i}: {r.outcome} {r.reason} invalid={r.invalid}")
+        for mode in ("actions", "text", False):
+            for i in range(seed, seed + 20):
+                clear()
+                r = play_match(core, agents, seed=i, match_id="bench", record=mode)
+                if r.outcome != "normal" or any(r.invalid) or r.moves < 5:
+                    raise SystemExit(f"sanity check failed on {gid} seed {i} record={mode}: {r.outcome} {r.reason} "
+                                     f"invalid={r.invalid}")
         core.close()
+
+
+@dataclass
+class ReplaySize:
+    game: str
+    mode: str
+    moves: int = 0
+    raw: int = 0
+    gz: int = 0
+    matches: int = 0
+
+
+def replay_sizes(games: list[str], n: int, seed: int) -> list[ReplaySize]:
+    """Bytes of the replay files (as `write_replay` writes them: JSONL, gzip level 6) per move."""
+    out = []
+    for gid in games:
+        core = make_core(gid)
+        clear = _history_clearer(getattr(core, "env", None), False)
+        agents = [make_agent("random", core, seed), make_agent("random", core, seed + 1)]
+        for mode in ("actions", "text"):
+            size = ReplaySize(gid, mode)
+            for i in range(seed, seed + n):
+                clear()
+                r = play_match(core, agents, seed=i, match_id=f"{gid.replace('/', '_')}-s{i:08d}", record=mode)
+                data = r.replay.to_text().encode("utf-8")
+                size.raw += len(data)
+                size.gz += len(gzip.compress(data, compresslevel=6, mtime=0))
+                size.moves += r.moves
+                size.matches += 1
+            out.append(size)
+        core.close()
+    return out
 
 
 def measure(variants: list[Variant], seconds: float, rounds: int, warmup: float, seed: int,
@@ -272,11 +343,15 @@ def results_rows(variants: dict[str, Variant]) -> list[list[str]]:
 
 RATIOS = [
     # (label, numerator, denominator, goal or None)
-    ("1. arena (record=True) / bare pyspiel", "arena_os", "pyspiel", 0.5),
-    ("1. arena (record=False) / bare pyspiel", "arena_os_norec", "pyspiel", 0.5),
-    ("2. arena / PettingZoo env()", "arena_os", "pz_env", 3.0),
-    ("   arena / PettingZoo raw_env() (reference)", "arena_os", "pz_raw", None),
-    ("3. arena/TicTacToe-v0 / bare TextArena", "arena_ta", "ta", 0.9),
+    ("1. arena (record=actions) / bare pyspiel", "os_actions", "pyspiel", 0.5),
+    ("1. arena (record=text) / bare pyspiel", "os_text", "pyspiel", 0.3),
+    ("   arena (record=False) / bare pyspiel", "os_off", "pyspiel", None),
+    ("   ref.: bare pyspiel re-seeding 2 generators a game / bare pyspiel", "pyspiel_reseed", "pyspiel", None),
+    ("   ref.: arena loop alone (agents seeded once, record=actions) / bare pyspiel", "os_loop", "pyspiel", None),
+    ("2. arena (record=actions) / PettingZoo env()", "os_actions", "pz_env", 3.0),
+    ("   arena (record=actions) / PettingZoo raw_env() (reference)", "os_actions", "pz_raw", None),
+    ("3. arena/TicTacToe-v0 (record=actions) / bare TextArena", "ta_actions", "ta", 0.95),
+    ("   arena/TicTacToe-v0 (record=text) / bare TextArena", "ta_text", "ta", None),
 ]
 
 
@@ -298,7 +373,12 @@ def versions() -> str:
     return _versions(("arena", "open_spiel", "pettingzoo", "textarena"))
 
 
-def report(variants: dict[str, Variant], args, console: Console) -> None:
+def size_rows(sizes: list[ReplaySize]) -> list[list[str]]:
+    return [[f"{z.game}, record={z.mode}", f"{z.raw / z.moves:,.0f}", f"{z.gz / z.moves:,.0f}",
+             f"{z.raw / z.matches:,.0f}", f"{z.gz / z.matches:,.0f}"] for z in sizes]
+
+
+def report(variants: dict[str, Variant], sizes: list[ReplaySize], args, console: Console) -> None:
     head = ["variant (random vs random, tic-tac-toe)", "games/s", "moves/s", "us/move", "spread"]
     res_rows = results_rows(variants)
     t = Table(title=f"Matches per second (best of {args.rounds} x {args.seconds:g} s)")
@@ -318,31 +398,41 @@ def report(variants: dict[str, Variant], args, console: Console) -> None:
         t.add_row(*r, style=style)
     console.print(t)
 
+    shead = ["replay file (random vs random)", "bytes/move", "gzipped bytes/move", "bytes/match", "gzipped bytes/match"]
+    srows = size_rows(sizes)
+    if srows:
+        t = Table(title=f"Replay bytes (header included; {args.bytes_games} matches each)")
+        for i, h in enumerate(shead):
+            t.add_column(h, justify="right" if i else "left")
+        for r in srows:
+            t.add_row(*r)
+        console.print(t)
+
     note = f"_{versions()}; {platform.machine()}; seed {args.seed}; best of {args.rounds} rounds x {args.seconds:g} s._"
-    md = "\n\n".join([
-        markdown_table(head, res_rows, {1, 2, 3, 4}),
-        markdown_table(rhead, [r for r, _ in rrows], {1, 2}),
-        note,
-    ])
+    parts = [markdown_table(head, res_rows, {1, 2, 3, 4}), markdown_table(rhead, [r for r, _ in rrows], {1, 2})]
+    if srows:
+        parts.append(markdown_table(shead, srows, {1, 2, 3, 4}))
+    md = "\n\n".join(parts + [note])
     console.print("\n[bold]Markdown (for the README):[/bold]\n")
     print(md)  # plain print: no rich markup or wrapping in the pasteable text
 
 
 # -- profile -----------------------------------------------------------------------------
 def profile(args, console: Console) -> None:
+    record = False if args.no_record or args.profile_record == "off" else args.profile_record
     if args.profile_game == "textarena":
-        setup = arena_textarena(args.seed, record=not args.no_record, keep_history=args.textarena_keep_history)
+        setup = arena_textarena(args.seed, record=record, keep_history=args.textarena_keep_history)()
         gid = TEXT_ID
     else:
-        setup = arena_openspiel(args.seed, record=not args.no_record)
+        setup = arena_openspiel(args.seed, record=record)()
         gid = OPENSPIEL_ID
-    play = setup()
+    play = setup
     run_for(play, args.warmup, args.seed)
     prof = cProfile.Profile()
     prof.enable()
     games, moves, secs = run_for(play, args.seconds, args.seed)
     prof.disable()
-    console.print(f"[bold]cProfile[/bold] of play_match on {gid} (record={not args.no_record}): "
+    console.print(f"[bold]cProfile[/bold] of play_match on {gid} (record={record!r}): "
                   f"{games} games, {moves} moves in {secs:.2f} s under the profiler "
                   f"({games / secs:,.0f} games/s profiled)")
     stats = pstats.Stats(prof, stream=sys.stdout)
@@ -365,7 +455,11 @@ def main() -> None:
                    help="instead of the benchmark, cProfile the arena loop and print the top functions by tottime")
     p.add_argument("--profile-game", choices=["openspiel", "textarena"], default="openspiel")
     p.add_argument("--profile-top", type=int, default=20)
-    p.add_argument("--no-record", action="store_true", help="with --profile: play_match(record=False)")
+    p.add_argument("--profile-record", choices=["actions", "text", "off"], default="actions",
+                   help="with --profile: play_match's record mode (default actions)")
+    p.add_argument("--no-record", action="store_true", help="with --profile: the same as --profile-record off")
+    p.add_argument("--bytes-games", type=int, default=200,
+                   help="matches per game and record mode for the replay bytes table (default 200; 0: no table)")
     args = p.parse_args()
 
     console = Console(width=max(Console().width, 110))
@@ -379,16 +473,23 @@ def main() -> None:
     s, keep = args.seed, args.textarena_keep_history
     specs: list[tuple[str, str, Callable[[], Callable[[], PlayFn]]]] = []
     if only & {"openspiel", "pettingzoo"}:
-        specs.append(("arena_os", "arena openspiel/tic_tac_toe-v0, record=True", lambda: arena_openspiel(s, True)))
+        specs.append(("os_actions", "arena openspiel/tic_tac_toe-v0, record=actions",
+                      lambda: arena_openspiel(s, "actions")))
     if "openspiel" in only:
-        specs.append(("arena_os_norec", "arena openspiel/tic_tac_toe-v0, record=False",
-                      lambda: arena_openspiel(s, False)))
+        specs.append(("os_text", "arena openspiel/tic_tac_toe-v0, record=text", lambda: arena_openspiel(s, "text")))
+        specs.append(("os_off", "arena openspiel/tic_tac_toe-v0, record=False", lambda: arena_openspiel(s, False)))
+        specs.append(("os_loop", "arena loop alone: agents seeded once, record=actions (ref.)",
+                      lambda: arena_openspiel(s, "actions", seeded_once=True)))
         specs.append(("pyspiel", "bare pyspiel loop", lambda: bare_pyspiel(s)))
+        specs.append(("pyspiel_reseed", "bare pyspiel loop, 2 generators re-seeded a game (ref.)",
+                      lambda: bare_pyspiel(s, reseed=True)))
     if "pettingzoo" in only:
         specs.append(("pz_env", "PettingZoo tictactoe_v3.env()", lambda: pettingzoo_ttt(s, False)))
         specs.append(("pz_raw", "PettingZoo tictactoe_v3.raw_env() (ref.)", lambda: pettingzoo_ttt(s, True)))
     if "textarena" in only:
-        specs.append(("arena_ta", "arena arena/TicTacToe-v0, record=True", lambda: arena_textarena(s, True, keep)))
+        specs.append(("ta_actions", "arena arena/TicTacToe-v0, record=actions",
+                      lambda: arena_textarena(s, "actions", keep)))
+        specs.append(("ta_text", "arena arena/TicTacToe-v0, record=text", lambda: arena_textarena(s, "text", keep)))
         specs.append(("ta", "bare TextArena TicTacToe-v0-train loop", lambda: bare_textarena(s, keep)))
     variants = {k: Variant(k, label, factory) for k, label, factory in specs}
 
@@ -397,8 +498,11 @@ def main() -> None:
                   f"(+{args.warmup:g} s warm-up each), seed {args.seed}"
                   + (", TextArena history KEPT" if keep else ""))
     sanity_check(variants, args.seed)
+    games = [g for g, on in ((OPENSPIEL_ID, bool(only & {"openspiel", "pettingzoo"})), (TEXT_ID, "textarena" in only))
+             if on]
+    sizes = replay_sizes(games, args.bytes_games, args.seed) if args.bytes_games > 0 else []
     measure(list(variants.values()), args.seconds, args.rounds, args.warmup, args.seed, console)
-    report(variants, args, console)
+    report(variants, sizes, args, console)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ class BaseAgent:
 
     #: The spec string that rebuilds this agent (written into replays).
     spec: str = "?"
+    #: Optional hooks, None where an agent has none (a class attribute is found faster than a missing
+    #: one is ruled out, and the match loop looks them up every match): ``observe(player, action)``
+    #: after another player's move, ``match_over(view, result, seat)`` at the end.
+    observe = None
+    match_over = None
 
     def reset(self, seed: int | None = None) -> None:
         pass

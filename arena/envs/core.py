@@ -7,10 +7,12 @@ nothing of the arena. PettingZoo's AEC API is a facade over a core
 (`arena.envs.aec.GameAECEnv`), which is how the built-in games pass
 `api_test` and `seed_test`.
 
-The core is deliberately small and flat: the match loop calls
-`current_player()`, `legal_actions()`, `validate()`, `apply()` and `text()`
-and nothing else on its hot path, which keeps a tic-tac-toe match within a
-small factor of a bare engine loop.
+The core is deliberately small and flat: a plain move costs the match loop one
+`current_player()`, one `legal_actions()` (shown to the agent and checked
+against, so `validate()` runs only for moves outside that list), one `apply()`
+and, when the replay keeps text, one `text()`. A core may answer those from the
+engine directly: `OpenSpielCore` binds them to the state's own methods at each
+reset, and `TextArenaCore` builds a view's text only when it is read.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """`Observation`: what an agent is given when it is asked to move.
 
 A thin, lazy view over the game core: nothing is computed unless the agent
-reads it, so a random agent costs a legal-move lookup and nothing more.
+reads it (the text on first read, then kept), so a random agent costs a legal-move
+lookup and nothing more. `__slots__` and no per-move work beyond six attribute stores:
+the match loop builds one a move (`ShownLegal`, with the legal list it checks against).
 """
 
 from __future__ import annotations
@@ -89,6 +91,22 @@ class Observation:
         if fn is None:
             raise NotImplementedError(f"{self.game_id} has no information-state view")
         return fn(self.player)
+
+
+class ShownLegal(Observation):
+    """An `Observation` built with its player's legal list (None where the game has none), which the
+    match loop asks of the game once a move and checks the agent's move against: the list is a plain
+    attribute here, not a property (the read every random agent makes costs no call)."""
+
+    __slots__ = ("legal_actions",)
+
+    def __init__(self, core: GameCore, player: int, step: int, legal: list | None):
+        self.core = core
+        self.player = player
+        self.step = step
+        self.feedback = None
+        self._legal = self.legal_actions = legal
+        self._text = None
 
 
 class _Unset:

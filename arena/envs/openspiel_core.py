@@ -76,6 +76,12 @@ class OpenSpielCore(GameCore):
             shape = None
         self._obs_shape = shape
         self._has_chance = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+        # Rewards only at the end (tic-tac-toe, connect four, poker): no per-move sum to keep, and
+        # the last step's rewards are the state's own.
+        self._terminal_rewards = gtype.reward_model == pyspiel.GameType.RewardModel.TERMINAL
+        # Sequential games name the player to move as the core does (TERMINAL at the end; chance
+        # nodes never show: they are resolved inside), so the engine may answer for the core.
+        self._engine_players = gtype.dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
         self.state = None
         self._rng = None
         self._seed = None
@@ -86,10 +92,17 @@ class OpenSpielCore(GameCore):
     def reset(self, seed: int | None = None) -> None:
         self._seed = seed
         self._rng = None  # built at the first chance node
-        self.state = self.game.new_initial_state()
+        state = self.state = self.game.new_initial_state()
+        # The match loop calls these every move: bound to the new state's own methods (same
+        # answers as the methods below), they cost no Python call.
+        self.legal_actions = state.legal_actions
+        self.text = getattr(state, self._text_fn)
+        if self._engine_players:
+            self.current_player = state.current_player
         self._returns = [0.0] * len(self.players)
         self._last_rewards = [0.0] * len(self.players)
-        self._resolve_chance()
+        if self._has_chance:
+            self._resolve_chance()
 
     def _resolve_chance(self) -> None:
         state = self.state
@@ -121,11 +134,12 @@ class OpenSpielCore(GameCore):
             return f"OpenSpiel refused action {action}: {e}"
         if self._has_chance:
             self._resolve_chance()
-        rewards = state.rewards()
-        self._last_rewards = rewards
-        ret = self._returns
-        for i, r in enumerate(rewards):
-            ret[i] += r
+        if not self._terminal_rewards:
+            rewards = state.rewards()
+            self._last_rewards = rewards
+            ret = self._returns
+            for i, r in enumerate(rewards):
+                ret[i] += r
         return None
 
     # -- outcome -------------------------------------------------------------------
@@ -135,6 +149,8 @@ class OpenSpielCore(GameCore):
         return list(self._returns)
 
     def step_rewards(self) -> list[float]:
+        if self._terminal_rewards and self.state is not None:
+            return list(self.state.rewards())  # zeros until the end, then the returns
         return list(self._last_rewards)
 
     # -- views -------------------------------------------------------------------

@@ -69,6 +69,14 @@ _RESOURCES = ["Wheat", "Wood", "Sheep", "Brick", "Ore"]
 #: textarena 0.7.4's source); all others run with the state swap.
 _RANDOM_FREE = frozenset({"TicTacToeEnv"})
 _CELLS = [f"[{i}]" for i in range(9)]
+#: TextArena 0.7.4 observation wrappers whose ``observation(player_id, obs)`` only appends `obs` to
+#: ``full_observations[player_id]`` and returns ``_convert_obs_to_str(player_id)``, a string made
+#: from that list alone (and the fixed role names): the core keeps the list up to date every move
+#: and builds the string only when someone reads it (`_LazyText`).
+_LAZY_WRAPPERS = frozenset({"GameMessagesAndCurrentBoardObservationWrapper", "GameMessagesObservationWrapper",
+                            "LLMObservationWrapper"})
+#: A player's view whose text is not built yet.
+_PENDING = object()
 
 
 def _textarena():
@@ -90,6 +98,57 @@ def _textarena_kind(env) -> str:
         if cls.__module__.startswith("textarena."):
             return cls.__name__
     return type(env).__name__
+
+
+class _LazyText:
+    """The observation wrapper's work, split: its bookkeeping every move, its string on demand.
+
+    A player's view string depends only on that player's history list, which changes only when
+    that player is observed again; so building it when first read (or never, when no agent,
+    replay or view reads it: random and neural players, ``record="actions"``) gives the same string
+    TextArena's ``get_observation`` would have built. Anyone else who calls the env's
+    ``get_observation`` (the final view does) first settles the pending view of that player.
+    """
+
+    def __init__(self, core: "TextArenaCore", wrapper):
+        self.wrapper = wrapper
+        self.inner = wrapper.env.get_observation
+        self.history = wrapper.full_observations
+        convert = self.convert = type(wrapper)._convert_obs_to_str
+        original = type(wrapper).observation
+
+        def observation(player_id, observation):  # for callers of env.get_observation() other than the core
+            views = core._texts
+            if 0 <= player_id < len(views) and views[player_id] is _PENDING:
+                views[player_id] = convert(wrapper, player_id=player_id)  # before the history grows
+            return original(wrapper, player_id, observation)
+
+        wrapper.observation = observation
+
+    def text(self, pid: int) -> str:
+        return self.convert(self.wrapper, player_id=pid)
+
+
+def _lazy_wrapper(env):
+    """The one observation wrapper of `env`'s chain when it is a `_LAZY_WRAPPERS` kind and every other
+    layer passes ``get_observation`` through unchanged; else None (then views are built eagerly)."""
+    from textarena.core import ObservationWrapper, Wrapper
+
+    found = None
+    w = env
+    while isinstance(w, Wrapper):
+        if isinstance(w, ObservationWrapper):
+            kind = type(w)
+            if (found is not None or kind.__name__ not in _LAZY_WRAPPERS or not kind.__module__.startswith("textarena.")
+                    or kind.get_observation is not ObservationWrapper.get_observation):
+                return None
+            found = w
+        elif type(w).get_observation is not Wrapper.get_observation:
+            return None
+        w = w.env
+    if found is None or not isinstance(found.__dict__.get("full_observations"), dict):
+        return None
+    return found
 
 
 def _random_offer(mine: dict, rng: np.random.Generator) -> str | None:
@@ -132,6 +191,7 @@ class TextArenaCore(GameCore):
         self.base = _unwrap(self.env)
         self._kind = _textarena_kind(self.base)
         self._texts = ["", ""]
+        self._lazy = self._make_lazy()
         self._current = TERMINAL
         self._returns = [0.0, 0.0]
         self._done = True
@@ -152,6 +212,10 @@ class TextArenaCore(GameCore):
         for wrapper in spec.default_wrappers or []:
             env = wrapper(env)
         return env
+
+    def _make_lazy(self) -> _LazyText | None:
+        w = _lazy_wrapper(self.env)
+        return _LazyText(self, w) if w is not None else None
 
     @contextlib.contextmanager
     def _own_random(self):
@@ -191,6 +255,7 @@ class TextArenaCore(GameCore):
             # depend on the matches played before it.
             self.env = self._make_env()
             self.base = _unwrap(self.env)
+            self._lazy = self._make_lazy()
             self.env.reset(num_players=2, seed=seed)
             self._after_reset()
 
@@ -213,8 +278,16 @@ class TextArenaCore(GameCore):
         self._observe()
 
     def _observe(self) -> None:
-        pid, text = self.env.get_observation()
-        self._texts[pid] = text
+        lazy = self._lazy
+        if lazy is not None:
+            # What the wrapper's get_observation() does, without building the string.
+            pid, obs = lazy.inner()
+            if obs is not None:
+                lazy.history.setdefault(pid, []).extend(obs)
+            self._texts[pid] = _PENDING  # built by text(pid) if anyone reads it
+        else:
+            pid, text = self.env.get_observation()
+            self._texts[pid] = text
         self._current = pid
 
     def current_player(self) -> int:
@@ -255,15 +328,21 @@ class TextArenaCore(GameCore):
 
     # -- views -------------------------------------------------------------------
     def text(self, p: int) -> str:
-        return self._texts[p]
+        text = self._texts[p]
+        if text is _PENDING:
+            text = self._texts[p] = self._lazy.text(p)
+        return text
+
+    def action_to_text(self, p: int, action: Any) -> str:
+        return action if type(action) is str else super().action_to_text(p, action)
 
     def legal_actions(self, p: int) -> list | None:
         if self._done or p != self._current:
             return [] if self._kind in ("TicTacToeEnv", "KuhnPokerEnv") else None
         gs = self.base.state.game_state
         if self._kind == "TicTacToeEnv":
-            board = gs["board"]
-            return [_CELLS[r * 3 + c] for r in range(3) for c in range(3) if board[r][c] == ""]
+            r0, r1, r2 = gs["board"]
+            return [c for c, v in zip(_CELLS, (*r0, *r1, *r2)) if v == ""]
         if self._kind == "KuhnPokerEnv":
             tree = gs.get("current_legal_action_tree")
             return [f"[{k}]" for k in tree] if isinstance(tree, dict) else []

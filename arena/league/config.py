@@ -110,6 +110,10 @@ class LeagueConfig:
     elo_k: float = 32.0
     payoff_decay: float = 0.99
     compress_replays: bool = True
+    #: What each match's replay holds: "actions" (what re-simulation needs; `arena replay show` and
+    #: `verify` re-simulate) or "text" (each player's observation text too, what tabular learners and
+    #: imitation from league replays read). Default: "text" when the league has learners, else "actions".
+    record: Optional[Literal["actions", "text"]] = None
     #: Learning players update after this many new results of theirs.
     update_every: int = 16
     roles: RolesConfig = field(default_factory=RolesConfig)
@@ -128,6 +132,14 @@ class LeagueConfig:
             raise ValueError("players: a league needs players")
         if self.workers < 1 or self.in_flight < 1 or self.matches < 0:
             raise ValueError("workers and in_flight must be >= 1 and matches >= 0")
+        if self.record is None:
+            self.record = "text" if self.learners else "actions"
+        elif self.record not in ("actions", "text"):
+            raise ValueError(f"record: {self.record!r} is not one of 'actions', 'text'")
+        tabular = [e.name for e in self.learners if e.learner == "tabular"]
+        if self.record == "actions" and tabular:
+            raise ValueError(f"record: actions, but the tabular learner {tabular[0]!r} learns from the observation "
+                             "text in replays: set record: text (or leave record out)")
         ids = [g.id for g in self.games]
         for p in list(self.players) + list(self.learners):
             for g in p.games or []:

@@ -6,6 +6,15 @@ games (PettingZoo parallel) and single-agent Gymnasium tasks through the same
 `GameCore` view, enforces legality, applies the invalid-move policy, times
 every move, and returns a `MatchResult` with the replay.
 
+Speed: a learner plays millions of moves through this loop, so its overhead is the learner's
+speed. A plain move (the agent returns a move from the legal list its observation showed it,
+and the engine takes it) costs one `current_player()`, one lazy `Observation` (nothing is
+computed unless the agent reads it), the agent call between two clock reads, a membership
+test in that same legal list (no second legality check in Python), one `apply()` and, when
+recording, one tuple; everything else (retries, faults, refusals, simultaneous steps) goes
+through `_Slow`. The replay's step dicts are built only when the replay is read or written,
+and ``record="actions"`` keeps only what re-simulation needs (`arena.replays.format`).
+
 Invalid-move policy: an invalid move (illegal, malformed, refused by the game),
 an agent that raises, one that runs past the per-move time limit, and one that
 returns garbage (None, NaN, a megabyte of text) are all the same event. The
@@ -29,10 +38,10 @@ from typing import Any, Sequence
 
 from arena.agents.base import Forfeit, derive_seed
 from arena.agents.specs import make_agent
-from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
-from arena.envs.observation import Observation
+from arena.envs.core import SIMULTANEOUS, GameCore
+from arena.envs.observation import Observation, ShownLegal
 from arena.envs.registry import game_origin, make_core
-from arena.replays.format import FORMAT, VERSION, Replay, encode_action, new_match_id
+from arena.replays.format import FORMAT, RECORD_MODES, VERSION, Replay, encode_action, new_match_id
 
 _perf = time.perf_counter
 
@@ -70,6 +79,7 @@ class RecordedFault(Exception):
 
 @dataclass
 class MatchResult:
+    # play_match builds it with positional arguments: a new field goes after `replay`.
     match_id: str
     game_id: str
     seed: int | None
@@ -110,23 +120,15 @@ class MatchResult:
                    duration=float(r.get("duration") or 0.0), replay_path=path)
 
 
-class _Encoded:
-    """An action already in its recorded (JSON) form, replayed as-is."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-
 def _outcome(returns: list[float]) -> tuple[int | None, bool]:
+    """(winner, draw): the one best return wins; all equal is a draw; a shared best is neither."""
     if len(returns) < 2:
         return None, False
     best = max(returns)
-    if min(returns) == best:
+    k = returns.count(best)
+    if k == len(returns):
         return None, True
-    top = [i for i, r in enumerate(returns) if r == best]
-    return (top[0], False) if len(top) == 1 else (None, False)
+    return (returns.index(best), False) if k == 1 else (None, False)
 
 
 def _on_alarm(signum, frame):
@@ -190,6 +192,131 @@ def _arena_version() -> str:
     return _VERSION[0]
 
 
+def record_mode(record: bool | str | None) -> str | None:
+    """`play_match`'s ``record`` as a mode: ``"text"`` (True), ``"actions"``, or None (False: no replay)."""
+    if record is True:
+        return "text"
+    if record is False or record is None:
+        return None
+    if record in RECORD_MODES:
+        return record
+    raise ValueError(f"record must be True, False, 'actions' or 'text', got {record!r}")
+
+
+class _Failed:
+    """An agent call that raised: what the replay records for it and why the attempt does not count."""
+
+    __slots__ = ("action", "event", "why")
+
+    def __init__(self, e: BaseException, limit: float | None):
+        self.action = None
+        if isinstance(e, MoveTimeout):
+            self.event, self.why = "timeout", f"no move within the {limit}s limit"
+        elif isinstance(e, Forfeit):
+            self.event, self.why = "forfeit", str(e) or "forfeit"
+        elif isinstance(e, RecordedFault):
+            self.action, self.event, self.why = e.encoded_action, e.event, e.reason
+        else:  # an agent's bug must never crash the caller
+            self.event, self.why = "error", f"agent raised {type(e).__name__}: {e}"
+
+
+class _Slow:
+    """Everything but a plain legal move: retries with feedback, faults, engine refusals and
+    simultaneous steps, played by the invalid-move policy. `play_match`'s own loop handles the
+    common case (the first attempt is a legal move the engine accepts) and hands the rest here."""
+
+    __slots__ = ("core", "acts", "call", "limit", "rows", "text_mode", "invalid", "t_total", "t_max", "calls",
+                 "allowance")
+
+    def __init__(self, core, acts, call, limit, rows, text_mode, invalid, t_total, t_max, calls, allowance):
+        self.core, self.acts, self.call, self.limit, self.rows, self.text_mode = core, acts, call, limit, rows, text_mode
+        self.invalid, self.t_total, self.t_max, self.calls, self.allowance = invalid, t_total, t_max, calls, allowance
+
+    def ask(self, p: int, t: int, feedback: str | None) -> tuple[Any, str, str | None]:
+        """One recorded attempt of player p: (normalised action, event, reason)."""
+        obs = Observation(self.core, p, t, feedback)
+        act, call = self.acts[p], self.call
+        t0 = _perf()
+        try:
+            a = act(obs) if call is None else call(act, obs)
+        except (MoveTimeout, Exception) as e:  # not KeyboardInterrupt: a person stopping the run stops it
+            a = _Failed(e, self.limit)
+        dt = _perf() - t0
+        self.calls[p] += 1
+        self.t_total[p] += dt
+        if dt > self.t_max[p]:
+            self.t_max[p] = dt
+        return self.judge(p, t, obs, a, dt)
+
+    def judge(self, p: int, t: int, obs: Observation, a: Any, dt: float) -> tuple[Any, str, str | None]:
+        """Judge and record an attempt whose agent call returned `a` (or failed: a `_Failed`)."""
+        if type(a) is _Failed:
+            norm, action, event, why = None, a.action, a.event, a.why
+        else:
+            action = encode_action(a)
+            legal = obs._legal
+            if (type(a) is int or type(a) is str) and type(legal) is list and a in legal:
+                norm, why, event = a, None, "ok"  # the agent chose from the legal list it was shown
+            else:
+                norm, why = self.core.validate(p, a)
+                event = "ok" if why is None else "invalid"
+        rows = self.rows
+        if rows is not None:
+            if self.text_mode:
+                text = obs.text
+                rows.append((t, p, text, action, _action_text(self.core, p, norm) if event == "ok" else None,
+                             event, why, dt))
+            else:
+                rows.append((t, p, None, action, None, event, why, dt))
+        return norm, event, why
+
+    def finish_turn(self, p: int, t: int, norm: Any, event: str, why: str | None):
+        """Player p's turn after its first judged attempt: apply it if it is fine, else ask again as the
+        policy allows. Returns (the applied action, forfeiter, reason)."""
+        tries = 0
+        while True:
+            if event == "ok":
+                why = self.core.apply(p, norm)
+                if why is None:
+                    return norm, None, ""
+                event = "invalid"
+                rows = self.rows
+                if rows is not None:  # the engine refused it: amend the record
+                    r = rows[-1]
+                    rows[-1] = (r[0], r[1], r[2], r[3], None, "invalid", why, r[7])
+            self.invalid[p] += 1
+            tries += 1
+            if event == "forfeit" or tries > self.allowance:
+                return None, p, why
+            norm, event, why = self.ask(p, t, why)
+
+    def joint_step(self, t: int):
+        """One simultaneous step: every acting player's move (with retries), then the engine's step.
+        Returns (joint actions, forfeiter, reason)."""
+        joint: dict[int, Any] = {}
+        for q in self.core.acting_players():
+            tries, feedback = 0, None
+            while True:
+                a, event, why = self.ask(q, t, feedback)
+                if event == "ok":
+                    break
+                self.invalid[q] += 1
+                tries += 1
+                if event == "forfeit" or tries > self.allowance:
+                    return joint, q, why
+                feedback = why
+            joint[q] = a
+        forfeiter, reason = None, ""
+        refused = self.core.apply_joint(joint)
+        for q, why in refused.items():  # refused by the engine after validation: count it
+            self.invalid[q] += 1
+            if self.rows is not None:
+                self.rows.append((t, q, None, encode_action(joint[q]), None, "refused", why, 0.0))
+            if self.invalid[q] > self.allowance:
+                forfeiter, reason = q, why
+        return joint, forfeiter, reason
+
+
 def play_match(
     game: Any,
     agents: Sequence[Any],
@@ -199,104 +326,82 @@ def play_match(
     move_time_limit: float | None = None,
     max_moves: int | None = None,
     match_id: str | None = None,
-    record: bool = True,
+    record: bool | str = True,
     game_kwargs: dict | None = None,
 ) -> MatchResult:
-    """Play one match of `game` (an id, an env or a `GameCore`) between `agents` (objects or spec strings)."""
+    """Play one match of `game` (an id, an env or a `GameCore`) between `agents` (objects or spec strings).
+
+    `record`: what the replay (``result.replay``) holds: ``"text"`` (or True, the default) each
+    player's observation text and the move's text too, ``"actions"`` only what re-simulation
+    needs (`arena.replays.format`), False no replay at all.
+    """
     policy = policy or _DEFAULT_POLICY
-    core: GameCore = make_core(game, **(game_kwargs or {}))
+    mode = record_mode(record)
+    core: GameCore = game if isinstance(game, GameCore) else make_core(game, **(game_kwargs or {}))
     n = len(core.players)
     if len(agents) != n:
         raise ValueError(f"{core.game_id} has {n} players ({', '.join(core.players)}), got {len(agents)} agents")
-    agents = [make_agent(a, core, derive_seed(seed, i)) if isinstance(a, str) else a for i, a in enumerate(agents)]
-    specs = [getattr(a, "spec", type(a).__name__) for a in agents]
+    # One pass over the seats for everything the match needs of an agent (a match of tic-tac-toe
+    # is a few microseconds: per-match work counts as much as per-move work).
+    seated, specs, acts, resets, observers, enders = [], [], [], [], [], []
+    for i, a in enumerate(agents):
+        if isinstance(a, str):
+            a = make_agent(a, core, derive_seed(seed, i))
+        seated.append(a)
+        specs.append(getattr(a, "spec", type(a).__name__))
+        acts.append(a.act)
+        hook = getattr(a, "reset", None)
+        if hook is not None:
+            resets.append((i, hook))
+        hook = getattr(a, "observe", None)
+        if callable(hook):
+            observers.append((i, hook))
+        hook = getattr(a, "match_over", None)
+        if hook is not None:
+            enders.append((i, hook))
     match_id = match_id or new_match_id(core.game_id, seed)
     started = _perf()
 
     core.reset(seed)
-    for i, a in enumerate(agents):
-        reset = getattr(a, "reset", None)
-        if reset is not None:
-            reset(derive_seed(seed, i))
-    observers = [(i, a.observe) for i, a in enumerate(agents) if callable(getattr(a, "observe", None))]
-    acts = [a.act for a in agents]
+    for i, hook in resets:
+        hook(derive_seed(seed, i))
 
-    steps: list[dict] | None = [] if record else None
+    rows: list[tuple] | None = [] if mode is not None else None
+    text_mode = mode == "text"
     invalid = [0] * n
     t_total = [0.0] * n
     t_max = [0.0] * n
     calls = [0] * n
-    allowance = policy.allowance
     forfeiter: int | None = None
     outcome, reason = "normal", ""
+    limit = max_moves if max_moves is not None else float("inf")
+    timer = _Timer(move_time_limit) if move_time_limit is not None else None
+    call = timer.call if timer is not None else None
+    slow: _Slow | None = None  # built at the first move that is not a plain legal one
+    slow_args = (core, acts, call, move_time_limit, rows, text_mode, invalid, t_total, t_max, calls, policy.allowance)
+    # The hot loop: one turn is cur(), an Observation, the agent call between two clock reads, a
+    # membership test in the legal list the agent was shown, apply(), and a tuple for the replay.
+    cur, apply, to_text = core.current_player, core.apply, core.action_to_text
+    # The legal list (None where the game has none) is asked once a move, shown to the agent and
+    # checked against: no second legality check in Python when the agent picks from it.
+    legal_of = core.legal_actions
+    Shown, perf = ShownLegal, _perf
+    text = atext = None
     t = 0
-    cur = core.current_player
-    validate, apply = core.validate, core.apply
-
-    def ask(p: int, feedback: str | None) -> tuple[Any, str, str | None, str | None]:
-        """One attempt of player p: (normalised action, event, reason, text seen)."""
-        obs = Observation(core, p, t, feedback)
-        t0 = _perf()
-        try:
-            action = acts[p](obs) if move_time_limit is None else timer.call(acts[p], obs)
-            event = None
-        except MoveTimeout:
-            action, event, why = None, "timeout", f"no move within the {move_time_limit}s limit"
-        except Forfeit as e:
-            action, event, why = None, "forfeit", str(e) or "forfeit"
-        except RecordedFault as e:
-            action, event, why = _Encoded(e.encoded_action), e.event, e.reason
-        except Exception as e:  # an agent's bug must never crash the caller
-            action, event, why = None, "error", f"agent raised {type(e).__name__}: {e}"
-        dt = _perf() - t0
-        calls[p] += 1
-        t_total[p] += dt
-        if dt > t_max[p]:
-            t_max[p] = dt
-        text = obs.text if record else None
-        if event is None:
-            legal = obs._legal
-            if (type(action) is int or type(action) is str) and type(legal) is list and action in legal:
-                norm, why, event = action, None, "ok"  # the agent chose from the legal list it was shown
-            else:
-                norm, why = validate(p, action)
-                event = "ok" if why is None else "invalid"
-        else:
-            norm = None
-        if steps is not None:
-            steps.append({
-                "type": "step", "t": t, "player": p, "obs": text,
-                "action": action.value if type(action) is _Encoded else encode_action(action),
-                "action_text": _action_text(core, p, norm) if event == "ok" else None,
-                "event": event, "reason": why, "time": dt,
-            })
-        return norm, event, why, text
-
-    with _Timer(move_time_limit) as timer:
+    if timer is not None:
+        timer.__enter__()
+    try:
         while True:
             p = cur()
-            if p == TERMINAL:
-                break
-            if max_moves is not None and t >= max_moves:
-                outcome, reason = "max_moves", f"stopped after {max_moves} moves"
-                break
-            if p == SIMULTANEOUS:
-                joint: dict[int, Any] = {}
-                for q in core.acting_players():
-                    a, forfeiter, reason = _move_with_retries(ask, q, allowance, invalid, None)
-                    if forfeiter is not None:
-                        break
-                    joint[q] = a
-                if forfeiter is not None:
+            if p < 0:
+                if p != SIMULTANEOUS:
+                    break  # TERMINAL
+                if t >= limit:
+                    outcome, reason = "max_moves", f"stopped after {max_moves} moves"
                     break
-                refused = core.apply_joint(joint)
-                for q, why in refused.items():  # refused by the engine after validation: count it
-                    invalid[q] += 1
-                    if steps is not None:
-                        steps.append({"type": "step", "t": t, "player": q, "obs": None, "action": encode_action(joint[q]),
-                                      "action_text": None, "event": "invalid", "reason": why, "time": 0.0})
-                    if invalid[q] > allowance:
-                        forfeiter, reason = q, why
+                if slow is None:
+                    slow = _Slow(*slow_args)
+                joint, forfeiter, reason = slow.joint_step(t)
                 if forfeiter is not None:
                     break
                 for i, obs_fn in observers:
@@ -305,29 +410,58 @@ def play_match(
                             obs_fn(q, a)
                 t += 1
                 continue
-            feedback = None
-            tries = 0
-            while True:
-                a, event, why, _ = ask(p, feedback)
-                if event == "ok":
-                    why = apply(p, a)
-                    if why is None:
-                        break
-                    event = "invalid"
-                    if steps is not None:  # the engine refused it: amend the record
-                        steps[-1]["event"], steps[-1]["reason"], steps[-1]["action_text"] = "invalid", why, None
-                invalid[p] += 1
-                tries += 1
-                if event == "forfeit" or tries > allowance:
-                    forfeiter, reason = p, why
-                    break
-                feedback = why
-            if forfeiter is not None:
+            if t >= limit:
+                outcome, reason = "max_moves", f"stopped after {max_moves} moves"
                 break
-            for i, obs_fn in observers:
-                if i != p:
-                    obs_fn(p, a)
+            obs = Shown(core, p, t, legal_of(p))
+            act = acts[p]
+            t0 = perf()
+            try:
+                a = act(obs) if call is None else call(act, obs)
+            except (MoveTimeout, Exception) as e:  # not KeyboardInterrupt: a person stopping the run stops it
+                a = _Failed(e, move_time_limit)
+            dt = perf() - t0
+            calls[p] += 1
+            t_total[p] += dt
+            if dt > t_max[p]:
+                t_max[p] = dt
+            tp = type(a)
+            legal = obs._legal
+            if (tp is int or tp is str) and type(legal) is list and a in legal:
+                # The agent chose from the legal list it was shown: nothing to validate.
+                if text_mode:
+                    text = obs.text
+                    try:
+                        atext = to_text(p, a)
+                    except Exception:
+                        atext = None
+                why = apply(p, a)
+                if why is None:
+                    if rows is not None:
+                        rows.append((t, p, text, a if tp is int else encode_action(a), atext, "ok", None, dt))
+                else:  # the engine refused it after all
+                    if rows is not None:
+                        rows.append((t, p, text, encode_action(a), None, "invalid", why, dt))
+                    if slow is None:
+                        slow = _Slow(*slow_args)
+                    a, forfeiter, reason = slow.finish_turn(p, t, None, "invalid", why)
+                    if forfeiter is not None:
+                        break
+            else:
+                if slow is None:
+                    slow = _Slow(*slow_args)
+                norm, event, why = slow.judge(p, t, obs, a, dt)
+                a, forfeiter, reason = slow.finish_turn(p, t, norm, event, why)
+                if forfeiter is not None:
+                    break
+            if observers:
+                for i, obs_fn in observers:
+                    if i != p:
+                        obs_fn(p, a)
             t += 1
+    finally:
+        if timer is not None:
+            timer.__exit__(None, None, None)
 
     if forfeiter is not None:
         outcome = "forfeit"
@@ -335,13 +469,13 @@ def play_match(
         returns[forfeiter] = policy.loss
         reason = f"{core.players[forfeiter]} forfeits: {reason}"
     else:
-        returns = [float(r) for r in core.returns()]
+        returns = list(map(float, core.returns()))
         if outcome == "normal":
             reason = getattr(core, "outcome_reason", "") or ""
     winner, draw = _outcome(returns)
     duration = _perf() - started
     replay = None
-    if record:
+    if mode is not None:
         header = {
             "type": "header", "format": FORMAT, "version": VERSION, "match_id": match_id, "game_id": core.game_id,
             # entry_point, and plugin / plugin_package for plug-in games: what `replay verify` must load
@@ -349,39 +483,22 @@ def play_match(
             "game_settings": core.settings, "engine": core.engine, "arena": _arena_version(), "seed": seed,
             "game_kwargs": game_kwargs or {}, "agents": specs, "players": list(core.players),
             "policy": policy.__dict__,
-            "max_moves": max_moves, "created": time.time(),
+            "max_moves": max_moves, "record": mode, "created": time.time(),
         }
         result_line = {
             "type": "result", "returns": returns, "winner": winner, "draw": draw, "outcome": outcome,
             "reason": reason, "forfeiter": forfeiter, "moves": t, "invalid": invalid, "duration": duration,
         }
-        replay = Replay(header, steps, result_line)
-    result = MatchResult(
-        match_id=match_id, game_id=core.game_id, seed=seed, agents=specs, returns=returns, winner=winner, draw=draw,
-        moves=t, outcome=outcome, reason=reason, forfeiter=forfeiter, invalid=invalid, move_time_total=t_total,
-        move_time_max=t_max, move_calls=calls, duration=duration, replay=replay,
-    )
-    for i, a in enumerate(agents):  # optional: agents that show the end of a game (a person at the terminal)
-        over = getattr(a, "match_over", None)
-        if over is not None:
-            try:
-                over(core.text(i), result, i)
-            except Exception:  # a display problem must not lose the result
-                pass
+        replay = Replay.from_rows(header, rows, result_line)
+    # Positional, in field order: keywords would cost half a microsecond a match.
+    result = MatchResult(match_id, core.game_id, seed, specs, returns, winner, draw, t, outcome, reason, forfeiter,
+                         invalid, t_total, t_max, calls, duration, replay)
+    for i, over in enders:  # optional: agents that show the end of a game (a person at the terminal)
+        try:
+            over(core.text(i), result, i)
+        except Exception:  # a display problem must not lose the result
+            pass
     return result
-
-
-def _move_with_retries(ask, p: int, allowance: int, invalid: list[int], feedback):
-    tries = 0
-    while True:
-        a, event, why, _ = ask(p, feedback)
-        if event == "ok":
-            return a, None, ""
-        invalid[p] += 1
-        tries += 1
-        if event == "forfeit" or tries > allowance:
-            return None, p, why
-        feedback = why
 
 
 def _action_text(core: GameCore, p: int, action: Any) -> str | None:

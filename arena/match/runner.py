@@ -17,7 +17,7 @@ from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
 from arena.envs.registry import load_plugin, make_core
 from arena.match.loop import InvalidMovePolicy, MatchResult, play_match
-from arena.replays.format import replay_path, write_replay
+from arena.replays.format import RECORD_MODES, replay_path, write_replay
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,29 @@ class MatchJob:
     #: then dropped unless ``keep_replay``.
     replay_dir: str | None = None
     compress: bool = True
-    #: Record the replay and keep it on the result (for callers that read it at once).
-    keep_replay: bool = False
+    #: fsync the replay before returning (False: the caller syncs a batch of them at once; the
+    #: league's group commit does, before the batch's one transaction).
+    durable: bool = True
+    #: What a recorded replay holds: "text" (each player's observation text and the move's text too:
+    #: what imitation and the league's tabular learners read) or "actions" (what re-simulation needs;
+    #: `arena replay show` re-simulates the views).
+    record: str = "text"
+    #: Record the replay and keep it on the result (for callers that read it at once). A record mode
+    #: instead of True (``play_matches(record="actions")`` passes its argument here) sets `record` and
+    #: keeps the replay only when it is not written to `replay_dir`.
+    keep_replay: bool | str = False
     #: Plug-in modules to import first (worker processes start without the caller's imports).
     plugins: tuple[str, ...] = ()
     #: Batch play: which of the caller's agents sits in each seat (reported back on the result).
     seats: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        keep = self.keep_replay
+        if isinstance(keep, str):
+            object.__setattr__(self, "record", keep)
+            object.__setattr__(self, "keep_replay", self.replay_dir is None)
+        if self.record not in RECORD_MODES:
+            raise ValueError(f"record must be one of {', '.join(map(repr, RECORD_MODES))}, got {self.record!r}")
 
 
 def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any = None) -> MatchResult:
@@ -58,12 +75,13 @@ def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any 
             seated[seat] = make_agent(spec, core, derive_seed(job.seed, seat))
     write = job.replay_dir is not None
     res = play_match(core, seated, seed=job.seed, policy=job.policy, move_time_limit=job.move_time_limit,
-                     max_moves=job.max_moves, match_id=job.match_id, record=write or job.keep_replay,
-                     game_kwargs=job.game_kwargs or None)
+                     max_moves=job.max_moves, match_id=job.match_id,
+                     record=job.record if write or job.keep_replay else False, game_kwargs=job.game_kwargs or None)
     if job.seats is not None:
         res.seats = list(job.seats)
     if write:
-        res.replay_path = str(write_replay(res.replay, replay_path(job.replay_dir, job.match_id, job.compress)))
+        res.replay_path = str(write_replay(res.replay, replay_path(job.replay_dir, job.match_id, job.compress),
+                                           durable=job.durable))
         if not job.keep_replay:
             res.replay = None  # on disk now: keep what crosses process boundaries small
     return res

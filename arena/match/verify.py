@@ -3,7 +3,12 @@
 Replaying uses the one match loop: each seat is taken by a `ReplayAgent` that
 returns the recorded actions in order (and re-raises recorded agent faults),
 so the game's own rules re-judge every move. The new record must equal the old
-one, timing fields aside.
+one, timing fields aside; a replay recorded with ``record="actions"`` is
+re-simulated and compared the same way, without observations.
+
+The same re-simulation gives what a replay does not store: every player's view at
+every step of an actions-only replay, and the position after the last move
+(`replay_views`, `final_view`; ``arena replay show`` uses them).
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ class ReplayAgent:
 
     def __init__(self, steps: list[dict], seat: int):
         self.spec = f"replay:seat{seat}"
-        # Engine refusals of simultaneous moves are recorded without an observation
-        # (obs None); they are consequences of a move already queued, not attempts.
+        # Engine refusals of simultaneous moves are consequences of a move already queued, not
+        # attempts: marked "refused" in actions-only replays, recorded without an observation
+        # and with no time in text replays.
         self._queue = deque(s for s in steps if s.get("player") == seat and not (
-            s.get("obs") is None and s.get("event") == "invalid" and s.get("time") == 0.0))
+            s.get("refused") or ("obs" in s and s["obs"] is None and s.get("event") == "invalid"
+                                 and s.get("time") == 0.0)))
 
     def act(self, observation) -> Any:
         from arena.match import RecordedFault
@@ -83,10 +90,12 @@ def core_for_replay(replay: Replay):
     return core
 
 
-def resimulate(replay: Replay):
+def resimulate(replay: Replay, record: str | None = None):
     """Play the replay's recorded moves again through its game: ``(core, MatchResult)``.
 
-    The core is left in the final state (after the last move), for views of the end.
+    `record`: what the new replay holds, ``"text"`` or ``"actions"`` (default: what the
+    recorded one holds). The core is left in the final state (after the last move), for
+    views of the end.
     """
     from arena.match import InvalidMovePolicy, play_match
 
@@ -96,23 +105,24 @@ def resimulate(replay: Replay):
     agents = [ReplayAgent(replay.steps, s) for s in range(seats)]
     policy = InvalidMovePolicy(**h.get("policy", {}))
     again = play_match(core, agents, seed=h.get("seed"), policy=policy, max_moves=h.get("max_moves"),
-                       match_id=h["match_id"], record=True)
+                       match_id=h["match_id"], record=record or replay.record)
     return core, again
 
 
 def verify_replay(replay: Replay | str | os.PathLike) -> VerifyReport:
-    report, core = _verify(replay)
+    report, core, _ = _verify(replay)
     core.close()
     return report
 
 
-def _verify(replay: Replay | str | os.PathLike):
+def _verify(replay: Replay | str | os.PathLike, record: str | None = None):
+    """(report, core in the final state, the re-simulated replay)."""
     if not isinstance(replay, Replay):
         replay = read_replay(replay)
     h = replay.header
     from arena.envs.registry import game_origin
 
-    core, again = resimulate(replay)
+    core, again = resimulate(replay, record)
     warnings = []
     recorded, now = h.get("entry_point"), game_origin(h["game_id"]).get("entry_point")
     if recorded and now and recorded != now:
@@ -126,6 +136,8 @@ def _verify(replay: Replay | str | os.PathLike):
     keys = ("t", "player", "obs", "action", "event")
     for i, (a, b) in enumerate(zip(old_steps, new_steps)):
         for k in keys:
+            if k == "obs" and "obs" not in a:
+                continue  # an actions-only replay: nothing recorded to compare
             if a.get(k) != b.get(k):
                 diffs.append(f"step {i} ({k}): recorded {_short(a.get(k))}, re-simulated {_short(b.get(k))}")
                 break
@@ -137,7 +149,7 @@ def _verify(replay: Replay | str | os.PathLike):
     for k in ("returns", "winner", "draw", "outcome", "moves", "forfeiter"):
         if old_r.get(k) != new_r.get(k):
             diffs.append(f"result {k}: recorded {old_r.get(k)!r}, re-simulated {new_r.get(k)!r}")
-    return VerifyReport(not diffs, h["match_id"], h["game_id"], len(old_steps), diffs, warnings), core
+    return VerifyReport(not diffs, h["match_id"], h["game_id"], len(old_steps), diffs, warnings), core, again.replay
 
 
 @dataclass
@@ -151,44 +163,91 @@ class FinalView:
     note: str = ""
 
 
-def final_view(replay: Replay) -> FinalView:
-    """Re-simulate the replay and read every player's view of the final position.
+@dataclass
+class ReplayViews:
+    """What a replay shows, step by step: `steps[i]` is the text the player of step i saw before
+    its move, `action_texts[i]` that move as the game writes it (None where unknown), and `final`
+    the view after the last move. `note` says why the re-simulated views are missing."""
 
-    Replays store each step's observation before its move, so the position after the last
-    move exists only in the game: this plays the recorded moves again to get there.
-    """
+    steps: list[str | None]
+    action_texts: list[str | None]
+    final: FinalView
+    note: str = ""
+
+
+def replay_views(replay: Replay) -> ReplayViews:
+    """Every player's view at every step and after the last move, by re-simulating the replay with
+    the observation text recorded (a text replay's own views are the same: the re-simulation
+    matches it or `note` says where it differs)."""
     n = len(replay.header.get("players") or [])
+    count = len(replay.steps)
+    own = [s.get("obs") for s in replay.steps]
+    own_actions = [s.get("action_text") for s in replay.steps]
+
+    def missing(note: str) -> ReplayViews:
+        return ReplayViews(own, own_actions, FinalView([None] * n, note), note)
+
     try:
-        report, core = _verify(replay)
+        report, core, again = _verify(replay, "text")
     except ReplayError as e:
-        return FinalView([None] * n, str(e))
+        return missing(str(e))
     except Exception as e:  # a plug-in game that breaks must not break the viewer
-        return FinalView([None] * n, f"re-simulating the game failed: {type(e).__name__}: {e}")
+        return missing(f"re-simulating the game failed: {type(e).__name__}: {e}")
     try:
         if not report.ok:
-            return FinalView([None] * n, "the re-simulation does not match the recording "
-                                         f"(arena replay verify shows how): {report.differences[0]}")
+            return missing("the re-simulation does not match the recording "
+                           f"(arena replay verify shows how): {report.differences[0]}")
+        steps = again.steps
         texts: list[str | None] = []
         for p in range(n):
             try:
                 texts.append(core.text(p))
             except Exception:
                 texts.append(None)
-        _textarena_final(core, replay, texts)
-        return FinalView(texts)
+        _textarena_final(core, replay, texts, steps)
+        return ReplayViews([s.get("obs") for s in steps][:count], [s.get("action_text") for s in steps][:count],
+                           FinalView(texts))
     finally:
         core.close()
 
 
-def _textarena_final(core, replay: Replay, texts: list[str | None]) -> None:
+def text_replay(replay: Replay) -> Replay:
+    """`replay` with each player's observation text in its steps: itself when it was recorded with
+    text, else its re-simulation (for readers of ``obs``: imitation, tabular learners). Raises
+    `ReplayError` when the game is not loaded or the re-simulation differs."""
+    if replay.record == "text":
+        return replay
+    report, core, again = _verify(replay, "text")
+    core.close()
+    if not report.ok:
+        raise ReplayError(f"replay {replay.match_id}: the re-simulation does not match the recording "
+                          f"(arena replay verify shows how): {report.differences[0]}")
+    steps = again.steps
+    for new, old in zip(steps, replay.steps):  # the agents' own times, not the replaying agents'
+        new["time"] = old.get("time", new["time"])
+    return Replay(dict(replay.header, record="text"), steps, replay.result)
+
+
+def final_view(replay: Replay) -> FinalView:
+    """Re-simulate the replay and read every player's view of the final position.
+
+    Replays store each step's observation before its move (or none: ``record="actions"``), so
+    the position after the last move exists only in the game: this plays the recorded moves
+    again to get there.
+    """
+    return replay_views(replay).final
+
+
+def _textarena_final(core, replay: Replay, texts: list[str | None], steps: list[dict]) -> None:
     """TextArena cores keep each player's last observation, from before the game ended; the
     engine still holds the closing one (final board, result messages) for one player: ask it
-    through TextArena's own `get_observation`, and drop the views that stop before the end."""
+    through TextArena's own `get_observation`, and drop the views that stop before the end.
+    `steps`: the step lines with the observations (the re-simulated ones)."""
     get = getattr(getattr(core, "env", None), "get_observation", None)
     if getattr(core, "source", None) != "textarena" or get is None or replay.result.get("outcome") != "normal":
         return  # (after a forfeit or a move limit no move ended the game: the views are the end)
     last = {}
-    for s in replay.steps:
+    for s in steps:
         if s.get("obs") is not None:
             last[s.get("player")] = s["obs"]
     if not any(texts[p] is not None and texts[p] == last.get(p) for p in range(len(texts))):

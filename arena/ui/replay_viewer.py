@@ -2,9 +2,11 @@
 
 Pages 1..N are the recorded steps (what the player saw, then its move); the page after
 the last step is the final position, the state after the last move. Replays store each
-observation before its move, so that page re-simulates the match through its game
-(`arena.match.verify.final_view`), once, when it is first shown; where the game is not
-loaded (a plug-in) it says which ``--plugin`` to pass and shows the result alone.
+observation before its move, and an actions-only replay (``record: actions``) stores none,
+so the viewer re-simulates the match through its game (`arena.match.verify.replay_views`),
+once, when a page first needs it: the final page always, every page of an actions-only
+replay. Where the game is not loaded (a plug-in) it says which ``--plugin`` to pass and
+shows the moves and the result alone.
 """
 
 from __future__ import annotations
@@ -56,12 +58,25 @@ def _name(replay: Replay, p) -> str:
     return players[p] if isinstance(p, int) and 0 <= p < len(players) else str(p)
 
 
-def step_panel(replay: Replay, i: int) -> Panel:
+def step_panel(replay: Replay, i: int, views=None) -> Panel:
+    """Step i: what its player saw and its move. `views` (`arena.match.verify.ReplayViews`) supplies
+    what an actions-only replay does not store: the view and the move's text, re-simulated."""
     s = replay.steps[i]
     name = _name(replay, s["player"])
     body = Text()
-    body.append((s.get("obs") or "") + "\n\n")
-    action = s.get("action_text") or s.get("action")
+    seen, action_text = s.get("obs"), s.get("action_text")
+    if views is not None:
+        if seen is None and i < len(views.steps):
+            seen = views.steps[i]
+        if action_text is None and i < len(views.action_texts):
+            action_text = views.action_texts[i]
+    if seen is None and "obs" not in s:
+        why = f": {views.note}" if views is not None and views.note else ""
+        body.append(f"(the replay records actions only; the view could not be re-simulated{why})\n\n",
+                    style="yellow")
+    else:
+        body.append((seen or "") + "\n\n")
+    action = action_text or s.get("action")
     style = "bold green" if s["event"] == "ok" else "bold red"
     body.append(f"{name} plays: {action!r}", style=style)
     if s["event"] != "ok":
@@ -99,19 +114,25 @@ def show(replay: Replay, console: Console | None = None, step: int | None = None
 
     console = console or Console()
     n = len(replay.steps)
-    _cache: list = []
+    _views: list = []
+    _final: list = []
+    actions_only = replay.record == "actions"
+
+    def views():  # one re-simulation serves every page
+        if not _views:
+            from arena.match.verify import replay_views
+
+            _views.append(replay_views(replay))
+        return _views[0]
 
     def final_view():
-        if not _cache:
-            fn = final
-            if fn is None:
-                from arena.match.verify import final_view as fn
-            _cache.append(fn(replay))
-        return _cache[0]
+        if not _final:
+            _final.append(final(replay) if final is not None else views().final)
+        return _final[0]
 
     def page(i: int) -> None:
         if i < n:
-            console.print(step_panel(replay, i))
+            console.print(step_panel(replay, i, views() if actions_only else None))
             return
         view = final_view()
         console.print(final_panel(replay, view))

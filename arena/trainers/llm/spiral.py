@@ -327,7 +327,10 @@ class SpiralTrainer:
 
         il = self.cfg.il
         if il.replays:
-            replays = [read_replay(p) for p in list_replays(il.replays)]
+            from arena.match.verify import text_replay
+
+            # Actions-only replays (the default of `arena play --replays`) get their views by re-simulation.
+            replays = [text_replay(read_replay(p)) for p in list_replays(il.replays)]
         else:
             done = [0]
 
