@@ -320,12 +320,13 @@ def bench_ratings(args, console: Console) -> list[Run]:
 # -- profile --------------------------------------------------------------------------------------
 _TIMED = [
     # (label, module or class path, attribute)
-    ("play_match (in run_job)", "arena.match", "play_match"),
-    ("write_replay (to_text + gzip + 2x fsync)", "arena.replays.format", "write_replay"),
+    ("play_match (in the job runner)", "arena.match.runner", "play_match"),
+    ("write_replay (to_text + gzip + rename)", "arena.match.runner", "write_replay"),
     ("League.next_pairing", "arena.league.manager:League", "next_pairing"),
-    ("League.begin_match (enqueue + seed UPDATE)", "arena.league.manager:League", "begin_match"),
+    ("League.begin (enqueue + seed UPDATE)", "arena.league.manager:League", "begin"),
     ("LeagueStore.mark_running", "arena.league.storage:LeagueStore", "mark_running"),
-    ("LeagueStore.commit_result (result + ratings + payoff)", "arena.league.storage:LeagueStore", "commit_result"),
+    ("League.commit_many (replay sync + one transaction a batch)", "arena.league.manager:League", "commit_many"),
+    ("LeagueStore.commit_results (results + ratings + payoff)", "arena.league.storage:LeagueStore", "commit_results"),
     ("LeagueStore.result_count (budget check)", "arena.league.storage:LeagueStore", "result_count"),
     ("LeagueStore.matches (queued scan)", "arena.league.storage:LeagueStore", "matches"),
 ]

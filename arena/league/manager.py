@@ -16,7 +16,6 @@ trainers and live human play all use the same `next_pairing(learner)`,
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -26,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from arena.errors import AgentSpecError, ConfigError, IncompatibleAgent
+from arena.fsio import sync_folder
 from arena.league.config import LeagueConfig
 from arena.league.executor import make_executor
 from arena.league.learners import make_learner
@@ -194,7 +194,7 @@ class League:
 
     def next_pairing(self, learner: str | None = None) -> Pairing:
         """The next match: for `learner` by its role, else fixed players by the configured pairing."""
-        players = {p.name: p for p in self.store.players(active_only=True)}
+        players, frozen_by_game = self._pairing_view()
         learners = [n for n, p in players.items() if p.kind == "learner"]
         if learner is None and learners and self.rng.random() < self.cfg.roles.learner_share:
             # Learners take turns as the scheduling player (each is also picked as others' opponent).
@@ -210,24 +210,56 @@ class League:
                                        self.cfg.roles, self.rng)
             seats = [learner, opp] if self.rng.random() < 0.5 else [opp, learner]
             return Pairing(game, seats, [players[n].spec for n in seats], why)
-        return self._fixed_pairing(players)
+        return self._fixed_pairing(players, frozen_by_game)
 
-    def _fixed_pairing(self, players) -> Pairing:
-        frozen = sorted(n for n, p in players.items() if p.kind in ("fixed", "historical"))
-        combos = [(g, a, b) for g in self.cfg.game_ids for a, b in itertools.combinations(frozen, 2)
-                  if g in players[a].games and g in players[b].games]
-        if not combos:
+    def _pairing_view(self) -> tuple[dict, list[tuple[str, list[str]]]]:
+        """The active players by name, and per game the sorted frozen players that play it; rebuilt
+        only when the players change (here or in another process), not per match."""
+        key = (self.store.players_version, self.store.data_version())
+        if getattr(self, "_view_key", None) != key:
+            players = {p.name: p for p in self.store.players(active_only=True)}
+            frozen = sorted(n for n, p in players.items() if p.kind in ("fixed", "historical"))
+            by_game = [(g, [n for n in frozen if g in players[n].games]) for g in self.cfg.game_ids]
+            self._view, self._view_key = (players, by_game), key
+        return self._view
+
+    @staticmethod
+    def _combo(by_game: list[tuple[str, list[str]]], i: int) -> tuple[str, str, str]:
+        """The i-th (game, a, b) of all pairs of frozen players sharing a game, in the order of
+        ``for game: for a, b in combinations(players of game, 2)``, without listing them: O(games)
+        a pairing however many players there are."""
+        for g, names in by_game:
+            n = len(names)
+            pairs = n * (n - 1) // 2
+            if i < pairs:
+                a = 0  # the row of pair i: a is the largest index with a*(2n-a-1)/2 <= i
+                lo, hi = 0, n - 2
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if mid * (2 * n - mid - 1) // 2 <= i:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                a = lo
+                b = a + 1 + i - a * (2 * n - a - 1) // 2
+                return g, names[a], names[b]
+            i -= pairs
+        raise IndexError(i)
+
+    def _fixed_pairing(self, players, by_game) -> Pairing:
+        total = sum(len(names) * (len(names) - 1) // 2 for _, names in by_game)
+        if not total:
             raise ConfigError("no two frozen players share a game: add players or games")
         if self.cfg.pairing == "round_robin":
             with self.store.tx():
                 i = int(self.store.get_meta("rr_index", 0))
                 self.store.set_meta("rr_index", i + 1)
-            g, a, b = combos[i % len(combos)]
-            seats = [a, b] if (i // len(combos)) % 2 == 0 else [b, a]
+            g, a, b = self._combo(by_game, i % total)
+            seats = [a, b] if (i // total) % 2 == 0 else [b, a]
             return Pairing(g, seats, [players[n].spec for n in seats], "round_robin")
-        g, a, b = combos[int(self.rng.integers(len(combos)))]
+        g, a, b = self._combo(by_game, int(self.rng.integers(total)))
         if self.cfg.pairing == "pfsp":
-            others = [n for n in frozen if n != a and g in players[n].games]
+            others = [n for n in dict(by_game)[g] if n != a]
             from arena.league.pfsp import pfsp_sample
 
             wr = self._win_rate_fn(g)
@@ -247,9 +279,21 @@ class League:
 
     def commit(self, match_id: str, result: MatchResult) -> bool:
         """Commit a finished match (idempotent) and feed the learning players that played it."""
-        fresh = self.store.commit_result(match_id, result)
-        if fresh:
-            self._feed_learners(match_id, result)
+        return self.commit_many([(match_id, result)])[0]
+
+    def commit_many(self, items: list[tuple[str, MatchResult]]) -> list[bool]:
+        """Group commit: the batch's results, ratings and payoff in one transaction (each match at most
+        once), then the learning players are fed, in commit order."""
+        if not items:
+            return []
+        if any(r.replay_path for _, r in items):
+            # The batch's replay files become durable in one flush before the transaction that points at
+            # them: a result is never committed without its replay, even after a power loss.
+            sync_folder(self.store.replay_dir)
+        fresh = self.store.commit_results(items)
+        for (match_id, result), new in zip(items, fresh):
+            if new:
+                self._feed_learners(match_id, result)
         return fresh
 
     def add_snapshot(self, parent: str, spec: str, name: str | None = None) -> str:
@@ -311,7 +355,8 @@ class League:
                         game_kwargs=self._game_kwargs(row.game),
                         policy=InvalidMovePolicy(allowance=self.cfg.invalid_allowance),
                         move_time_limit=self.cfg.move_time_limit, replay_dir=str(self.store.replay_dir),
-                        compress=self.cfg.compress_replays)
+                        compress=self.cfg.compress_replays, record=self.cfg.record,
+                        durable=False)  # synced per batch: commit_many
 
     def recover(self) -> dict[str, int]:
         """Matches left running by a stopped process: commit from their replay, else re-queue."""
@@ -351,21 +396,28 @@ class League:
                 if done + len(inflight) < target and len(inflight) < self.cfg.in_flight:
                     queued = [m for m in self.store.matches(status="queued", source="league")
                               if m.match_id not in inflight]
-                    while done + len(inflight) < target and len(inflight) < self.cfg.in_flight:
-                        if queued:
-                            row = queued.pop(0)
-                            self.store.mark_running(row.match_id)
-                        else:
-                            row = self.begin(self.next_pairing(), status="running")
-                        executor.submit(self._job(row))
+                    rows = []
+                    with self.store.tx():  # schedule the whole refill in one transaction
+                        while done + len(inflight) + len(rows) < target and \
+                                len(inflight) + len(rows) < self.cfg.in_flight:
+                            if queued:
+                                row = queued.pop(0)
+                                self.store.mark_running(row.match_id)
+                            else:
+                                row = self.begin(self.next_pairing(), status="running")
+                            rows.append(row)
+                    for row in rows:
                         inflight[row.match_id] = row
+                        executor.submit(self._job(row))
+                finished = []
                 for mid, out in executor.wait(timeout=0.5):
                     inflight.pop(mid, None)
                     if isinstance(out, BaseException):
                         failures += 1
                         self.store.requeue(mid, f"{type(out).__name__}: {out}", self.cfg.max_attempts)
-                    elif self.commit(mid, out):
-                        committed[0] += 1
+                    else:
+                        finished.append((mid, out))
+                committed[0] += sum(self.commit_many(finished))
                 if on_progress is not None:
                     elapsed = time.perf_counter() - started
                     now_done = count()

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from arena.league.ratings import scores_from_returns
 from arena.league.storage import OVERALL, LeagueStore, ResultRow
 
 __all__ = [
     "MATCH_STATUSES",
+    "PAYOFF_TOP",
     "PayoffData",
     "RatingRow",
     "RecomputeRow",
@@ -55,26 +55,10 @@ def _rated(r: ResultRow) -> bool:
 
 
 def record_counts(store: LeagueStore, game: str = OVERALL) -> dict[str, tuple[int, int, int]]:
-    """(wins, draws, losses) per player over the rated results of `game` (OVERALL: every game).
-
-    Two players: the same 1 / 0.5 / 0 scores the ratings use. More players: a
-    player wins with the unique highest return, draws when tied for it, else loses.
-    """
-    out: dict[str, list[int]] = {}
-    for r in store.results(None if game == OVERALL else game):
-        if not _rated(r):
-            continue
-        if len(r.players) == 2:
-            scores = scores_from_returns(r.returns)
-            kinds = ["w" if s == 1.0 else "d" if s == 0.5 else "l" for s in scores]
-        else:
-            best = max(float(x) for x in r.returns)
-            n_best = sum(1 for x in r.returns if float(x) == best)
-            kinds = ["l" if float(x) != best else ("w" if n_best == 1 else "d") for x in r.returns]
-        for p, k in zip(r.players, kinds):
-            c = out.setdefault(p, [0, 0, 0])
-            c["wdl".index(k)] += 1
-    return {p: (c[0], c[1], c[2]) for p, c in out.items()}
+    """(wins, draws, losses) per player over the rated results of `game` (OVERALL: every game), kept
+    by the store with each commit (two players: the 1 / 0.5 / 0 scores the ratings use; more: a win
+    is the unique highest return, a draw a tie for it)."""
+    return store.records(game)
 
 
 @dataclass(frozen=True)
@@ -142,12 +126,35 @@ class PayoffData:
     games: np.ndarray
     alpharank: np.ndarray | None
     alpharank_error: str | None = None
+    #: Players in the scope before the cap (the matrix holds the top ``len(players)`` by Elo).
+    total_players: int = 0
+
+    @property
+    def capped_note(self) -> str | None:
+        """What the views say when the matrix is capped (None when it holds every player)."""
+        if self.total_players <= len(self.players):
+            return None
+        return (f"showing the top {len(self.players)} of {self.total_players} players by Elo; alpha-rank over "
+                f"those {len(self.players)} (a matrix and an alpha-rank of every pair grow with the square and "
+                "the cube of the players)")
 
 
-def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = True) -> PayoffData:
-    payoff = store.payoff(game)
+#: The payoff matrix (and its alpha-rank) covers at most this many players, the best by Elo.
+PAYOFF_TOP = 50
+
+
+def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = True,
+                top: int | None = PAYOFF_TOP) -> PayoffData:
+    """The payoff of `game` among its `top` players by Elo (None: all of them)."""
     elo = store.elo(game)
-    players = sorted(payoff.players(), key=lambda p: (p not in elo, -elo.get(p, 0.0), p))
+    if top is None:
+        payoff = store.payoff(game)
+        everyone = sorted(payoff.players(), key=lambda p: (p not in elo, -elo.get(p, 0.0), p))
+        players = everyone
+    else:  # read only the pairs among the top players: the whole table grows with the square of the players
+        everyone = sorted(elo, key=lambda p: (-elo[p], p))
+        players = everyone[:top]
+        payoff = store.payoff(game, players=players)
     n = len(players)
     wr = np.full((n, n), np.nan)
     games = np.zeros((n, n))
@@ -166,7 +173,7 @@ def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = 
             masses = alpharank(payoff.matrix(players))
         except (ImportError, RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
             err = f"{type(exc).__name__}: {exc}"
-    return PayoffData(game, players, wr, games, masses, err)
+    return PayoffData(game, players, wr, games, masses, err, total_players=len(everyone))
 
 
 

@@ -30,6 +30,16 @@ from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
 from arena.match.loop import MatchResult
 
+def record_kinds(returns: Sequence[float]) -> list[str]:
+    """"w", "d" or "l" per seat. Two players: the same 1 / 0.5 / 0 scores the ratings use. More: a
+    player wins with the unique highest return, draws when tied for it, else loses."""
+    if len(returns) == 2:
+        return ["w" if s == 1.0 else "d" if s == 0.5 else "l" for s in scores_from_returns(returns)]
+    best = max(float(x) for x in returns)
+    n_best = sum(1 for x in returns if float(x) == best)
+    return ["l" if float(x) != best else ("w" if n_best == 1 else "d") for x in returns]
+
+
 SCHEMA_VERSION = 1
 OVERALL = "*"
 
@@ -64,6 +74,11 @@ CREATE INDEX IF NOT EXISTS rating_history_player ON rating_history(player, game)
 CREATE TABLE IF NOT EXISTS payoff (
     game TEXT NOT NULL, home TEXT NOT NULL, away TEXT NOT NULL, w REAL NOT NULL, d REAL NOT NULL,
     l REAL NOT NULL, n REAL NOT NULL, PRIMARY KEY (game, home, away)
+);
+-- Exact wins / draws / losses per rating scope and player, kept with each commit (the payoff's counts decay).
+CREATE TABLE IF NOT EXISTS records (
+    game TEXT NOT NULL, player TEXT NOT NULL, w INTEGER NOT NULL, d INTEGER NOT NULL, l INTEGER NOT NULL,
+    PRIMARY KEY (game, player)
 );
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, kind TEXT NOT NULL,
     player TEXT, data TEXT);
@@ -119,6 +134,14 @@ class ResultRow:
 class LeagueStore:
     def __init__(self, directory: str | Path, *, elo_k: float = 32.0, payoff_decay: float = 0.99,
                  create: bool = True):
+        # Live rating tables per game, loaded from the ratings table on first use and updated in place
+        # with each commit (written through in the same transaction). Dropped when another connection
+        # committed since (SQLite's data_version moves) and when a transaction rolls back.
+        self._live: dict[Any, Any] = {}
+        self._data_version: int | None = None
+        #: Moves with every change this connection makes to the players table (with `data_version`, a
+        #: cache key for views of the players: the league's pairing view).
+        self.players_version = 0
         self.dir = Path(directory)
         self.db_path = self.dir / "league.db"
         if not create and not self.db_path.exists():
@@ -144,6 +167,7 @@ class LeagueStore:
             from arena.errors import ArenaError
 
             raise ArenaError(f"{self.db_path}: league schema {self.get_meta('schema')}, this arena reads {SCHEMA_VERSION}")
+        self._backfill_records()
         self.elo_k = float(self.get_meta("elo_k"))
         self.payoff_decay = float(self.get_meta("payoff_decay"))
         self._ts_template = OpenSkillTable().to_dict()
@@ -167,10 +191,15 @@ class LeagueStore:
             return
         with self._disk_full_as_error():
             c.execute("BEGIN IMMEDIATE")
+            version = c.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._data_version:  # another process committed: the cached ratings may be stale
+                self._live.clear()
+                self._data_version = version
             try:
                 yield c
                 c.execute("COMMIT")
             except BaseException:
+                self._live.clear()  # the in-memory tables may hold updates the rollback undid
                 # SQLite may already have rolled back by itself (after SQLITE_FULL, for one).
                 if c.in_transaction:
                     try:
@@ -178,6 +207,30 @@ class LeagueStore:
                     except sqlite3.Error:
                         pass  # the error being raised says what went wrong
                 raise
+
+    def _backfill_records(self) -> None:
+        """A league written before the records table had one: count its results once."""
+        if self.get_meta("records_complete"):
+            return
+        with self.tx() as c:
+            if self.get_meta("records_complete"):
+                return
+            counts: dict[tuple[str, str], list[int]] = {}
+            for game, players, returns in c.execute("SELECT game, players, returns FROM results ORDER BY commit_seq"):
+                players, returns = json.loads(players), json.loads(returns)
+                if len(players) < 2 or len(set(players)) != len(players):
+                    continue
+                for p, k in zip(players, record_kinds(returns)):
+                    for g in (game, OVERALL):
+                        counts.setdefault((g, p), [0, 0, 0])["wdl".index(k)] += 1
+            c.execute("DELETE FROM records")
+            c.executemany("INSERT INTO records VALUES(?,?,?,?,?)", [(g, p, *v) for (g, p), v in counts.items()])
+            self.set_meta("records_complete", True)
+
+    def data_version(self) -> int:
+        """SQLite's counter of commits by other connections (a cache key: it moves when another process
+        wrote to this league)."""
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -191,6 +244,7 @@ class LeagueStore:
     # -- players -----------------------------------------------------------------------
     def add_player(self, name: str, kind: str, spec: str, games: Sequence[str], role: str | None = None,
                    parent: str | None = None, state: dict | None = None) -> None:
+        self.players_version += 1
         with self.tx() as c:
             c.execute("INSERT INTO players(name, kind, role, spec, games, parent, created, state) VALUES(?,?,?,?,?,?,?,?)",
                       (name, kind, role, spec, json.dumps(list(games)), parent, time.time(),
@@ -201,6 +255,7 @@ class LeagueStore:
             return
         enc = {k: (json.dumps(v) if k in ("games", "state") else v) for k, v in fields.items()}
         sets = ", ".join(f"{k}=?" for k in enc)
+        self.players_version += 1
         with self.tx() as c:
             c.execute(f"UPDATE players SET {sets} WHERE name=?", (*enc.values(), name))
 
@@ -269,44 +324,60 @@ class LeagueStore:
     # -- results -----------------------------------------------------------------------
     def commit_result(self, match_id: str, result: MatchResult) -> bool:
         """Record a finished match once, with its ratings and payoff. False if it was already recorded."""
+        return self.commit_results([(match_id, result)])[0]
+
+    def commit_results(self, items: Sequence[tuple[str, MatchResult]]) -> list[bool]:
+        """Group commit: record a batch of finished matches in ONE transaction (results, ratings, payoff
+        in order), each at most once; False for one already recorded. All or nothing: a crash before the
+        commit leaves none of them recorded, and the league commits them again from their replays."""
+        with self.tx() as c:
+            return [self._commit(c, match_id, result) for match_id, result in items]
+
+    def _commit(self, c, match_id: str, result: MatchResult) -> bool:
         returns, winner, draw, outcome = result.returns, result.winner, result.draw, result.outcome
         moves, reason, invalid, duration, replay = (result.moves, result.reason, result.invalid, result.duration,
                                                     result.replay_path)
-        with self.tx() as c:
-            m = c.execute("SELECT game, players FROM matches WHERE match_id=?", (match_id,)).fetchone()
-            if m is None:
-                raise KeyError(f"unknown match id {match_id!r}")
-            game, players = m[0], json.loads(m[1])
-            if len(returns) != len(players):
-                raise ValueError(f"match {match_id}: {len(players)} players but {len(returns)} returns")
-            cur = c.execute(
-                "INSERT INTO results(match_id, game, players, returns, winner, draw, outcome, reason, moves, invalid, "
-                "duration, replay, committed) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(match_id) DO NOTHING",
-                (match_id, game, json.dumps(players), json.dumps([float(r) for r in returns]), winner, int(draw),
-                 outcome, reason, int(moves), json.dumps(list(invalid)), duration, replay, time.time()))
-            if cur.rowcount == 0:
-                return False
-            commit_seq = cur.lastrowid
-            c.execute("UPDATE matches SET status='done', finished=? WHERE match_id=?", (time.time(), match_id))
-            if len(set(players)) == len(players) and len(players) >= 2:  # self-play is not rated
-                scores = scores_from_returns(returns)
-                for g in (game, OVERALL):
-                    self._rate(c, commit_seq, g, players, scores)
-                    self._payoff(c, g, players, returns)
-            for name in set(players):
-                c.execute("UPDATE players SET steps=steps+1 WHERE name=?", (name,))
+        m = c.execute("SELECT game, players FROM matches WHERE match_id=?", (match_id,)).fetchone()
+        if m is None:
+            raise KeyError(f"unknown match id {match_id!r}")
+        game, players = m[0], json.loads(m[1])
+        if len(returns) != len(players):
+            raise ValueError(f"match {match_id}: {len(players)} players but {len(returns)} returns")
+        cur = c.execute(
+            "INSERT INTO results(match_id, game, players, returns, winner, draw, outcome, reason, moves, invalid, "
+            "duration, replay, committed) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(match_id) DO NOTHING",
+            (match_id, game, json.dumps(players), json.dumps([float(r) for r in returns]), winner, int(draw),
+             outcome, reason, int(moves), json.dumps(list(invalid)), duration, replay, time.time()))
+        if cur.rowcount == 0:
+            return False
+        commit_seq = cur.lastrowid
+        c.execute("UPDATE matches SET status='done', finished=? WHERE match_id=?", (time.time(), match_id))
+        if len(set(players)) == len(players) and len(players) >= 2:  # self-play is not rated
+            scores = scores_from_returns(returns)
+            kinds = record_kinds(returns)
+            for g in (game, OVERALL):
+                self._rate(c, commit_seq, g, players, scores)
+                self._payoff(c, g, players, returns)
+                c.executemany("INSERT INTO records VALUES(?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                              "w=w+excluded.w, d=d+excluded.d, l=l+excluded.l",
+                              [(g, p, int(k == "w"), int(k == "d"), int(k == "l")) for p, k in zip(players, kinds)])
+        names = sorted(set(players))
+        c.execute(f"UPDATE players SET steps=steps+1 WHERE name IN ({','.join('?' * len(names))})", names)
         return True
 
+    def _tables(self, c, game: str) -> tuple[EloTable, OpenSkillTable]:
+        """The live (Elo, OpenSkill) tables of `game` (a rating scope), read once from the database."""
+        tables = self._live.get(game)
+        if tables is None:
+            elo_d, ts_d = EloTable(k=self.elo_k).to_dict(), dict(self._ts_template, ratings={})
+            for system, p, value in c.execute("SELECT system, player, value FROM ratings WHERE game=?", (game,)):
+                (elo_d if system == "elo" else ts_d)["ratings"][p] = json.loads(value)
+            tables = self._live[game] = (EloTable.from_dict(elo_d), OpenSkillTable.from_dict(ts_d))
+        return tables
+
     def _rate(self, c, commit_seq: int, game: str, players: list[str], scores: list[float]) -> None:
-        # One read of the players' current ratings, one batch of writes.
-        marks = ",".join("?" * len(players))
-        rows = c.execute(f"SELECT system, player, value FROM ratings WHERE game=? AND player IN ({marks})",
-                         (game, *players)).fetchall()
-        elo_d, ts_d = EloTable(k=self.elo_k).to_dict(), self._ts_template
-        ts_d = dict(ts_d, ratings={})
-        for system, p, value in rows:
-            (elo_d if system == "elo" else ts_d)["ratings"][p] = json.loads(value)
-        elo, ts = EloTable.from_dict(elo_d), OpenSkillTable.from_dict(ts_d)
+        # The live tables in memory, one batch of writes through to the database.
+        elo, ts = self._tables(c, game)
         rate_result(elo, ts, players, scores)
         upserts, history = [], []
         for p in players:
@@ -318,6 +389,8 @@ class LeagueStore:
         c.executemany("INSERT INTO rating_history VALUES(?,?,?,?,?,?)", history)
 
     def _payoff(self, c, game: str, players: list[str], returns: Sequence[float]) -> None:
+        # Only the match's pairs are read: a cache of the whole table would cost a read of every pair
+        # (about a million rows in a league of 1,000 players) on each restart.
         marks = ",".join("?" * len(players))
         known = {(h, a): (w, d, l, n) for h, a, w, d, l, n in c.execute(
             f"SELECT home, away, w, d, l, n FROM payoff WHERE game=? AND home IN ({marks}) AND away IN ({marks})",
@@ -368,9 +441,24 @@ class LeagueStore:
         return self.conn.execute("SELECT commit_seq, player, elo, mu, sigma FROM rating_history WHERE game=? "
                                  "ORDER BY commit_seq", (game,)).fetchall()
 
-    def payoff(self, game: str = OVERALL) -> Payoff:
-        rows = self.conn.execute("SELECT home, away, w, d, l, n FROM payoff WHERE game=?", (game,)).fetchall()
+    def payoff(self, game: str = OVERALL, players: Sequence[str] | None = None) -> Payoff:
+        """The decayed payoff table of `game`; with `players`, only the pairs among them."""
+        if players is None:
+            rows = self.conn.execute("SELECT home, away, w, d, l, n FROM payoff WHERE game=?", (game,)).fetchall()
+        else:
+            names = list(players)
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS _among(name TEXT PRIMARY KEY)")
+            self.conn.execute("DELETE FROM _among")
+            self.conn.executemany("INSERT OR IGNORE INTO _among VALUES(?)", [(n,) for n in names])
+            rows = self.conn.execute(
+                "SELECT home, away, w, d, l, n FROM payoff WHERE game=? AND home IN (SELECT name FROM _among) "
+                "AND away IN (SELECT name FROM _among)", (game,)).fetchall()
         return Payoff.from_dict({"decay": self.payoff_decay, "pairs": [list(r) for r in rows]})
+
+    def records(self, game: str = OVERALL) -> dict[str, tuple[int, int, int]]:
+        """Exact (wins, draws, losses) per player over the rated results of `game` (OVERALL: every game)."""
+        return {p: (w, d, l) for p, w, d, l in
+                self.conn.execute("SELECT player, w, d, l FROM records WHERE game=?", (game,))}
 
     def recompute(self, game: str = OVERALL) -> tuple[EloTable, OpenSkillTable]:
         """Ratings rebuilt from the stored result log, through the same code path as live commits."""

@@ -98,7 +98,8 @@ def payoff_figure(store: LeagueStore, game: str = OVERALL) -> Figure:
     side = max(5.0, min(22.0, 1.5 + 0.62 * n))
     fig = _figure(side + 1.6, side)
     ax = fig.subplots()
-    ax.set_title(f"Payoff: {game_label(game)}\n(row player's decayed win rate vs column player)", fontsize=11)
+    top = f", top {n} of {data.total_players} by Elo" if data.capped_note else ""
+    ax.set_title(f"Payoff: {game_label(game)}{top}\n(row player's decayed win rate vs column player)", fontsize=11)
     if not n:
         ax.text(0.5, 0.5, "no rated results yet", ha="center", va="center", transform=ax.transAxes, color="grey")
         ax.set_axis_off()

@@ -132,6 +132,8 @@ def _payoff_html(store: LeagueStore, game: str) -> str:
     note = ('<p class="muted">Row player\'s decayed win rate against the column player (draws count half); '
             "below it the decayed number of games; '-' where they never met. alpha-rank: stationary mass per "
             "player from the win-rate matrix (0.5 for pairs that never met).</p>")
+    if data.capped_note:
+        note += f'<p class="muted">{_e(data.capped_note.capitalize())}.</p>'
     if data.alpharank_error:
         note += f'<p class="muted">alpha-rank unavailable: {_e(data.alpharank_error)}</p>'
     return _table(headers, body, "payoff") + note

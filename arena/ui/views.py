@@ -136,7 +136,8 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
     data = payoff_data(store, game)
     t = Table(title=f"Payoff: {game_label(game)} (row vs column win rate, decayed games in brackets)",
               title_justify="left",
-              caption=(data.alpharank_error and f"alpha-rank unavailable: {data.alpharank_error}")
+              caption=" ".join(x for x in (data.capped_note, data.alpharank_error and
+                                           f"alpha-rank unavailable: {data.alpharank_error}") if x)
               or (None if data.players else "no rated results yet"))
     t.add_column("Player", style="bold", no_wrap=True)
     for p in data.players:

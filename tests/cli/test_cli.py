@@ -188,3 +188,12 @@ def test_ratings_payoff_per_game_when_the_league_has_several(tmp_path):
     titles = [line for line in r.output.splitlines() if "ayoff" in line or "win rate" in line.lower()]
     assert any("all games" in t for t in titles) and any("tic_tac_toe" in t for t in titles) \
         and any("kuhn_poker" in t for t in titles), r.output
+
+
+def test_an_agent_module_next_to_you_plays_by_its_spec(tmp_path):
+    (tmp_path / "my_agents_q.py").write_text("class LastMove:\n    def act(self, observation):\n"
+                                            "        return observation.legal_actions[-1]\n")
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH="")
+    p = subprocess.run([ARENA, "play", "openspiel/tic_tac_toe-v0", "-p", "my_agents_q:LastMove", "-p", "random",
+                        "-n", "20", "--workers", "2"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode == 0 and "my_agents_q:LastMove" in p.stdout, p.stdout + p.stderr

@@ -15,7 +15,7 @@ from arena.errors import ConfigError
 from arena.league.config import LeagueConfig, load_league_config
 from arena.league.play import play_against
 from arena.league.manager import League, open_league
-from arena.replays import list_replays
+from arena.replays import list_replays, replay_path
 from arena.match.verify import verify_replay
 
 ARENA = str(Path(sys.executable).with_name("arena"))
@@ -241,3 +241,53 @@ def test_ray_backend(tmp_path):
         ray.shutdown()
     assert summary["results"] == 10
     assert_consistent(tmp_path / "L", 10)
+
+
+KILL_AT_COMMIT = """
+import os, signal, sys
+from arena.league.config import load_league_config
+from arena.league.manager import League
+from arena.league.storage import LeagueStore
+
+batches = [0]
+original = LeagueStore.commit_results
+
+def commit_results(self, items):
+    batches[0] += 1
+    if batches[0] == 3:  # the batch's replays are on disk; the process dies before its one transaction
+        os.kill(os.getpid(), signal.SIGKILL)
+    return original(self, items)
+
+LeagueStore.commit_results = commit_results
+League(load_league_config(sys.argv[1]), sys.argv[2], backend="inline").run()
+"""
+
+
+def test_kill_9_between_the_replays_and_the_commit_of_a_batch(tmp_path):
+    """Group commit: a batch's replay files are durable before its one transaction. Killed between the
+    two, none of the batch is recorded; the next run commits each of them once, from its replay."""
+    cfg = write_cfg(tmp_path / "c.yaml", matches=40, in_flight=4, workers=1)
+    d = tmp_path / "league"
+    p = subprocess.run([sys.executable, "-c", KILL_AT_COMMIT, str(cfg), str(d)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    store = open_league(d)
+    recorded = store.result_count()
+    running = store.matches(status="running")
+    assert recorded == 2 * 4 and len(running) == 4  # two batches committed; the third batch in flight
+    assert all(replay_path(store.replay_dir, m.match_id).exists() for m in running)  # its replays made it
+    store.close()
+    summary = League(load_league_config(cfg), d, backend="inline").run()
+    assert summary["committed_from_replay"] == 4 and summary["requeued"] == 0
+    assert_consistent(d, 40)
+
+
+def test_pairs_are_unranked_in_the_order_of_listing_them():
+    """Pairing picks the i-th pair of frozen players without listing all pairs (O(games), not O(players^2))."""
+    import itertools
+
+    for n in range(0, 12):
+        names = [f"p{i:02d}" for i in range(n)]
+        for games in ([("g", names)], [("g", names), ("h", names[::2])], [("g", []), ("h", names)]):
+            listed = [(g, a, b) for g, ns in games for a, b in itertools.combinations(ns, 2)]
+            assert [League._combo(games, i) for i in range(len(listed))] == listed

@@ -330,3 +330,43 @@ def test_report_screenshot_in_headless_chromium(report, tmp_path):
     # The inline CSS applied: the page header is a dark band, the body below it light.
     assert img[5:40, 5:600].mean() < 0.3
     assert img[1900:1990].mean() > 0.5
+
+
+def test_payoff_is_capped_to_the_top_players_and_says_so(league_dir):
+    from arena.league.queries import payoff_data
+
+    store = open_league(league_dir)
+    full = payoff_data(store, OVERALL, top=None)
+    assert full.capped_note is None and len(full.players) == full.total_players >= 3
+    capped = payoff_data(store, OVERALL, top=2)
+    assert capped.players == full.players[:2] and capped.total_players == full.total_players
+    assert capped.win_rate.shape == (2, 2) and len(capped.alpharank) == 2
+    assert capped.capped_note.startswith(f"showing the top 2 of {full.total_players} players by Elo")
+
+
+def test_records_kept_with_each_commit_equal_a_count_of_the_results_and_backfill(league_dir, tmp_path):
+    import shutil
+    import sqlite3
+
+    from arena.league.storage import LeagueStore, record_kinds
+
+    def counted(store, game):
+        out = {}
+        for r in store.results(None if game == OVERALL else game):
+            if len(r.players) >= 2 and len(set(r.players)) == len(r.players):
+                for p, k in zip(r.players, record_kinds(r.returns)):
+                    out.setdefault(p, [0, 0, 0])["wdl".index(k)] += 1
+        return {p: tuple(v) for p, v in out.items()}
+
+    store = open_league(league_dir)
+    games = [OVERALL] + [g for g in store.rated_games() if g != OVERALL]
+    assert all(store.records(g) == counted(store, g) for g in games)
+    assert sum(sum(v) for v in store.records(OVERALL).values()) > 0
+    # a league written before the records table existed: counted once when it is opened
+    copy = tmp_path / "old"
+    shutil.copytree(league_dir, copy)
+    with sqlite3.connect(copy / "league.db") as c:
+        c.execute("DROP TABLE records")
+        c.execute("DELETE FROM meta WHERE key='records_complete'")
+    old = LeagueStore(copy)
+    assert all(old.records(g) == counted(old, g) for g in games)

@@ -1,0 +1,127 @@
+"""Soak: a league killed with SIGKILL at random moments, resumed each time, must lose nothing.
+
+``arena league run`` (the real command, worker processes and all) plays ``--matches`` cheap
+matches (random and first on tic-tac-toe, 8 players); it is killed with SIGKILL after a
+random 0.3-3 s, ``--kills`` times, and started again each time with the same command; the
+last start runs to the end. Then, on the league folder:
+
+* the result count equals the budget, with no match id twice;
+* every result has its replay file, and the replay's returns are the result's;
+* the live Elo and OpenSkill ratings equal a recompute from the result log to the last bit;
+* SQLite's ``integrity_check`` says ok.
+
+(That no process of a killed run is left is tests/league/test_processes.py's check.)
+
+Run:  .venv/bin/python benchmarks/soak_league.py [--matches 100000] [--kills 20] [--seed 0]
+(tests/league/test_soak.py runs it, marked slow.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PLAYERS = ["random", "first"] * 4
+
+CONFIG = """name: soak
+seed: {seed}
+games: [{{id: openspiel/tic_tac_toe-v0}}]
+players:
+{players}
+matches: {matches}
+pairing: uniform
+workers: 2
+in_flight: 16
+"""
+
+
+def _arena() -> list[str]:
+    return [sys.executable, "-m", "arena.cli"]
+
+
+def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0, log=print) -> dict:
+    from arena.league.manager import open_league
+    from arena.league.queries import recompute_rows
+    from arena.replays import read_replay
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    cfg = directory / "soak.yaml"
+    players = "\n".join(f"  - {{name: p{i}, agent: {a}}}" for i, a in enumerate(PLAYERS))
+    cfg.write_text(CONFIG.format(seed=seed, players=players, matches=matches))
+    league = directory / "league"
+    rng = random.Random(seed)
+    env = dict(os.environ, COLUMNS="120")
+    started = time.perf_counter()
+    counts = []
+    for k in range(kills + 1):
+        p = subprocess.Popen([*_arena(), "league", "run", str(cfg), "--dir", str(league)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if k < kills:
+            t0 = time.time()  # a random moment once the run is under way (its start-up is ~1-2 s of imports)
+            while not (league / "league.db").exists() and time.time() - t0 < 60 and p.poll() is None:
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.3, 3.0))
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+        else:
+            _, err = p.communicate(timeout=3600)
+            if p.returncode != 0:
+                raise RuntimeError(f"the last run failed ({p.returncode}): {err[-2000:]}")
+        store = open_league(league)
+        counts.append(store.result_count("league"))
+        store.close()
+        log(f"run {k + 1}/{kills + 1}: {'killed' if k < kills else 'finished'} at {counts[-1]:,} results")
+    seconds = time.perf_counter() - started
+
+    store = open_league(league)
+    results = store.results()
+    ids = [r.match_id for r in results]
+    missing_replay = bad_replay = 0
+    for r in results:
+        if not r.replay or not Path(r.replay).exists():
+            missing_replay += 1
+            continue
+        if read_replay(r.replay).result["returns"] != r.returns:
+            bad_replay += 1
+    rows = recompute_rows(store)
+    store.close()
+    with sqlite3.connect(league / "league.db") as conn:
+        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+    return {
+        "matches": matches, "kills": kills, "seconds": seconds, "results": len(results),
+        "league_results": counts[-1], "duplicates": len(ids) - len(set(ids)), "missing_replays": missing_replay,
+        "replays_disagreeing": bad_replay, "ratings": len(rows), "ratings_equal": all(r.equal for r in rows),
+        "integrity": integrity, "counts_after_each_run": counts,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--matches", type=int, default=100_000)
+    p.add_argument("--kills", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dir", type=Path, help="league folder (default: a temporary one)")
+    args = p.parse_args()
+    d = args.dir or Path(tempfile.mkdtemp(prefix="arena-soak-"))
+    out = soak(d, args.matches, args.kills, args.seed)
+    print()
+    print("| measure | value |\n|---|---:|")
+    for k in ("matches", "kills", "results", "duplicates", "missing_replays", "replays_disagreeing", "ratings",
+              "ratings_equal", "integrity"):
+        print(f"| {k.replace('_', ' ')} | {out[k]} |")
+    print(f"| wall time | {out['seconds']:.0f} s |")
+    print(f"\nresults after each run: {', '.join(f'{c:,}' for c in out['counts_after_each_run'])}")
+
+
+if __name__ == "__main__":
+    main()
