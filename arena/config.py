@@ -107,7 +107,9 @@ def yaml_error(path: str | Path, e: Exception) -> str:
     return f"{path}:{where}: not valid YAML: {what}"
 
 
-def load_yaml(cls: type[T], path: str | Path, overrides: dict | None = None) -> T:
+def read_yaml_mapping(path: str | Path) -> dict:
+    """A YAML file whose top level is a mapping; a missing file, bad YAML or another top level is a
+    one-line `ConfigError` naming the file."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"no config file at {path}")
@@ -117,6 +119,12 @@ def load_yaml(cls: type[T], path: str | Path, overrides: dict | None = None) -> 
         raise ConfigError(yaml_error(path, e)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def load_yaml(cls: type[T], path: str | Path, overrides: dict | None = None) -> T:
+    path = Path(path)
+    data = read_yaml_mapping(path)
     for k, v in (overrides or {}).items():
         if v is not None:
             data[k] = v

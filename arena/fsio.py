@@ -77,27 +77,33 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = Tru
     path = Path(path)
     with disk_full_as_error(path.parent, f"writing {path.name}"):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                if durable:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                pass
-            raise
-        if durable:
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        atomic_write(path, lambda f: f.write(data), durable=durable)
     return path
+
+
+def atomic_write(path: Path, write, durable: bool = True, tmp: Path | None = None) -> None:
+    """Call ``write(file)`` on a temporary file next to `path`, then rename it into place (fsynced first
+    with ``durable``); whatever goes wrong, the temporary file is removed and `path` is untouched."""
+    tmp = tmp or path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        raise
+    if durable:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 _LIBC: list = []

@@ -188,7 +188,9 @@ def test_checkpoint_save_on_a_full_disk(tmp_path, monkeypatch):
     ckpt.mkdir(parents=True)
     path = ckpt / "trainer_state.pt"
     checkpoints.save_torch_atomic({"w": torch.zeros(3)}, path)
-    monkeypatch.setattr(checkpoints, "open", _full_open(room=200), raising=False)
+    import arena.fsio
+
+    monkeypatch.setattr(arena.fsio, "open", _full_open(room=200), raising=False)  # the atomic writer's open
     with pytest.raises(DiskFull) as e:
         checkpoints.save_torch_atomic({"w": torch.ones(10_000)}, path)
     assert str(ckpt) in str(e.value) and "trainer_state.pt" in str(e.value)

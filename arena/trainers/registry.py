@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Union
 
-import yaml
-
-from arena.config import from_dict, yaml_error
+from arena.config import from_dict, read_yaml_mapping
 from arena.errors import ConfigError
 
 #: A class, or a "module:attr" string imported on first use.
@@ -72,14 +70,7 @@ def read_train_config(path: str | Path, **overrides: Any) -> tuple[TrainerEntry,
     """(the trainer the config names, its validated config). Overrides that are None are ignored;
     every error is a `ConfigError` naming the file and the key."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"no config file at {path}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(yaml_error(path, e)) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
+    data = read_yaml_mapping(path)
     name = data.pop("trainer", None)
     if name is None:
         raise ConfigError(f"{path}: trainer: required key is missing (one of: {', '.join(trainer_names())})")

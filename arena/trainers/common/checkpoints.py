@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from arena.fsio import disk_full_as_error
+from arena.fsio import atomic_write, disk_full_as_error
 
 
 def checkpoint_path(iteration: int) -> Path:
@@ -40,17 +40,6 @@ def save_torch_atomic(obj: Any, path: str | Path) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with disk_full_as_error(path.parent, f"saving {path.name}"):
-        try:
-            # Through a Python file, not a path: torch's own writer turns ENOSPC into an
-            # "iostream error"; a Python file's OSError stays on the chain of torch's RuntimeError.
-            with open(tmp, "wb") as f:
-                torch.save(obj, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                pass
-            raise
+        # Through a Python file, not a path: torch's own writer turns ENOSPC into an
+        # "iostream error"; a Python file's OSError stays on the chain of torch's RuntimeError.
+        atomic_write(path, lambda f: torch.save(obj, f), tmp=tmp)
