@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import List, Literal, Optional
 
@@ -45,12 +47,17 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
     """Self-play arena: games, agents, leagues, replays."""
     import os
 
-    # As `python -m` does: modules next to you (plug-in games, `my_agents:Class` specs) import by name,
-    # here and in worker processes.
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-        os.environ["PYTHONPATH"] = os.pathsep.join([cwd] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    # As `python -m` does: modules next to you (plug-in games, `my_agents:Class` specs) import by name.
+    _on_import_path(os.getcwd())
+
+
+def _on_import_path(folder: str) -> None:
+    """Put `folder` first on the import path, here and (through PYTHONPATH) in worker processes."""
+    import os
+
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [os.environ.get("PYTHONPATH")] if p])
 
 
 def _plugins(plugins: Optional[List[str]]) -> list[str]:
@@ -72,9 +79,7 @@ def _plugins(plugins: Optional[List[str]]) -> list[str]:
             folder, name = str(path.resolve().parent), path.stem
         else:
             folder, name = os.getcwd(), item
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-            os.environ["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        _on_import_path(folder)
         load_plugin(name)
         names.append(name)
     return names
@@ -126,7 +131,6 @@ def play(
     specs = [s for p in (players or []) + (more_players or []) for s in p.split()]
     if not specs:
         raise ArenaError("give the agents, one spec per seat (-p human -p random), or --vs LEAGUE_DIR:PLAYER")
-    _check_agents(game, specs)
     if n < 1:
         raise ArenaError(f"-n must be at least 1, got {n}")
     human = "human" in specs
@@ -134,31 +138,24 @@ def play(
         raise ArenaError("a human player needs --workers 1 (drop --workers)")
     done: list = []
     stopped = False
-    progress = None
-    if n > 1 and not human:
+    on_result = done.append
+    progress = contextlib.nullcontext()
+    if n > 1 and not human:  # a person's game keeps the terminal to itself
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[rate]:.1f} matches/s"), TimeElapsedColumn(), console=console,
                             transient=True)
+        task = progress.add_task(game, total=n, rate=0.0)
+        start = time.perf_counter()
+
+        def on_result(res) -> None:
+            done.append(res)
+            progress.update(task, completed=len(done), rate=len(done) / max(time.perf_counter() - start, 1e-9))
     try:
-        if progress is not None:
-            import time
-
-            start = time.perf_counter()
-            with progress:
-                task = progress.add_task(game, total=n, rate=0.0)
-
-                def tick(res) -> None:
-                    done.append(res)
-                    progress.update(task, completed=len(done), rate=len(done) / max(time.perf_counter() - start, 1e-9))
-
-                play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
-                             move_time_limit=time_limit, plugins=plugins, on_result=tick,
-                             record=record if replays is not None else False)
-        else:
+        with progress:
             play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
-                         move_time_limit=time_limit, plugins=plugins, on_result=done.append,
+                         move_time_limit=time_limit, plugins=plugins, on_result=on_result,
                          record=record if replays is not None else False)
     except KeyboardInterrupt:
         stopped = True
@@ -180,24 +177,6 @@ def play(
                                                   " (the finished matches', and any a worker wrote as it stopped)"))
     if stopped:
         raise typer.Exit(130)
-
-
-def _check_agents(game: str, specs: list[str]) -> None:
-    """One line naming the fix when the specs do not fit the game: their number, or an agent that
-    cannot be built or cannot play it."""
-    from arena.agents.specs import make_agent
-    from arena.envs.registry import make_core
-
-    core = make_core(game)
-    k = len(core.players)
-    if len(specs) != k:
-        example = " ".join(["-p random"] * k)
-        raise ArenaError(f"{core.game_id} has {k} player{'s' if k != 1 else ''} ({', '.join(core.players)}); "
-                         f"got {len(specs)} agent spec{'s' if len(specs) != 1 else ''}: give one per seat, e.g. "
-                         f"{example}")
-    for i, spec in enumerate(specs):
-        if spec != "human":
-            make_agent(spec, core, i)
 
 
 def _play_league_player(game: str, vs: str, seat: int, seed: int, with_players: bool) -> None:

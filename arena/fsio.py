@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import uuid
@@ -106,7 +107,17 @@ def atomic_write(path: Path, write, durable: bool = True, tmp: Path | None = Non
             os.close(dir_fd)
 
 
-_LIBC: list = []
+@functools.cache
+def _libc():
+    """libc with syncfs, or None (not Linux, or no syncfs)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    return libc if hasattr(libc, "syncfs") else None
 
 
 def sync_folder(folder: str | os.PathLike) -> None:
@@ -115,16 +126,7 @@ def sync_folder(folder: str | os.PathLike) -> None:
     with disk_full_as_error(folder, "syncing written files"):
         fd = os.open(folder, os.O_RDONLY)
         try:
-            if not _LIBC:
-                import ctypes
-                import ctypes.util
-
-                try:
-                    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-                    _LIBC.append(libc if hasattr(libc, "syncfs") else None)
-                except OSError:
-                    _LIBC.append(None)
-            libc = _LIBC[0]
+            libc = _libc()
             if libc is None or libc.syncfs(fd) != 0:
                 os.sync()
         finally:

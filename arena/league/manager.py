@@ -58,6 +58,8 @@ class League:
         self.address = address or cfg.ray_address
         self.store = store or LeagueStore(self.dir, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay)
         self._eligible_cache: dict[tuple[str, str], bool] = {}
+        self._view_key: tuple[int, int] | None = None  # the pairing view's cache key (`_pairing_view`)
+        self._view: tuple[dict, list] = ({}, [])
         self.learners: dict[str, LearningPlayer] = {}
         starts = int(self.store.get_meta("starts", 0))
         self.rng = np.random.default_rng([cfg.seed, starts])
@@ -216,7 +218,7 @@ class League:
         """The active players by name, and per game the sorted frozen players that play it; rebuilt
         only when the players change (here or in another process), not per match."""
         key = (self.store.players_version, self.store.data_version())
-        if getattr(self, "_view_key", None) != key:
+        if self._view_key != key:
             players = {p.name: p for p in self.store.players(active_only=True)}
             frozen = sorted(n for n, p in players.items() if p.kind in ("fixed", "historical"))
             by_game = [(g, [n for n in frozen if g in players[n].games]) for g in self.cfg.game_ids]
@@ -232,7 +234,7 @@ class League:
             n = len(names)
             pairs = n * (n - 1) // 2
             if i < pairs:
-                a = 0  # the row of pair i: a is the largest index with a*(2n-a-1)/2 <= i
+                # the row of pair i: a is the largest index with a*(2n-a-1)/2 <= i
                 lo, hi = 0, n - 2
                 while lo < hi:
                     mid = (lo + hi + 1) // 2

@@ -137,7 +137,7 @@ class LeagueStore:
         # Live rating tables per game, loaded from the ratings table on first use and updated in place
         # with each commit (written through in the same transaction). Dropped when another connection
         # committed since (SQLite's data_version moves) and when a transaction rolls back.
-        self._live: dict[Any, Any] = {}
+        self._live: dict[str, tuple[EloTable, OpenSkillTable]] = {}
         self._data_version: int | None = None
         #: Moves with every change this connection makes to the players table (with `data_version`, a
         #: cache key for views of the players: the league's pairing view).
@@ -447,12 +447,9 @@ class LeagueStore:
             rows = self.conn.execute("SELECT home, away, w, d, l, n FROM payoff WHERE game=?", (game,)).fetchall()
         else:
             names = list(players)
-            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS _among(name TEXT PRIMARY KEY)")
-            self.conn.execute("DELETE FROM _among")
-            self.conn.executemany("INSERT OR IGNORE INTO _among VALUES(?)", [(n,) for n in names])
-            rows = self.conn.execute(
-                "SELECT home, away, w, d, l, n FROM payoff WHERE game=? AND home IN (SELECT name FROM _among) "
-                "AND away IN (SELECT name FROM _among)", (game,)).fetchall()
+            marks = ",".join("?" * len(names))
+            rows = self.conn.execute(f"SELECT home, away, w, d, l, n FROM payoff WHERE game=? AND home IN ({marks}) "
+                                     f"AND away IN ({marks})", (game, *names, *names)).fetchall()
         return Payoff.from_dict({"decay": self.payoff_decay, "pairs": [list(r) for r in rows]})
 
     def records(self, game: str = OVERALL) -> dict[str, tuple[int, int, int]]:

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Sequence
 from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
 from arena.envs.registry import load_plugin, make_core
-from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.match.loop import InvalidMovePolicy, MatchResult, check_agent_count
 from arena.match.runner import MatchJob, run_match_job
 from arena.procs import die_with
 
@@ -107,8 +107,7 @@ def play_matches(
     """
     policy = policy or InvalidMovePolicy()
     core = make_core(game, **(game_kwargs or {}))
-    if len(specs) != len(core.players):
-        raise ValueError(f"{core.game_id} has {len(core.players)} players, got {len(specs)} agent specs")
+    check_agent_count(core, len(specs))
     rdir = str(replay_dir) if replay_dir is not None else None
     if rdir is not None:
         Path(rdir).mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 from arena.agents.base import Forfeit, derive_seed
 from arena.agents.specs import make_agent
+from arena.errors import AgentSpecError
 from arena.envs.core import SIMULTANEOUS, GameCore
 from arena.envs.observation import Observation, ShownLegal
 from arena.envs.registry import game_origin, make_core
@@ -317,6 +318,15 @@ class _Slow:
         return joint, forfeiter, reason
 
 
+def check_agent_count(core: GameCore, given: int) -> None:
+    """One agent per seat, or an `AgentSpecError` that says how many and gives an example."""
+    k = len(core.players)
+    if given != k:
+        example = " ".join(["-p random"] * k)
+        raise AgentSpecError(f"{core.game_id} has {k} player{'s' if k != 1 else ''} ({', '.join(core.players)}); "
+                             f"got {given} agent spec{'s' if given != 1 else ''}: give one per seat, e.g. {example}")
+
+
 def play_match(
     game: Any,
     agents: Sequence[Any],
@@ -339,8 +349,7 @@ def play_match(
     mode = record_mode(record)
     core: GameCore = game if isinstance(game, GameCore) else make_core(game, **(game_kwargs or {}))
     n = len(core.players)
-    if len(agents) != n:
-        raise ValueError(f"{core.game_id} has {n} players ({', '.join(core.players)}), got {len(agents)} agents")
+    check_agent_count(core, len(agents))
     # One pass over the seats for everything the match needs of an agent (a match of tic-tac-toe
     # is a few microseconds: per-match work counts as much as per-move work).
     seated, specs, acts, resets, observers, enders = [], [], [], [], [], []

@@ -264,7 +264,11 @@ class SpiralTrainer:
     def freeze(self, path: str | Path) -> str:
         """Save the current weights to folder `path`; returns the greedy spec that plays them."""
         self.learner.save_weights(path)
-        return f"llm:{path},greedy=True,max_new_tokens={self.cfg.max_new_tokens},template={self.template.name}"
+        return self._frozen_spec(path)
+
+    def _frozen_spec(self, folder: str | Path) -> str:
+        """The greedy agent spec that plays the weights in `folder` (a snapshot in the league)."""
+        return f"llm:{folder},greedy=True,max_new_tokens={self.cfg.max_new_tokens},template={self.template.name}"
 
     # -- batches -------------------------------------------------------------------------
     def _play(self, pairings, *, greedy: bool, policy: InvalidMovePolicy, seed: int, concurrency: int,
@@ -472,9 +476,7 @@ class SpiralTrainer:
 
     def snapshot(self, it: int) -> str:
         """Checkpoint iteration `it` and freeze it into the league as a historical player."""
-        ckpt = self.checkpoint(it)
-        spec = f"llm:{ckpt},greedy=True,max_new_tokens={self.cfg.max_new_tokens},template={self.template.name}"
-        return self.league.add_snapshot(LEARNER_NAME, spec, name=f"{LEARNER_NAME}@{it}")
+        return self.league.add_snapshot(LEARNER_NAME, self._frozen_spec(self.checkpoint(it)), name=f"{LEARNER_NAME}@{it}")
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, iterations: int | None = None, progress=None, phase: Callable[[str, int, int], None] | None = None,
