@@ -5,7 +5,8 @@ Forms:
 * ``mcts:simulations=200,rollouts=1``, ``tactics:epsilon=0.1``, ``cfr:iterations=200``
 * ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
 * kinds with a positional argument before their options (``tabular:<table.json>``,
-  ``llm:<model folder>``), and your own kinds registered with `register_agent_kind`.
+  ``llm:<model folder>``, ``policy:<checkpoint>``, ``rllib:<checkpoint>``), and your own kinds
+  registered with `register_agent_kind`.
 """
 
 from __future__ import annotations
@@ -185,6 +186,19 @@ def _llm(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
+def _policy(core, seed, positional, **opts):
+    from arena.agents.neural import _factory
+
+    return _factory(core, seed, positional, **opts)
+
+
+def _rllib(core, seed, positional, **opts):
+    from arena.agents.rllib_agent import _factory
+
+    return _factory(core, seed, positional, **opts)
+
+
 for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "tactics": _tactics,
-                        "cfr": _cfr, "tabular": _tabular, "llm": _llm}.items():
+                        "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy,
+                        "rllib": _rllib}.items():
     register_agent_kind(_name, _factory)

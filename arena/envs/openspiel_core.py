@@ -11,7 +11,8 @@ Spec
 * Actions: ``Discrete(num_distinct_actions)``; moves are applied with OpenSpiel's
   legality check (plain ``apply_action`` accepts illegal moves).
 * Observation: text view (``observation_string``, or ``information_state_string``
-  for games without one) and a dict ``{"observation": tensor, "action_mask": int8}``.
+  for imperfect-information games) and a dict ``{"observation": tensor, "action_mask": int8}``
+  (the information-state tensor where the text is the information state).
 * Rewards: OpenSpiel's per-step rewards; returns at the end.
 * Versions: v0 is the engine's game as-is.
 
@@ -66,8 +67,11 @@ class OpenSpielCore(GameCore):
             self._text_fn = "observation_string"
         else:
             self._text_fn = "information_state_string"
-        self._use_obs_tensor = gtype.provides_observation_tensor
+        # The tensor follows the text: imperfect-information games show the information-state tensor
+        # (perfect recall: the betting history too, which poker's observation tensor drops).
         self._use_info_tensor = gtype.provides_information_state_tensor
+        self._use_obs_tensor = gtype.provides_observation_tensor and not (
+            self._text_fn == "information_state_string" and self._use_info_tensor)
         if self._use_obs_tensor:
             shape = tuple(self.game.observation_tensor_shape())
         elif self._use_info_tensor:
@@ -75,6 +79,9 @@ class OpenSpielCore(GameCore):
         else:
             shape = None
         self._obs_shape = shape
+        #: Length of `all_observations` (every player's tensor), the privileged critic's input in games
+        #: of hidden information; 0 for perfect-information games.
+        self.privileged_dim = 0 if self.perfect_information or shape is None else n * int(np.prod(shape))
         self._has_chance = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
         # Rewards only at the end (tic-tac-toe, connect four, poker): no per-move sum to keep, and
         # the last step's rewards are the state's own.
@@ -167,6 +174,11 @@ class OpenSpielCore(GameCore):
         else:
             obs = self.text(p)
         return {"observation": obs, "action_mask": self.action_mask(p)}
+
+    def all_observations(self) -> np.ndarray:
+        """Every player's observation tensor, concatenated (what a privileged critic may read)."""
+        fn = self.state.observation_tensor if self._use_obs_tensor else self.state.information_state_tensor
+        return np.concatenate([np.asarray(fn(p), dtype=np.float32) for p in range(len(self.players))])
 
     def action_mask(self, p: int) -> np.ndarray:
         mask = np.zeros(self.num_actions, dtype=np.int8)

@@ -63,6 +63,48 @@ def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], plugin
     return results
 
 
+def _batched_agents(core, specs: Sequence[str]) -> dict:
+    """The agents among `specs` that answer many moves in one call (neural policies), built once."""
+    out = {}
+    for k, spec in enumerate(specs):
+        if spec.split(":", 1)[0] in ("policy",):
+            agent = make_agent(spec, core, derive_seed(0, k))
+            if callable(getattr(agent, "act_batch", None)):
+                out[spec] = agent
+    return out
+
+
+def _play_jobs_lockstep(game: str, specs: Sequence[str], jobs: Sequence[MatchJob], shared: dict,
+                        plugins: Sequence[str], game_kwargs: dict | None,
+                        on_result: Callable[[MatchResult], None] | None, chunk: int = 64) -> list[MatchResult]:
+    """The jobs in lock step, `chunk` matches at a time: each neural policy answers every match it plays in
+    with one forward pass a tick (`arena.match.lockstep`); replays, seats and results as `run_match_job`'s."""
+    from arena.match.lockstep import play_lockstep
+    from arena.match.runner import finish_job
+
+    for mod in plugins:
+        load_plugin(mod)
+    for agent in shared.values():
+        agent.reset(jobs[0].seed if jobs else 0)
+    results: list[MatchResult] = []
+    for i in range(0, len(jobs), chunk):
+        part = list(jobs[i:i + chunk])
+        first = part[0]
+        write = first.replay_dir is not None
+
+        def done(res: MatchResult, part=part) -> None:
+            finish_job(next(j for j in part if j.match_id == res.match_id), res)
+            if on_result is not None:
+                on_result(res)
+
+        results += play_lockstep(game, [list(j.specs) for j in part], [j.seed for j in part], policy=first.policy,
+                                 max_moves=first.max_moves,
+                                 record=first.record if write or first.keep_replay else False,
+                                 game_kwargs=game_kwargs, match_ids=[j.match_id for j in part], shared=shared,
+                                 on_result=done)
+    return results
+
+
 _WORKER_CACHE: dict = {}
 
 
@@ -115,6 +157,10 @@ def play_matches(
                     move_time_limit=move_time_limit, max_moves=max_moves, replay_dir=rdir, compress=compress,
                     record=record, plugins=plugins)
     common = (tuple(plugins), game_kwargs)
+    if (workers <= 1 or n <= 1) and move_time_limit is None and "human" not in specs:
+        batched = _batched_agents(core, specs)
+        if batched:
+            return _play_jobs_lockstep(game, specs, jobs, batched, plugins, game_kwargs, on_result)
     if workers <= 1 or n <= 1:
         return _play_jobs(game, list(specs), jobs, *common, on_result=on_result)
     workers = min(workers, n)

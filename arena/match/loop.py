@@ -472,6 +472,18 @@ def play_match(
         if timer is not None:
             timer.__exit__(None, None, None)
 
+    return finish_match(core, policy, mode, match_id, seed, specs, game_kwargs, max_moves, rows, forfeiter, outcome,
+                        reason, t, invalid, t_total, t_max, calls, started, enders)
+
+
+def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, match_id: str, seed: int | None,
+                 specs: list[str], game_kwargs: dict | None, max_moves: int | None, rows: list | None,
+                 forfeiter: int | None, outcome: str, reason: str, t: int, invalid: list[int], t_total: list[float],
+                 t_max: list[float], calls: list[int], started: float, enders: list) -> MatchResult:
+    """The `MatchResult` (and its replay) of a match that has stopped: the returns (the invalid-move
+    policy's for a forfeit), the winner, and the agents' ``match_over`` hooks. Shared by `play_match`
+    and the lock-step driver (`arena.match.lockstep`), so both write the same replays."""
+    n = len(core.players)
     if forfeiter is not None:
         outcome = "forfeit"
         returns = [policy.win] * n

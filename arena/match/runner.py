@@ -77,9 +77,14 @@ def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any 
     res = play_match(core, seated, seed=job.seed, policy=job.policy, move_time_limit=job.move_time_limit,
                      max_moves=job.max_moves, match_id=job.match_id,
                      record=job.record if write or job.keep_replay else False, game_kwargs=job.game_kwargs or None)
+    return finish_job(job, res)
+
+
+def finish_job(job: MatchJob, res: MatchResult) -> MatchResult:
+    """What a job does with its played match: the seats, the replay file, and whether the replay stays."""
     if job.seats is not None:
         res.seats = list(job.seats)
-    if write:
+    if job.replay_dir is not None:
         res.replay_path = str(write_replay(res.replay, replay_path(job.replay_dir, job.match_id, job.compress),
                                            durable=job.durable))
         if not job.keep_replay:

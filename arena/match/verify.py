@@ -109,6 +109,42 @@ def resimulate(replay: Replay, record: str | None = None):
     return core, again
 
 
+class _Watching(ReplayAgent):
+    """A replaying seat that also keeps the structured view (`Observation.raw`: tensor and mask) it is
+    shown before each of its recorded moves the game accepted."""
+
+    def __init__(self, steps: list[dict], seat: int, out: list):
+        super().__init__(steps, seat)
+        self.out = out
+
+    def act(self, observation) -> Any:
+        step = self._queue[0] if self._queue else None
+        if step is not None and step.get("event") == "ok" and not isinstance(step.get("action"), dict):
+            self.out.append((observation.player, observation.raw, step.get("action")))
+        return super().act(observation)
+
+
+def observed_moves(replay: Replay, seats: set[int] | None = None) -> list[tuple[int, Any, Any]]:
+    """``(seat, structured view, action)`` of every accepted move of `seats` (None: all), in order, by
+    re-simulating the replay through its game: the observation tensors and masks the player saw,
+    which replays do not store (imitation learning reads these). An attempt the game then refused
+    is dropped afterwards (the replay marks it invalid). Raises `ReplayError` like `core_for_replay`."""
+    from arena.match import InvalidMovePolicy, play_match
+
+    h = replay.header
+    core = core_for_replay(replay)
+    out: list[tuple[int, Any, Any]] = []
+    n = len(h["players"])
+    agents = [_Watching(replay.steps, s, out) if seats is None or s in seats else ReplayAgent(replay.steps, s)
+              for s in range(n)]
+    try:
+        play_match(core, agents, seed=h.get("seed"), policy=InvalidMovePolicy(**h.get("policy", {})),
+                   max_moves=h.get("max_moves"), match_id=h["match_id"], record=False)
+    finally:
+        core.close()
+    return out
+
+
 def verify_replay(replay: Replay | str | os.PathLike) -> VerifyReport:
     report, core, _ = _verify(replay)
     core.close()

@@ -38,6 +38,13 @@ class TrainerEntry:
 _TRAINERS: dict[str, TrainerEntry] = {
     "spiral": TrainerEntry("spiral", "arena.trainers.llm.config:SpiralConfig", "arena.trainers.llm.spiral:SpiralTrainer",
                            "SPIRAL-style self-play RL for a language-model player, fed by its own league"),
+    "scc": TrainerEntry("scc", "arena.trainers.policy.config:SCCConfig", "arena.trainers.policy.scc:SCCTrainer",
+                        "SCC-style neural policy: imitation on replays, then league RL (PPO, V-trace, UPGO)"),
+    "mixed": TrainerEntry("mixed", "arena.trainers.mixed:MixedConfig", "arena.trainers.mixed:MixedTrainer",
+                          "a language-model learner and a neural-policy learner in one league, one game"),
+    "rllib_ppo": TrainerEntry("rllib_ppo", "arena.trainers.rllib.ppo:RLlibPPOConfig",
+                              "arena.trainers.rllib.ppo:RLlibPPOTrainer",
+                              "RLlib PPO on the game's PettingZoo env (action mask honoured)"),
 }
 
 

@@ -38,12 +38,18 @@ def _small(args: list[str], tmp: Path) -> list[str]:
         out += ["--matches", "60"]
     if out[:1] == ["train"]:
         cfg = yaml.safe_load((ROOT / out[1]).read_text())
-        cfg.update(iterations=2, games_per_iter=16, concurrency=16, minibatch=64, threads=1)
-        cfg["eval"] = {"every": 1, "games": 16, "opponents": ["random"], "concurrency": 16,
-                       "confirm_top": 2, "confirm_games": 16}
-        if cfg.get("il"):
-            cfg["il"].update(matches=100, epochs=1)
-        small_cfg = tmp / "tour_train.yaml"
+        if cfg["trainer"] == "scc":
+            cfg.update(iterations=2, games_per_iter=8, threads=1)
+            cfg["eval"] = {"every": 1, "games": 8, "opponents": ["random"]}
+            if cfg.get("il"):
+                cfg["il"].update(matches=10, epochs=1, workers=1, teachers=["mcts:simulations=10"] * 2)
+        else:
+            cfg.update(iterations=2, games_per_iter=16, concurrency=16, minibatch=64, threads=1)
+            cfg["eval"] = {"every": 1, "games": 16, "opponents": ["random"], "concurrency": 16,
+                           "confirm_top": 2, "confirm_games": 16}
+            if cfg.get("il"):
+                cfg["il"].update(matches=100, epochs=1)
+        small_cfg = tmp / f"tour_train_{cfg['trainer']}.yaml"
         small_cfg.write_text(yaml.safe_dump(cfg))
         out[1] = str(small_cfg)
     return out

@@ -4,7 +4,7 @@ import time
 import numpy as np
 import pytest
 
-from arena.agents import BaseAgent, Forfeit, make_agent
+from arena.agents import BaseAgent, Forfeit
 from arena.envs import list_game_ids, make_core
 from arena.match import InvalidMovePolicy, play_match
 from arena.replays import encode_action

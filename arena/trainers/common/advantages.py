@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from arena.trainers.common.rl import gae_tb
+
 __all__ = [
     "RAEBaseline",
     "bounded_value",
@@ -168,6 +170,10 @@ def gae(
 
     Returns ``(advantages, returns)``, both detached, same shape as rewards.
     ``lam = 1`` gives Monte-Carlo returns ``G_t``; ``lam = 0`` gives one-step TD.
+
+    This is :func:`arena.trainers.common.rl.gae_tb` on one trajectory with
+    ``bootstrap_value = 0`` and a constant discount, so the language-model
+    learner and the neural-policy learner share one implementation.
     """
     r = torch.as_tensor(rewards)
     v = torch.as_tensor(values)
@@ -182,16 +188,7 @@ def gae(
         )
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be in [0, 1], got {lam}")
-    n = r.shape[0]
-    adv = torch.zeros_like(r)
-    running = torch.zeros((), dtype=dtype, device=r.device)
-    next_value = torch.zeros((), dtype=dtype, device=r.device)
-    for t in range(n - 1, -1, -1):
-        delta = r[t] + gamma * next_value - v[t]
-        running = delta + gamma * lam * running
-        adv[t] = running
-        next_value = v[t]
-    return adv, adv + v
+    return gae_tb(r, v, 0.0, float(gamma), lam)
 
 
 def length_adaptive_lambda(length: float | Tensor, alpha: float = 0.4) -> float | Tensor:

@@ -116,7 +116,8 @@ ADVANTAGES: dict[str, Callable[["SpiralTrainer", list[Trajectory], list[float]],
 class SpiralTrainer:
     """The coordinator of SPIRAL self-play: loop, league, batches, evaluation, checkpoints."""
 
-    def __init__(self, cfg: SpiralConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None):
+    def __init__(self, cfg: SpiralConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None,
+                 league_dir: str | Path | None = None):
         torch = _torch()
         from arena.inference.models import load_model, make_tiny_model_folder, smollm2_folder
         from arena.trainers.common.advantages import RAEBaseline
@@ -167,6 +168,8 @@ class SpiralTrainer:
         if state is not None:
             self._load_state(state)
         self.metrics = MetricsLogger(self.dir)
+        #: The league this learner plays in: its own run folder, or one it shares with other learners.
+        self.league_dir = Path(league_dir) if league_dir is not None else self.dir
         self._setup_league()
 
     @property
@@ -186,7 +189,7 @@ class SpiralTrainer:
         opponents = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
         lcfg = LeagueConfig(games=[GameEntry(cfg.game)], name=f"train-{self.dir.name}", seed=cfg.seed,
                             players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in opponents], matches=0)
-        self.league = League(lcfg, self.dir, backend="inline")
+        self.league = League(lcfg, self.league_dir, backend="inline")
         store = self.league.store
         if store.player(LEARNER_NAME) is None:
             store.add_player(LEARNER_NAME, "learner", self.weights(), [cfg.game], role="main",
@@ -382,7 +385,7 @@ class SpiralTrainer:
             invalid += sum(e.invalid_moves() for e in eps)
             moves += sum(e.moves() for e in eps)
             if snapshot is not None:
-                self._report(eps, snapshot, evaluation=True, replay_dir=self.dir / "replays")
+                self._report(eps, snapshot, evaluation=True, replay_dir=self.league.store.replay_dir)
         out["eval/invalid_rate"] = invalid / max(moves, 1)
         self.metrics.log(it, **out)
         if snapshot is not None:

@@ -1,0 +1,125 @@
+"""`policy:<checkpoint>`: a trained neural policy as an agent.
+
+Spec: ``policy:<folder>`` (a checkpoint folder with ``policy.pt``, such as a run's ``best`` or
+``latest``), options ``greedy=true`` (the most probable legal move; default: sample),
+``temperature=1.0``, ``threads=N`` (set this process's torch threads; 1 suits worker processes).
+
+It reads the game's structured view (`Observation.raw`: the observation tensor and the action
+mask), so it plays any game whose spaces match the ones it was trained on, anywhere an agent
+plays: ``arena play``, leagues, human play, evaluation. An illegal move is never chosen: the
+mask sets illegal actions to probability 0. ``act_batch`` answers many observations with one
+forward pass (`arena.match.lockstep` gives it the moves of many concurrent matches at once).
+
+Loaded networks are cached per process by path and modification time, so a league that builds
+the agent for every match loads the weights once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from arena.agents.base import BaseAgent
+from arena.envs.observation import Observation
+from arena.errors import AgentSpecError
+
+_CACHE: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+
+def load_cached(path: str | Path, expect: Any = None) -> tuple[Any, Any]:
+    """(net, meta) of a checkpoint, loaded once per (file, modification time) in this process."""
+    from arena.inference.policy_nets import load_policy, policy_file
+
+    f = policy_file(path)
+    try:
+        key = (str(f.resolve()), f.stat().st_mtime_ns)
+    except OSError:
+        return load_policy(path, expect)  # raises the one-line error
+    hit = _CACHE.get(key)
+    if hit is None:
+        hit = _CACHE[key] = load_policy(path)
+        if len(_CACHE) > 64:  # a long league with many snapshots: keep the newest
+            _CACHE.pop(next(iter(_CACHE)))
+    if expect is not None:
+        spec = hit[1].spec
+        if spec.game_id != expect.game_id or not spec.same_interface(expect):
+            raise AgentSpecError(f"policy {path} was trained for {spec.describe()}; this game is {expect.describe()}")
+    return hit
+
+
+class PolicyAgent(BaseAgent):
+    def __init__(self, net: Any, meta: Any = None, *, greedy: bool = False, temperature: float = 1.0,
+                 seed: int | None = None, path: str | None = None):
+        import torch
+
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature} (use greedy=true for the best move)")
+        self.net, self.meta, self.path = net, meta, path
+        self.spec_info = net.spec
+        self.greedy, self.temperature = bool(greedy), float(temperature)
+        self._torch = torch
+        self._gen = torch.Generator()
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        self._gen.manual_seed(int(seed) if seed is not None else int.from_bytes(os.urandom(4), "little"))
+
+    # -- moves --------------------------------------------------------------------------------
+    def act(self, observation: Observation) -> Any:
+        return self.act_batch([observation])[0]
+
+    def act_batch(self, observations: Sequence[Observation]) -> list[Any]:
+        """One forward pass for every observation; the moves in the same order."""
+        return self.decide(observations)[0]
+
+    def decide(self, observations: Sequence[Observation]) -> tuple[list[Any], dict]:
+        """The moves, and what a learner keeps of them: the tensors the network read, the actions as
+        the network's indices, their log-probabilities and the value estimates (``[B]`` tensors)."""
+        torch = self._torch
+        from arena.inference.policy_nets import observation_arrays
+
+        obs, masks, ent_masks = [], [], []
+        for o in observations:
+            raw = o.raw
+            x, m = observation_arrays(raw)
+            obs.append(x)
+            masks.append(m)
+            if isinstance(raw, dict) and "entity_mask" in raw:
+                ent_masks.append(np.asarray(raw["entity_mask"], dtype=bool))
+        x = torch.from_numpy(np.stack(obs))
+        mask = torch.from_numpy(np.stack(masks)).bool() if masks[0] is not None else None
+        emask = torch.from_numpy(np.stack(ent_masks)) if ent_masks else None
+        with torch.no_grad():
+            dist, value = self.net(x, mask, entity_mask=emask)
+            if self.greedy:
+                a = dist.mode()
+            else:
+                if self.temperature != 1.0 and hasattr(dist, "logits"):
+                    from arena.inference.policy_nets import MaskedCategorical
+
+                    dist = MaskedCategorical(dist.logits / self.temperature, mask)
+                a = dist.sample(self._gen)
+            logp = dist.log_prob(a)
+        if self.net.spec.action_kind == "discrete":
+            moves = [int(v) for v in a.tolist()]
+        else:
+            moves = [row for row in a.numpy().astype(np.float32)]
+        return moves, {"obs": x, "mask": mask, "entity_mask": emask, "action": a, "logp": logp, "value": value}
+
+
+def _factory(core, seed, positional, **opts):
+    import torch
+
+    from arena.inference.policy_nets import spec_from_core
+
+    if not positional:
+        raise AgentSpecError("policy agents need a checkpoint: policy:<folder>, e.g. policy:runs/c4/best")
+    threads = opts.pop("threads", None)  # this process's torch threads; left as they are unless given
+    if threads is not None and torch.get_num_threads() != int(threads):
+        torch.set_num_threads(int(threads))
+    expect = spec_from_core(core) if core is not None else None
+    net, meta = load_cached(positional, expect)
+    return PolicyAgent(net, meta, seed=opts.pop("seed", seed), path=positional, **opts)

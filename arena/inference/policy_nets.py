@@ -1,0 +1,351 @@
+"""Neural policies over a game's structured view: observation tensor + action mask.
+
+`PolicySpec` says what a game shows and takes (read from its spaces by `spec_from_core`);
+`build_policy` makes a `PolicyNet` for it:
+
+* ``mlp``: a flat observation (poker's information-state vector) through an MLP;
+* ``conv``: board planes ``[C, H, W]`` (connect four, tic-tac-toe) through a small residual conv
+  net, then an MLP;
+* ``entity``: a variable-length set of entities ``{"entities": [N, F], "entity_mask": [N]}``
+  through a transformer (`arena.inference.entity.EntityEncoder`, AlphaStar's and SCC's design),
+  with a pointer head that selects among them (`arena.inference.entity.PointerHead`) when the
+  game's actions are "pick an entity".
+
+Heads: discrete actions are a `MaskedCategorical` (an illegal move has probability 0 and is
+never sampled); continuous actions a Gaussian or Beta over the action box
+(`arena.inference.continuous`). A value head reads the same features and, where the game
+exposes it, privileged information (every player's view: both hands in poker), which only the
+critic sees; the policy never does.
+
+A policy checkpoint is a folder with ``policy.pt`` (the spec, the architecture and its sizes,
+the weights): `save_policy` / `load_policy`. `policy:<folder>` plays it
+(`arena.agents.neural`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arena.errors import AgentSpecError, IncompatibleAgent
+
+FORMAT = "arena-policy"
+VERSION = 1
+FILE = "policy.pt"
+
+ARCHS = ("auto", "mlp", "conv", "entity")
+
+
+def _torch():
+    from arena.errors import require
+
+    return require("torch", "neural policies", "llm")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """What a policy reads and writes, from the game's spaces (the checkpoint keeps it: a policy
+    plays only a game that shows and takes the same)."""
+
+    game_id: str
+    #: The observation tensor's shape (entity games: ``(N, F)`` of the entity list).
+    obs_shape: tuple[int, ...]
+    action_kind: str = "discrete"  # "discrete" | "continuous"
+    #: Discrete: the number of actions (the mask's length).
+    n_actions: int = 0
+    #: Continuous: the action vector's shape and its box.
+    action_shape: tuple[int, ...] = ()
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+    #: Observations are entity sets (``{"entities", "entity_mask"}``), not one tensor.
+    entities: bool = False
+    #: Length of the privileged vector the critic may read (0: none).
+    privileged_dim: int = 0
+
+    def describe(self) -> str:
+        act = f"{self.n_actions} actions" if self.action_kind == "discrete" else f"actions {self.action_shape}"
+        obs = f"entities {self.obs_shape}" if self.entities else f"observation {self.obs_shape}"
+        return f"{self.game_id} ({obs}, {act})"
+
+    def same_interface(self, other: "PolicySpec") -> bool:
+        return (self.obs_shape, self.action_kind, self.n_actions, self.action_shape, self.entities) == \
+            (other.obs_shape, other.action_kind, other.n_actions, other.action_shape, other.entities)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PolicySpec":
+        d = dict(d)
+        for k in ("obs_shape", "action_shape", "low", "high"):
+            d[k] = tuple(d.get(k) or ())
+        return cls(**d)
+
+
+def spec_from_core(core: Any, seat: int = 0) -> PolicySpec:
+    """The `PolicySpec` of a game core; `IncompatibleAgent` when it has no tensor view (text games)."""
+    from gymnasium import spaces
+
+    obs_space = core.observation_space(seat)
+    act_space = core.action_space(seat)
+    entities = False
+    if isinstance(obs_space, spaces.Dict) and "entities" in obs_space.spaces:
+        shape, entities = tuple(obs_space["entities"].shape), True
+    elif isinstance(obs_space, spaces.Dict) and isinstance(obs_space.spaces.get("observation"), spaces.Box):
+        shape = tuple(obs_space["observation"].shape)
+    elif isinstance(obs_space, spaces.Box):
+        shape = tuple(obs_space.shape)
+    else:
+        raise IncompatibleAgent(f"{core.game_id} shows no observation tensor (a text game): a neural policy "
+                                "needs one; play it with an llm: or search agent")
+    priv = int(getattr(core, "privileged_dim", 0) or 0)
+    if isinstance(act_space, spaces.Discrete):
+        return PolicySpec(core.game_id, shape, "discrete", n_actions=int(act_space.n), entities=entities,
+                          privileged_dim=priv)
+    if isinstance(act_space, spaces.Box):
+        return PolicySpec(core.game_id, shape, "continuous", action_shape=tuple(act_space.shape),
+                          low=tuple(np.broadcast_to(act_space.low, act_space.shape).ravel().tolist()),
+                          high=tuple(np.broadcast_to(act_space.high, act_space.shape).ravel().tolist()),
+                          entities=entities, privileged_dim=priv)
+    raise IncompatibleAgent(f"{core.game_id} has actions {act_space}: a neural policy takes Discrete or Box actions")
+
+
+def observation_arrays(raw: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """(observation tensor, action mask or None) of a core's structured observation."""
+    if isinstance(raw, dict):
+        obs = raw.get("observation")
+        if obs is None and "entities" in raw:
+            return np.asarray(raw["entities"], dtype=np.float32), raw.get("action_mask")
+        return np.asarray(obs, dtype=np.float32), raw.get("action_mask")
+    return np.asarray(raw, dtype=np.float32), None
+
+
+def privileged_vector(core: Any) -> np.ndarray | None:
+    """What a privileged critic reads in a game of hidden information: every player's observation
+    tensor, concatenated (both hands in poker); None where the game has none (``privileged_dim`` 0)."""
+    if not getattr(core, "privileged_dim", 0):
+        return None
+    return np.asarray(core.all_observations(), dtype=np.float32).ravel()
+
+
+# -- distributions ------------------------------------------------------------------------------
+class MaskedCategorical:
+    """A categorical over the legal actions only: masked logits are the dtype's most negative value,
+    so an illegal action has probability exactly 0 and is never sampled or chosen greedily."""
+
+    def __init__(self, logits: Any, mask: Any | None = None):
+        torch = _torch()
+        if mask is not None:
+            logits = logits.masked_fill(~mask.bool(), torch.finfo(logits.dtype).min)
+        self.logits = logits
+        self.log_probs = torch.log_softmax(logits, dim=-1)
+        self.mask = mask
+
+    @property
+    def probs(self):
+        return self.log_probs.exp()
+
+    def sample(self, generator: Any = None):
+        torch = _torch()
+        return torch.multinomial(self.probs, 1, generator=generator).squeeze(-1)
+
+    def mode(self):
+        return self.logits.argmax(-1)
+
+    def log_prob(self, actions):
+        return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self):
+        p = self.probs
+        # 0 * log 0 = 0 for the masked actions (their log-prob is huge and negative, not -inf)
+        return -(p * self.log_probs).where(p > 0, p.new_zeros(())).sum(-1)
+
+    def kl(self, other: "MaskedCategorical"):
+        p = self.probs
+        return (p * (self.log_probs - other.log_probs)).where(p > 0, p.new_zeros(())).sum(-1)
+
+
+# -- networks ---------------------------------------------------------------------------------
+DEFAULT_SIZES = {"hidden": [128, 128], "channels": 32, "blocks": 1, "d_model": 64, "layers": 2, "heads": 4,
+                 "value_hidden": 128, "continuous": "gaussian"}
+
+
+def _choose_arch(spec: PolicySpec, arch: str) -> str:
+    if arch not in ARCHS:
+        raise ValueError(f"policy architecture {arch!r} is not one of {', '.join(ARCHS)}")
+    if arch != "auto":
+        if arch == "conv" and len(spec.obs_shape) != 3:
+            raise ValueError(f"a conv policy needs board planes [C, H, W]; {spec.game_id} shows {spec.obs_shape}")
+        if arch == "entity" and not spec.entities:
+            raise ValueError(f"an entity policy needs an entity-list observation; {spec.game_id} shows a tensor")
+        return arch
+    if spec.entities:
+        return "entity"
+    return "conv" if len(spec.obs_shape) == 3 else "mlp"
+
+
+def build_policy(spec: PolicySpec, arch: str = "auto", **sizes: Any):
+    """A `PolicyNet` for `spec`; `sizes` override `DEFAULT_SIZES` (unknown keys are an error)."""
+    unknown = set(sizes) - set(DEFAULT_SIZES)
+    if unknown:
+        raise ValueError(f"unknown policy size {sorted(unknown)[0]!r}; known: {', '.join(DEFAULT_SIZES)}")
+    return _net_class()(spec, _choose_arch(spec, arch), {**DEFAULT_SIZES, **sizes})
+
+
+_NET: list = []
+
+
+def _net_class():
+    """`PolicyNet`, defined on first use (importing this module needs no torch)."""
+    if _NET:
+        return _NET[0]
+    torch = _torch()
+    nn = torch.nn
+
+    class ResBlock(nn.Module):
+        def __init__(self, c: int):
+            super().__init__()
+            self.a = nn.Conv2d(c, c, 3, padding=1)
+            self.b = nn.Conv2d(c, c, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(x + self.b(torch.relu(self.a(x))))
+
+    def mlp(sizes: list[int]) -> nn.Module:
+        layers: list[nn.Module] = []
+        for i in range(len(sizes) - 1):
+            layers += [nn.Linear(sizes[i], sizes[i + 1]), nn.ReLU()]
+        return nn.Sequential(*layers)
+
+    class PolicyNet(nn.Module):
+        """Encoder -> (policy head, value head). ``forward(obs, mask, privileged=None)`` returns
+        ``(dist, value)``: a `MaskedCategorical` (or a continuous distribution) and ``value [B]``."""
+
+        def __init__(self, spec: PolicySpec, arch: str, sizes: dict):
+            super().__init__()
+            self.spec, self.arch, self.sizes = spec, arch, dict(sizes)
+            hidden = list(sizes["hidden"])
+            if arch == "conv":
+                c, h, w = spec.obs_shape
+                ch = int(sizes["channels"])
+                self.stem = nn.Sequential(nn.Conv2d(c, ch, 3, padding=1), nn.ReLU(),
+                                          *[ResBlock(ch) for _ in range(int(sizes["blocks"]))], nn.Flatten())
+                self.torso = mlp([ch * h * w] + hidden)
+            elif arch == "entity":
+                from arena.inference.entity import EntityEncoder
+
+                self.stem = EntityEncoder(spec.obs_shape[-1], d_model=int(sizes["d_model"]), heads=int(sizes["heads"]),
+                                          layers=int(sizes["layers"]))
+                self.torso = mlp([self.stem.out_dim] + hidden)
+            else:
+                self.stem = nn.Flatten()
+                self.torso = mlp([int(math.prod(spec.obs_shape))] + hidden)
+            feat = hidden[-1]
+            self.pointer = None
+            if spec.action_kind == "discrete":
+                if arch == "entity" and spec.n_actions == spec.obs_shape[0]:
+                    from arena.inference.entity import PointerHead
+
+                    self.pointer = PointerHead(feat, self.stem.out_dim, d=int(sizes["d_model"]))
+                else:
+                    self.logits = nn.Linear(feat, spec.n_actions)
+                    nn.init.zeros_(self.logits.bias)
+                    with torch.no_grad():
+                        self.logits.weight.mul_(0.1)  # a near-uniform first policy
+            else:
+                from arena.inference.continuous import BetaHead, GaussianHead
+
+                dim = int(math.prod(spec.action_shape))
+                head = BetaHead if sizes.get("continuous") == "beta" else GaussianHead
+                self.head = head(feat, dim, np.asarray(spec.low, dtype=np.float32),
+                                 np.asarray(spec.high, dtype=np.float32))
+            vin = feat + (spec.privileged_dim if spec.privileged_dim else 0)
+            self.value = nn.Sequential(nn.Linear(vin, int(sizes["value_hidden"])), nn.ReLU(),
+                                       nn.Linear(int(sizes["value_hidden"]), 1))
+
+        def features(self, obs, entity_mask=None):
+            if self.arch == "entity":
+                per_entity, pooled = self.stem(obs, entity_mask)
+                return self.torso(pooled), per_entity
+            return self.torso(self.stem(obs)), None
+
+        def forward(self, obs, mask=None, privileged=None, entity_mask=None):
+            feat, per_entity = self.features(obs, entity_mask)
+            if self.spec.action_kind == "discrete":
+                if self.pointer is not None:
+                    legal = mask.bool() if mask is not None else entity_mask
+                    logits = self.pointer(feat, per_entity, legal)
+                else:
+                    logits = self.logits(feat)
+                dist = MaskedCategorical(logits, mask)
+            else:
+                dist = self.head(feat)
+            vin = feat if privileged is None or not self.spec.privileged_dim else torch.cat([feat, privileged], -1)
+            if self.spec.privileged_dim and privileged is None:
+                vin = torch.cat([feat, feat.new_zeros(feat.shape[0], self.spec.privileged_dim)], -1)
+            return dist, self.value(vin).squeeze(-1)
+
+    _NET.append(PolicyNet)
+    return PolicyNet
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+@dataclass
+class PolicyMeta:
+    """What a checkpoint says about itself besides its weights."""
+
+    spec: PolicySpec
+    arch: str
+    sizes: dict
+    #: Free-form: the run, its iteration, the role of the player that trained it.
+    info: dict = field(default_factory=dict)
+
+
+def save_policy(folder: str | Path, net: Any, info: dict | None = None) -> Path:
+    """Write ``folder/policy.pt`` atomically; returns the folder."""
+    torch = _torch()
+    from arena.fsio import atomic_write
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    blob = {"format": FORMAT, "version": VERSION, "spec": net.spec.to_dict(), "arch": net.arch, "sizes": net.sizes,
+            "info": dict(info or {}), "state_dict": {k: v.detach().cpu() for k, v in net.state_dict().items()}}
+    atomic_write(folder / FILE, lambda f: torch.save(blob, f))
+    return folder
+
+
+def policy_file(path: str | Path) -> Path:
+    """The ``policy.pt`` a path names: the file itself, or a checkpoint folder holding one (a run's
+    ``best`` and ``latest`` links are such folders)."""
+    p = Path(path)
+    if p.is_dir():
+        return p / FILE
+    return p
+
+
+def load_policy(path: str | Path, expect: PolicySpec | None = None):
+    """(net in eval mode, `PolicyMeta`) of a checkpoint. A missing checkpoint, another format, or one
+    trained for other spaces than `expect` is an `AgentSpecError` naming the path and what was expected."""
+    torch = _torch()
+    f = policy_file(path)
+    if not f.exists():
+        hint = " (a run folder? use its best or latest checkpoint, e.g. runs/c4/best)" \
+            if Path(path).is_dir() and ((Path(path) / "best").exists() or (Path(path) / "latest").exists()) else ""
+        raise AgentSpecError(f"no policy checkpoint at {path}: expected a folder with {FILE}{hint}")
+    try:
+        blob = torch.load(f, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise AgentSpecError(f"{f} is not a readable policy checkpoint ({type(e).__name__}: {e})") from None
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        raise AgentSpecError(f"{f} is not a policy checkpoint (format {blob.get('format') if isinstance(blob, dict) else type(blob).__name__!r})")
+    spec = PolicySpec.from_dict(blob["spec"])
+    if expect is not None and (spec.game_id != expect.game_id or not spec.same_interface(expect)):
+        raise AgentSpecError(f"policy {path} was trained for {spec.describe()}; this game is {expect.describe()}")
+    net = build_policy(spec, blob["arch"], **blob["sizes"])
+    net.load_state_dict(blob["state_dict"])
+    net.eval()
+    return net, PolicyMeta(spec, blob["arch"], blob["sizes"], blob.get("info", {}))

@@ -1,0 +1,153 @@
+"""The SCC trainer's configuration (``configs/train/scc_*.yaml`` with ``trainer: scc``), validated into
+typed dataclasses by `arena.trainers.registry.read_train_config`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+from arena.league.config import RolesConfig
+from arena.trainers.common.device import Device
+
+
+@dataclass
+class ImitationConfig:
+    """SCC's first stage: behaviour cloning on league replays of chosen players."""
+
+    #: Teacher matches played into the run's league and imitated: one spec per seat. The seats'
+    #: players are named by their specs (see `players`).
+    teachers: list[str] = field(default_factory=lambda: ["mcts:simulations=100", "mcts:simulations=100"])
+    #: How many teacher matches to play (0 with `league`: imitate that league's replays only).
+    matches: int = 400
+    #: Imitate the replays of another league's folder instead (its players named in `players`).
+    league: Optional[str] = None
+    #: League player names whose moves are imitated (None: every teacher seat / every player).
+    players: Optional[list[str]] = None
+    #: Worker processes for the teacher matches.
+    workers: int = 2
+    epochs: int = 30
+    batch_size: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    #: Share of the matches (not moves: no position leaks across the split) held out for validation.
+    val_fraction: float = 0.1
+    #: Stop when the validation loss has not improved for this many epochs; the best epoch is kept.
+    patience: int = 4
+    #: The value head also learns the final outcome, with this weight (a warm critic for RL).
+    value_coef: float = 0.25
+
+    def __post_init__(self):
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"il.val_fraction must be in (0, 1), got {self.val_fraction}")
+        if self.epochs < 1 or self.batch_size < 1 or self.patience < 1:
+            raise ValueError("il.epochs, il.batch_size and il.patience must be >= 1")
+        if self.matches < 0 or self.workers < 1:
+            raise ValueError("il.matches must be >= 0 and il.workers >= 1")
+
+
+@dataclass
+class LearnerSpec:
+    """A learning player of the run's league and its AlphaStar role."""
+
+    name: str
+    role: Literal["main", "main_exploiter", "league_exploiter"] = "main"
+
+
+@dataclass
+class EvalConfig:
+    every: int = 10
+    games: int = 200
+    #: Greedy seat-swapped games against each; `best` follows the win rate against the first.
+    opponents: list[str] = field(default_factory=lambda: ["random"])
+    #: Also the main's NashConv (OpenSpiel's exact best responses; small poker games), each evaluation.
+    nash_conv: bool = False
+
+    def __post_init__(self):
+        if self.every < 1 or self.games < 2 or not self.opponents:
+            raise ValueError("eval.every >= 1, eval.games >= 2 and at least one eval.opponents are required")
+
+
+@dataclass
+class SCCConfig:
+    game: str = "openspiel/connect_four-v0"
+    game_kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    device: Device = "cpu"
+    threads: int = 2
+    #: Network: auto (conv for board planes, mlp for vectors, entity for entity lists), and sizes
+    #: (`arena.inference.policy_nets.DEFAULT_SIZES`).
+    arch: Literal["auto", "mlp", "conv", "entity"] = "auto"
+    sizes: dict[str, Any] = field(default_factory=dict)
+    il: Optional[ImitationConfig] = field(default_factory=ImitationConfig)
+    learners: list[LearnerSpec] = field(default_factory=lambda: [LearnerSpec("main", "main"),
+                                                                    LearnerSpec("main_exploiter", "main_exploiter")])
+    #: Fixed players of the league (rated with the learners; PFSP opponents).
+    opponents: list[str] = field(default_factory=lambda: ["random"])
+    roles: RolesConfig = field(default_factory=lambda: RolesConfig(snapshot_steps=2000, snapshot_min_steps=400))
+    #: Share of each learner's games against the fixed opponents (the rest by its role's rule).
+    fixed_share: float = 0.2
+    iterations: int = 100
+    #: Matches per learner per iteration, played together (one batched forward a tick).
+    games_per_iter: int = 64
+    #: Actor processes (0: the actors run in the learner's process).
+    actors: int = 0
+    #: With actors > 0: the actors play the next iteration with the weights the learner had when it
+    #: started on this one (one version of lag, corrected by the importance weights), instead of waiting.
+    overlap: bool = False
+    # -- the RL loss ------------------------------------------------------------------------
+    algo: Literal["ppo", "vtrace"] = "ppo"
+    epochs: int = 4
+    minibatch: int = 128
+    lr: float = 3e-4
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_end: float = 0.0
+    gamma: float = 1.0
+    lam: float = 0.95
+    clip: float = 0.2
+    #: V-trace's truncation levels (IMPALA's rho-bar and c-bar).
+    rho_bar: float = 1.0
+    c_bar: float = 1.0
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    #: UPGO's policy-gradient term (AlphaStar), added to the main term with this weight.
+    upgo_coef: float = 0.5
+    #: KL to the imitation policy (SCC), annealed from kl_coef to kl_end over the run.
+    kl_coef: float = 0.1
+    kl_end: float = 0.0
+    kl_schedule: Literal["constant", "linear", "cosine"] = "linear"
+    #: "policy_to_anchor" KL(pi || pi_IL) (mode-seeking: the policy may sharpen inside the imitation
+    #: policy's support) or "anchor_to_policy" KL(pi_IL || pi) (mass-covering).
+    kl_direction: Literal["policy_to_anchor", "anchor_to_policy"] = "policy_to_anchor"
+    max_grad_norm: float = 1.0
+    #: Returns are multiplied by this before learning (poker: chips to about [-1, 1]).
+    reward_scale: float = 1.0
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    #: A frozen snapshot of each learner is also taken every this many iterations (0: by the role rules only).
+    snapshot_every: int = 0
+
+    def __post_init__(self):
+        if not self.learners:
+            raise ValueError("learners: at least one learning player is required")
+        names = [e.name for e in self.learners]
+        if len(set(names)) != len(names):
+            raise ValueError(f"learners: duplicate name in {names}")
+        if not any(e.role == "main" for e in self.learners):
+            raise ValueError("learners: one of them must have role main (exploiters branch from it)")
+        if self.iterations < 0 or self.games_per_iter < 1 or self.epochs < 1 or self.minibatch < 1:
+            raise ValueError("iterations >= 0, games_per_iter >= 1, epochs >= 1 and minibatch >= 1 are required")
+        if not 0.0 <= self.fixed_share <= 1.0:
+            raise ValueError(f"fixed_share must be in [0, 1], got {self.fixed_share}")
+        if self.actors < 0:
+            raise ValueError(f"actors must be >= 0, got {self.actors}")
+        if not self.opponents:
+            raise ValueError("opponents: at least one fixed player is required (random is a good first one)")
+
+    def lr_at(self, iteration: int) -> float:
+        from arena.trainers.common.schedules import lr_at
+
+        return lr_at(self.lr, iteration, self.iterations, self.lr_schedule, self.lr_end)
+
+    def kl_at(self, iteration: int) -> float:
+        from arena.trainers.common.schedules import lr_at
+
+        return lr_at(self.kl_coef, iteration, self.iterations, self.kl_schedule, self.kl_end)

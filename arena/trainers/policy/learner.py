@@ -1,0 +1,244 @@
+"""The Learner of the neural-policy trainer: a policy network, its optimizer, the frozen imitation
+policy it is kept near, and ``step(batch)``.
+
+A `RolloutBatch` is time-major: column b is one trained seat of one match, row t its t-th own
+move (an opponent's moves are the environment). Rewards are the seat's final return on its last
+move (the board and card games here reward at the end), so ``discounts`` is gamma on every move
+but the last, where it is 0; no bootstrap value is needed.
+
+`step` is one of two losses (config ``algo``), each with UPGO, an entropy bonus and the KL to the
+imitation policy (SCC) added:
+
+* ``ppo``: GAE advantages on the behaviour values, PPO's clipped surrogate for ``epochs`` passes
+  over minibatches of moves, value regression on the GAE returns;
+* ``vtrace``: IMPALA's off-policy targets from the current network's values and the importance
+  weights between the current policy and the behaviour policy that played (the actors may be a
+  version behind), policy gradient on the V-trace advantages, value regression on ``v_s``.
+
+UPGO (AlphaStar) is a policy-gradient term on ``G_upgo - V`` (truncated importance weights),
+which learns from the moves whose continuation went better than expected.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from arena.trainers.common import rl
+
+
+@dataclass
+class RolloutBatch:
+    obs: Any  # [T, B, *obs_shape]
+    mask: Any  # [T, B, A] bool, or None (continuous actions)
+    actions: Any  # [T, B] (discrete) or [T, B, *action_shape]
+    behaviour_logp: Any  # [T, B]
+    behaviour_value: Any  # [T, B]
+    rewards: Any  # [T, B]
+    discounts: Any  # [T, B]
+    valid: Any  # [T, B] bool
+    privileged: Any = None  # [T, B, P]
+    #: Weights version that played each column (for the actors' lag).
+    version: Any = None  # [B]
+
+    @property
+    def moves(self) -> int:
+        return int(self.valid.sum())
+
+    @property
+    def columns(self) -> int:
+        return int(self.valid.shape[1])
+
+
+@dataclass
+class LearnerSettings:
+    algo: str = "ppo"
+    epochs: int = 4
+    minibatch: int = 128
+    gamma: float = 1.0
+    lam: float = 0.95
+    clip: float = 0.2
+    rho_bar: float = 1.0
+    c_bar: float = 1.0
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    upgo_coef: float = 0.5
+    kl_direction: str = "policy_to_anchor"
+    max_grad_norm: float = 1.0
+
+    @classmethod
+    def of(cls, cfg: Any) -> "LearnerSettings":
+        return cls(**{k: getattr(cfg, k) for k in cls.__dataclass_fields__})
+
+
+class PolicyLearner:
+    def __init__(self, net: Any, settings: LearnerSettings, *, lr: float = 3e-4, anchor: Any = None,
+                 device: str = "cpu"):
+        import torch
+
+        self.torch = torch
+        self.net = net.to(device)
+        self.anchor = anchor.to(device).eval() if anchor is not None else None
+        if self.anchor is not None:
+            for p in self.anchor.parameters():
+                p.requires_grad_(False)
+        self.s = settings
+        self.device = device
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+        #: Updates applied (the weights' version).
+        self.version = 0
+
+    def set_lr(self, lr: float) -> None:
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+
+    def reset_optimizer(self) -> None:
+        self.opt = self.torch.optim.Adam(self.net.parameters(), lr=self.opt.param_groups[0]["lr"], eps=1e-5)
+
+    # -- one update ---------------------------------------------------------------------------
+    def step(self, batch: RolloutBatch, kl_coef: float = 0.0, generator: Any = None) -> dict[str, float]:
+        """One update on `batch`; returns the mean of each loss term and diagnostics."""
+        torch = self.torch
+        s = self.s
+        dev = self.device
+        b = _to(batch, dev)
+        T, B = b.valid.shape
+        bootstrap = torch.zeros(B, device=dev)
+        with torch.no_grad():
+            upgo_target = rl.upgo_returns(b.rewards, b.behaviour_value, bootstrap, b.discounts)
+        stats: dict[str, list[float]] = {}
+        self.net.train()
+        if s.algo == "ppo":
+            with torch.no_grad():
+                adv, ret = rl.gae_tb(b.rewards, b.behaviour_value, bootstrap, b.discounts, s.lam)
+            flat = b.valid.reshape(-1).nonzero().squeeze(-1)
+            a_flat = adv.reshape(-1)[flat]
+            a_norm = (a_flat - a_flat.mean()) / (a_flat.std() + 1e-8) if a_flat.numel() > 1 else a_flat
+            upgo_adv = (upgo_target - b.behaviour_value).reshape(-1)[flat]
+            n = flat.numel()
+            for _ in range(s.epochs):
+                perm = torch.randperm(n, generator=generator)
+                for i in range(0, n, s.minibatch):
+                    j = perm[i:i + s.minibatch]
+                    idx = flat[j]
+                    self._minibatch(b, idx, stats, kl_coef, adv=a_norm[j], ret=ret.reshape(-1)[idx],
+                                    upgo=upgo_adv[j])
+        else:  # vtrace: whole columns, so the recursion sees each trajectory in order
+            for _ in range(s.epochs):
+                perm = torch.randperm(B, generator=generator)
+                cols = max(1, s.minibatch * B // max(1, b.moves))  # about `minibatch` moves a pass
+                for i in range(0, B, cols):
+                    self._vtrace_minibatch(b, perm[i:i + cols], stats, kl_coef, upgo_target)
+        self.version += 1
+        self.net.eval()
+        out = {k: float(sum(v) / len(v)) for k, v in stats.items()}
+        out["moves"] = float(b.moves)
+        if batch.version is not None:
+            out["lag"] = float((self.version - 1 - batch.version.float()).mean())
+        return out
+
+    def _forward(self, b: RolloutBatch, idx: Any):
+        """The current network on the flattened moves `idx` (indices into T*B)."""
+        obs = b.obs.reshape(-1, *b.obs.shape[2:])[idx]
+        mask = b.mask.reshape(-1, b.mask.shape[-1])[idx] if b.mask is not None else None
+        priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
+        act = b.actions.reshape(-1, *b.actions.shape[2:])[idx]
+        dist, value = self.net(obs, mask, priv)
+        anchor = None
+        if self.anchor is not None:
+            with self.torch.no_grad():
+                anchor, _ = self.anchor(obs, mask, priv)
+        return dist, value, act, anchor
+
+    def _terms(self, dist, anchor, mask, kl_coef: float, valid=None):
+        """(entropy, KL to the anchor) as means over the counted moves: the shared masked-categorical
+        functions of `arena.trainers.common.rl` for discrete actions, the distributions' own otherwise."""
+        torch = self.torch
+        use_kl = anchor is not None and kl_coef > 0
+        if hasattr(dist, "logits"):
+            neg_h, _ = rl.entropy_bonus(dist.logits, mask, valid)
+            kl = rl.kl_to_anchor(dist.logits, anchor.logits, mask, self.s.kl_direction, valid)[0] if use_kl \
+                else dist.logits.new_zeros(())
+            return -neg_h, kl
+        w = torch.ones(dist.entropy().shape, device=self.device) if valid is None else valid.float()
+        n = w.sum().clamp(min=1)
+        ent = (dist.entropy() * w).sum() / n
+        if not use_kl:
+            return ent, ent.new_zeros(())
+        kl = anchor.kl(dist) if self.s.kl_direction == "anchor_to_policy" else dist.kl(anchor)
+        return ent, (kl * w).sum() / n
+
+    def _apply(self, loss, stats: dict, **terms: float) -> None:
+        torch = self.torch
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.s.max_grad_norm)
+        self.opt.step()
+        terms["grad_norm"] = float(gn)
+        terms["loss"] = float(loss.detach())
+        for k, v in terms.items():
+            if math.isfinite(v):
+                stats.setdefault(k, []).append(v)
+
+    def _minibatch(self, b, idx, stats, kl_coef, *, adv, ret, upgo) -> None:
+        s = self.s
+        dist, value, act, anchor = self._forward(b, idx)
+        mask = b.mask.reshape(-1, b.mask.shape[-1])[idx] if b.mask is not None else None
+        logp = dist.log_prob(act)
+        old = b.behaviour_logp.reshape(-1)[idx]
+        pg, pst = rl.ppo_clip_loss(logp, old, adv, clip=s.clip)
+        rho = self.torch.exp(logp.detach() - old).clamp(max=s.rho_bar)
+        upgo_loss, _ = rl.policy_gradient_loss(logp, rho * upgo)
+        vloss, vst = rl.value_loss(value, ret)
+        ent, kl = self._terms(dist, anchor, mask, kl_coef)
+        loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
+        self._apply(loss, stats, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
+                    value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
+                    approx_kl=pst["approx_kl"], clip_frac=pst["clip_frac"],
+                    explained_variance=vst["explained_variance"])
+
+    def _vtrace_minibatch(self, b, cols, stats, kl_coef, upgo_target) -> None:
+        torch = self.torch
+        s = self.s
+        T = b.valid.shape[0]
+        sub = RolloutBatch(*(x[:, cols] if x is not None and getattr(x, "dim", None) and x.dim() >= 2 else x
+                             for x in (b.obs, b.mask, b.actions, b.behaviour_logp, b.behaviour_value, b.rewards,
+                                       b.discounts, b.valid, b.privileged)))
+        Bc = len(cols)
+        idx = torch.arange(T * Bc, device=b.valid.device)
+        dist, value, act, anchor = self._forward(sub, idx)
+        logp = dist.log_prob(act).reshape(T, Bc)
+        values = value.reshape(T, Bc)
+        valid = sub.valid.float()
+        # padded steps: the discount is 0 and the reward 0, so they never reach a real step's target
+        vt = rl.vtrace(sub.behaviour_logp, logp.detach(), sub.rewards, values.detach() * valid,
+                       torch.zeros(Bc, device=valid.device), sub.discounts, rho_bar=s.rho_bar, c_bar=s.c_bar,
+                       lam=s.lam)
+        pg, _ = rl.policy_gradient_loss(logp, vt.pg_advantages, sub.valid)
+        upgo_loss, _ = rl.policy_gradient_loss(logp, (upgo_target[:, cols] - values.detach()) * vt.rhos, sub.valid)
+        vloss, vst = rl.value_loss(values, vt.vs, sub.valid)
+        mask = sub.mask.reshape(-1, sub.mask.shape[-1]) if sub.mask is not None else None
+        ent, kl = self._terms(dist, anchor, mask, kl_coef, sub.valid.reshape(-1))
+        loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
+        n = valid.sum().clamp(min=1)
+        self._apply(loss, stats, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
+                    value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
+                    rho_mean=float((vt.rhos * valid).sum() / n), explained_variance=vst["explained_variance"])
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"net": self.net.state_dict(), "opt": self.opt.state_dict(), "version": self.version}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        self.version = int(state.get("version", 0))
+
+
+def _to(b: RolloutBatch, device: str) -> RolloutBatch:
+    if device == "cpu":
+        return b
+    return RolloutBatch(*(x.to(device) if x is not None and hasattr(x, "to") else x for x in
+                          (b.obs, b.mask, b.actions, b.behaviour_logp, b.behaviour_value, b.rewards, b.discounts,
+                           b.valid, b.privileged, b.version)))

@@ -1,0 +1,185 @@
+"""Exploitability (NashConv) of a neural policy on small OpenSpiel games.
+
+NashConv (Lanctot et al. 2017, "A Unified Game-Theoretic Approach to
+Multiagent Reinforcement Learning") of a joint policy pi is the sum
+over players of what each could gain by a best response to the others::
+
+    NashConv(pi) = sum_i ( max_{pi_i'} u_i(pi_i', pi_-i) - u_i(pi) )
+
+It is 0 exactly at a Nash equilibrium; for two-player zero-sum games
+exploitability is ``NashConv / 2``.
+
+:func:`nash_conv_of` tabulates a policy *function* over every information
+state of the game (the network is asked once per information state, with the
+state's tensor and legal-action mask) and hands the table to OpenSpiel's exact
+best-response computation.  :func:`uniform_nash_conv` and
+:func:`cfr_nash_conv` give reference figures to compare a learner against.
+
+Reference figures (OpenSpiel 2.0.2): uniform random kuhn_poker 0.916667,
+leduc_poker 4.747222; vanilla CFR kuhn_poker 0.137 after 10 iterations, 0.0165
+after 100, 0.0067 after 200; leduc_poker 1.777 after 10, 0.378 after 50 (about
+4 s).  One leduc_poker NashConv (936 information states) takes about 0.2 s on
+one CPU core, the table included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pyspiel
+from open_spiel.python import policy as os_policy
+from open_spiel.python.algorithms import cfr, exploitability
+
+__all__ = [
+    "TENSOR_KINDS",
+    "PolicyFn",
+    "cfr_nash_conv",
+    "nash_conv_of",
+    "tabulate",
+    "uniform_nash_conv",
+]
+
+#: ``policy_fn(state_tensor, legal_mask, player) -> probabilities over num_distinct_actions``.
+PolicyFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+TENSOR_KINDS: tuple[str, ...] = ("information_state", "observation")
+
+#: Probability mass a policy may leave on illegal actions (float round-off of a masked softmax).
+ILLEGAL_MASS_TOL = 1e-6
+
+
+def _load(game_name: str, params: Mapping[str, Any] | None) -> pyspiel.Game:
+    try:
+        return pyspiel.load_game(game_name, dict(params or {}))
+    except pyspiel.SpielError as exc:
+        raise ValueError(
+            f"cannot load OpenSpiel game {game_name!r} with params {dict(params or {})}: {exc}; "
+            "check the name against pyspiel.registered_names() and the game's parameters"
+        ) from exc
+
+
+def _check_game(game: pyspiel.Game, tensor: str) -> None:
+    if tensor not in TENSOR_KINDS:
+        raise ValueError(f"unknown tensor kind {tensor!r}; valid kinds: {', '.join(TENSOR_KINDS)}")
+    gt = game.get_type()
+    name = gt.short_name
+    if gt.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        raise ValueError(f"NashConv here needs a sequential (turn-based) game; {name!r} is not")
+    if tensor == "information_state" and not gt.provides_information_state_tensor:
+        raise ValueError(f"game {name!r} has no information_state_tensor; pass tensor='observation'")
+    if tensor == "observation" and not gt.provides_observation_tensor:
+        raise ValueError(f"game {name!r} has no observation_tensor; pass tensor='information_state'")
+
+
+def _describe(game: pyspiel.Game, state: pyspiel.State, player: int) -> str:
+    """``player P at 'info state'`` for error messages (the history when the game has no info-state string)."""
+    if game.get_type().provides_information_state_string:
+        key = state.information_state_string(player)
+    else:
+        key = state.history_str()
+    return f"player {player} at {key!r}"
+
+
+def tabulate(
+    game: pyspiel.Game,
+    policy_fn: PolicyFn,
+    tensor: str = "information_state",
+) -> os_policy.TabularPolicy:
+    """Query ``policy_fn`` at every information state of ``game``; return the table.
+
+    The table is an OpenSpiel ``TabularPolicy`` (one row per information
+    state, keyed by the information-state string).  For each row
+    ``policy_fn(x, legal_mask, player)`` gets ``x``, the state's
+    ``information_state_tensor(player)`` or ``observation_tensor(player)``
+    (``tensor``) as float32, and the 0/1 legal mask over
+    ``num_distinct_actions``, and must return that many non-negative
+    probabilities.  Mass on illegal actions up to ``1e-6`` is dropped and the
+    row renormalised; anything else is a ValueError naming the state.
+    """
+    _check_game(game, tensor)
+    table = os_policy.TabularPolicy(game)
+    num_actions = game.num_distinct_actions()
+    for index, state in enumerate(table.states):
+        player = state.current_player()
+        if tensor == "information_state":
+            x = state.information_state_tensor(player)
+        else:
+            x = state.observation_tensor(player)
+        legal = table.legal_actions_mask[index].astype(np.float32)
+        probs = np.asarray(policy_fn(np.asarray(x, dtype=np.float32), legal.copy(), player), dtype=np.float64)
+        where = _describe(game, state, player)
+        if probs.shape != (num_actions,):
+            raise ValueError(
+                f"policy_fn returned shape {probs.shape} for {where}; "
+                f"return one probability per distinct action, shape ({num_actions},)"
+            )
+        if not np.all(np.isfinite(probs)) or np.any(probs < 0):
+            raise ValueError(f"policy_fn returned negative or non-finite probabilities {probs.tolist()} for {where}")
+        illegal_mass = float(probs[legal == 0].sum())
+        if illegal_mass > ILLEGAL_MASS_TOL:
+            raise ValueError(
+                f"policy_fn put probability {illegal_mass:.3g} on illegal actions for {where}; "
+                "mask the logits with legal_mask before the softmax"
+            )
+        probs = np.where(legal > 0, probs, 0.0)
+        total = probs.sum()
+        if not total > 0:
+            raise ValueError(f"policy_fn gave no probability to any legal action for {where}")
+        table.action_probability_array[index] = probs / total
+    return table
+
+
+def nash_conv_of(
+    game_name: str,
+    policy_fn: PolicyFn,
+    params: dict | None = None,
+    tensor: str = "information_state",
+) -> float:
+    """NashConv of the policy ``policy_fn`` on the OpenSpiel game ``game_name`` (``params`` its parameters).
+
+    ``policy_fn(state_tensor, legal_mask, player) -> probs`` is asked once at
+    every information state (see :func:`tabulate` for the contract and
+    ``tensor`` for which tensor it sees); the table goes to OpenSpiel's exact
+    best response.  The same function plays every player, each seeing its own
+    information state.  0 at a Nash equilibrium, larger is more exploitable.
+    """
+    game = _load(game_name, params)
+    return float(exploitability.nash_conv(game, tabulate(game, policy_fn, tensor)))
+
+
+def uniform_nash_conv(game_name: str, params: dict | None = None) -> float:
+    """NashConv of the uniform random policy (OpenSpiel's own ``UniformRandomPolicy``): the starting point."""
+    game = _load(game_name, params)
+    return float(exploitability.nash_conv(game, os_policy.UniformRandomPolicy(game)))
+
+
+def cfr_nash_conv(game_name: str, iterations: int, params: dict | None = None) -> float:
+    """NashConv of the average policy of ``iterations`` iterations of vanilla CFR (Zinkevich et al. 2007).
+
+    A reference for what a tabular equilibrium solver reaches with that much work.
+    """
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    game = _load(game_name, params)
+    solver = cfr.CFRSolver(game)
+    for _ in range(iterations):
+        solver.evaluate_and_update_policy()
+    return float(exploitability.nash_conv(game, solver.average_policy()))
+
+
+def net_policy_fn(net) -> PolicyFn:
+    """The `PolicyFn` of a neural policy (`arena.inference.policy_nets.PolicyNet`): its masked action
+    probabilities at an information-state tensor, the tensor the arena's OpenSpiel games show for
+    imperfect-information games."""
+    import torch
+
+    def fn(state_tensor: np.ndarray, legal_mask: np.ndarray, player: int) -> np.ndarray:
+        with torch.no_grad():
+            x = torch.from_numpy(np.asarray(state_tensor, dtype=np.float32))[None]
+            m = torch.from_numpy(np.asarray(legal_mask) > 0)[None]
+            dist, _ = net(x, m)
+            return dist.probs[0].double().numpy()
+
+    return fn

@@ -1,0 +1,594 @@
+"""SCC-style training of neural policies: imitation on league replays, then RL inside the league.
+
+StarCraft Commander (Wang et al. 2021, arXiv 2012.13169) trains in two stages, both here:
+
+1. **Imitation.** Teacher matches (MCTS, CFR, people: any agent specs) are played into the run's
+   league, or another league's replays are read; the moves of the chosen players are cloned
+   (`arena.trainers.policy.imitation`). The result is the imitation policy: every learner starts
+   from it, it is the KL anchor of the RL loss, and it enters the league as the frozen
+   ``main@il`` so the ratings show what RL added.
+2. **League RL.** The learning players take AlphaStar's roles (``main``, ``main_exploiter``,
+   ``league_exploiter``): each iteration every learner plays ``games_per_iter`` matches against the
+   opponents its role's rule picks from the league (`arena.league.roles`: self-play, PFSP over the
+   frozen players, exploiting the current main), all of them in lock step so each network answers
+   every match it plays in one forward pass a tick (`arena.trainers.policy.actors`). Only the
+   learner's own seats are trained (both in self-play). After its update a learner is snapshotted
+   into a frozen player by its role's rule; an exploiter that resets restarts from the current
+   main's weights (SCC's branching) with a fresh optimizer.
+
+The trainer is three parts like the language-model trainer's: the **Learners**
+(`arena.trainers.policy.learner.PolicyLearner`, one per learning player), the **Actors**
+(`arena.trainers.policy.actors.PolicyActors`, in this process or worker processes) and this
+**Coordinator**. The coordinator talks to the league only through `LeagueClient` methods
+(`next_pairing`, `begin`, `commit_many`, `add_snapshot`).
+
+Exactly once, exactly resumed: an iteration's effects on the league (its matches, snapshots,
+new weights, evaluation games) are written in one transaction *after* the iteration's checkpoint,
+which holds them too. A run killed before the transaction resumes from the previous checkpoint
+and plays the same iteration again (the same pairings, seeds, moves and losses); one killed after
+the checkpoint but before the transaction applies the checkpoint's pending effects on resume. So
+nothing is lost or counted twice, and a resumed run equals one that never stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from arena.fsio import atomic_write_bytes
+from arena.match.loop import MatchResult
+from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
+from arena.trainers.common.metrics import MetricsLogger, plot_curves
+from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, play_pairings, to_batch
+from arena.trainers.policy.config import SCCConfig
+from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+
+IL_NAME = "main@il"
+
+
+def _torch():
+    from arena.errors import require
+
+    return require("torch", "training neural policies", "llm")
+
+
+def _slug(spec: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[:40]
+
+
+class SCCTrainer:
+    """The coordinator: league, imitation, iterations, role rules, evaluation, checkpoints."""
+
+    def __init__(self, cfg: SCCConfig, directory: str | Path, *, league_dir: str | Path | None = None):
+        torch = _torch()
+        from arena.envs.registry import make_core
+        from arena.inference.policy_nets import build_policy, spec_from_core
+
+        validate(cfg)
+        self.cfg = cfg
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.stop_requested = False
+        self.in_loop = False
+        torch.set_num_threads(cfg.threads)
+        self.spec = spec_from_core(make_core(cfg.game, **cfg.game_kwargs))
+        self.main = next(e.name for e in cfg.learners if e.role == "main")
+        settings = LearnerSettings.of(cfg)
+        torch.manual_seed(cfg.seed)
+        self.learners: dict[str, PolicyLearner] = {}
+        for e in cfg.learners:
+            self.learners[e.name] = PolicyLearner(build_policy(self.spec, cfg.arch, **cfg.sizes), settings, lr=cfg.lr,
+                                                  device=cfg.device)
+        self.anchor_net = None
+        self.iteration = 0
+        self.il_done = False
+        self.il_report: dict = {}
+        self.latest = self.dir / "latest"
+        self.metrics = MetricsLogger(self.dir)
+        #: The league this trainer's learners play in: the run folder, or one shared with other learners.
+        self.league_dir = Path(league_dir) if league_dir is not None else self.dir
+        self._setup_league()
+        self.actors = PolicyActors(cfg.game, cfg.actors, cfg.game_kwargs)
+        self._inflight: dict | None = None
+        if self.latest.exists():
+            self._load_state(torch.load(self.latest.resolve() / "trainer_state.pt", weights_only=False))
+
+    # -- league ---------------------------------------------------------------------------------
+    def _setup_league(self) -> None:
+        from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
+        from arena.league.manager import League
+
+        cfg = self.cfg
+        specs = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
+        lcfg = LeagueConfig(games=[GameEntry(cfg.game, kwargs=dict(cfg.game_kwargs))], name=f"train-{self.dir.name}",
+                            seed=cfg.seed, players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in specs], matches=0,
+                            roles=cfg.roles, record="actions")
+        self.league = League(lcfg, self.league_dir, backend="inline")
+        self.rng = self.league.rng
+        self.fixed = [_slug(s) for s in dict.fromkeys(cfg.opponents)]
+        store = self.league.store
+        for e in cfg.learners:
+            if store.player(e.name) is None:
+                store.add_player(e.name, "learner", self._weights_spec(e.name, 0), [cfg.game], role=e.role,
+                                 state={"snapshots": 0, "steps_at_snapshot": 0, "external": True})
+
+    def _weights_spec(self, name: str, it: int) -> str:
+        return f"policy:{self._policy_folder(name, it)}"
+
+    def _policy_folder(self, name: str, it: int) -> Path:
+        ckpt = self.dir / checkpoint_path(it)
+        return ckpt if name == self.main else ckpt / "players" / name
+
+    def _opponent_seat(self, me: str, opp: str) -> Seat:
+        if opp == me:
+            return Seat(learner=me, trained=True)
+        if opp in self.learners:
+            return Seat(learner=opp, trained=False)
+        return Seat(spec=self.league.store.player(opp).spec)
+
+    def _pairings(self) -> list[Pairing]:
+        """Every learner's matches of the next iteration, by its role's rule (and `fixed_share`)."""
+        cfg, out = self.cfg, []
+        for e in cfg.learners:
+            for i in range(cfg.games_per_iter):
+                if self.fixed and self.rng.random() < cfg.fixed_share:
+                    opp, why = self.fixed[int(self.rng.integers(len(self.fixed)))], "fixed"
+                else:
+                    p = self.league.next_pairing(e.name)
+                    opp = next((x for x in p.players if x != e.name), e.name)
+                    why = p.why
+                me = Seat(learner=e.name, trained=True)
+                other = self._opponent_seat(e.name, opp)
+                seats, names = ([me, other], [e.name, opp]) if i % 2 == 0 else ([other, me], [opp, e.name])
+                out.append(Pairing(seats, names, e.name, why))
+        return out
+
+    # -- the learning players (arena.league.protocols.LearningPlayer, for the main) ----------------
+    @property
+    def pending(self) -> int:
+        return 0
+
+    def weights(self) -> str:
+        return self._weights_spec(self.main, self.iteration)
+
+    def load(self, path: str | Path) -> None:
+        from arena.agents.neural import load_cached
+
+        net, _ = load_cached(path, self.spec)
+        self.learners[self.main].net.load_state_dict(net.state_dict())
+
+    def reset_to(self, path: str | Path | None) -> None:
+        if path is None:
+            self.learners[self.main].net.load_state_dict(self.anchor_net.state_dict())
+        else:
+            self.load(path)
+        self.learners[self.main].reset_optimizer()
+
+    def freeze(self, path: str | Path) -> str:
+        from arena.inference.policy_nets import save_policy
+
+        save_policy(path, self.learners[self.main].net, {"learner": self.main, "iteration": self.iteration})
+        return f"policy:{path}"
+
+    # -- imitation ------------------------------------------------------------------------------
+    def imitation(self, phase: Callable[[str, int, int], None] | None = None) -> dict:
+        from arena.inference.policy_nets import save_policy
+        from arena.league.manager import Pairing as LeaguePairing
+        from arena.match.batch import play_matches
+        from arena.replays.format import read_replay
+        from arena.trainers.policy.imitation import behaviour_cloning, demonstrations, split
+
+        cfg, il = self.cfg, self.cfg.il
+        items: list[tuple[Any, list[str]]] = []
+        store = self.league.store
+        if il.league:
+            from arena.league.manager import open_league
+
+            other = open_league(il.league)
+            for r in other.results(game=cfg.game):
+                if r.replay and (il.players is None or set(il.players) & set(r.players)):
+                    items.append((read_replay(r.replay), r.players))
+        if il.matches:
+            teachers = [_slug(s) for s in il.teachers]
+            for name, spec in zip(teachers, il.teachers):
+                if store.player(name) is None:
+                    store.add_player(name, "fixed", spec, [cfg.game])
+            done = [0]
+
+            def played(_res) -> None:
+                done[0] += 1
+                if phase is not None and (done[0] % 20 == 0 or done[0] == il.matches):
+                    phase("imitation: teacher matches", done[0], il.matches)
+
+            results = play_matches(cfg.game, il.teachers, il.matches, seed=cfg.seed + 17, workers=il.workers,
+                                   record="actions", game_kwargs=cfg.game_kwargs, on_result=played)
+            # Into the league as rated matches with their replays (the league's replays are the data).
+            from arena.replays.format import replay_path, write_replay
+
+            commits = []
+            with store.tx():
+                for res in results:
+                    names = [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a) for a in res.agents]
+                    row = self.league.begin(LeaguePairing(cfg.game, names, list(res.agents), "imitation"),
+                                            status="running", source="external", seed=res.seed or 0, note="imitation")
+                    res.replay.header["match_id"] = row.match_id
+                    res.replay_path = str(write_replay(res.replay, replay_path(store.replay_dir, row.match_id),
+                                                       durable=False))
+                    commits.append((row.match_id, res))
+                self.league.commit_many(commits)
+            wanted = set(il.players) if il.players else set(teachers)
+            items += [(res.replay, [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a)
+                                    for a in res.agents]) for res in results]
+        else:
+            wanted = set(il.players) if il.players else None
+        if phase is not None:
+            phase("imitation: re-simulating replays", 0, len(items))
+        demos = demonstrations(items, wanted, cfg.reward_scale)
+        train, val = split(demos, il.val_fraction, cfg.seed)
+        net = self.learners[self.main].net
+
+        def log(epoch: int, line: dict) -> None:
+            self.metrics.log(0, **line)
+            if phase is not None:
+                phase(f"imitation: epoch {epoch}, val loss {line['il/val_loss']:.3f}, "
+                      f"val acc {line['il/val_acc']:.3f}", epoch, il.epochs)
+
+        report = behaviour_cloning(net, train, val, epochs=il.epochs, batch_size=il.batch_size, lr=il.lr,
+                                   weight_decay=il.weight_decay, patience=il.patience, value_coef=il.value_coef,
+                                   seed=cfg.seed, log=log)
+        report["replays"] = len(items)
+        folder = save_policy(self.dir / "checkpoints" / "il", net, {"stage": "imitation", **report})
+        self.il_report = report
+        self.il_done = True
+        return {"folder": str(folder), **report}
+
+    def _start_from_il(self) -> None:
+        """Every learner starts from the imitation weights, which become the KL anchor and ``main@il``."""
+        from arena.inference.policy_nets import build_policy
+
+        src = self.learners[self.main].net.state_dict()
+        for lrn in self.learners.values():
+            lrn.net.load_state_dict(src)
+            lrn.reset_optimizer()
+        self.anchor_net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes)
+        self.anchor_net.load_state_dict(src)
+        self.anchor_net.eval()
+        for lrn in self.learners.values():
+            lrn.anchor = self.anchor_net
+
+    # -- one iteration ---------------------------------------------------------------------------
+    def _nets(self) -> dict[str, Any]:
+        return {n: lrn.net for n, lrn in self.learners.items()}
+
+    def _submit(self, it: int, pairings: list[Pairing]) -> None:
+        version = self.learners[self.main].version
+        self.actors.submit(pairings, self._nets(), seed=self.cfg.seed * 100_003 + it, version=version)
+
+    def _roles(self, it: int) -> tuple[list[dict], list[dict]]:
+        """Snapshots and resets the role rules call for after iteration `it`'s updates (applied to the
+        learners now; recorded in the league after the checkpoint)."""
+        from arena.league.roles import Member, branch_source, ready_to_snapshot, reset_after_snapshot
+
+        cfg, store = self.cfg, self.league.store
+        snaps, events = [], []
+        members = self.league.members()
+        wr = self.league._win_rate_fn(cfg.game)
+        for e in cfg.learners:
+            prow = store.player(e.name)
+            state = prow.state or {}
+            me = Member(e.name, "learner", e.role, None)
+            pool = [m for m in members if m.name != e.name]
+            steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
+            due = cfg.snapshot_every and it % cfg.snapshot_every == 0
+            if not due and not ready_to_snapshot(me, steps_since, pool, wr, cfg.roles):
+                continue
+            from arena.inference.policy_nets import save_policy
+
+            n = int(state.get("snapshots", 0)) + len([s for s in snaps if s["parent"] == e.name]) + 1
+            folder = self.dir / "players" / "frozen" / f"{e.name}-it{it:05d}"
+            save_policy(folder, self.learners[e.name].net, {"learner": e.name, "iteration": it, "role": e.role})
+            snaps.append({"parent": e.name, "spec": f"policy:{folder}", "name": f"{e.name}@{n}", "iteration": it})
+            if reset_after_snapshot(me, cfg.roles, self.rng):
+                source = branch_source(me, members)
+                lrn = self.learners[e.name]
+                if source in self.learners and source != e.name:
+                    lrn.net.load_state_dict(self.learners[source].net.state_dict())
+                elif self.anchor_net is not None:
+                    lrn.net.load_state_dict(self.anchor_net.state_dict())
+                lrn.reset_optimizer()
+                events.append({"kind": "reset", "player": e.name, "branched_from": source, "iteration": it})
+        return snaps, events
+
+    def _apply(self, bundle: dict) -> None:
+        """Write an iteration's effects into the league in ONE transaction (see the module docstring)."""
+        from arena.league.manager import Pairing as LeaguePairing
+        from arena.replays.format import replay_path, write_replay
+
+        store, it = self.league.store, bundle["iteration"]
+        if int(store.get_meta("scc_applied", -1)) >= it:
+            return
+        with store.tx():
+            commits = []
+            for names, specs, why, note, res in bundle["matches"]:
+                row = self.league.begin(LeaguePairing(self.cfg.game, names, specs, why), status="running",
+                                        source="external", seed=res.seed or 0, note=note)
+                if res.replay is not None:
+                    res.replay.header["match_id"] = row.match_id
+                    res.replay_path = str(write_replay(res.replay, replay_path(store.replay_dir, row.match_id),
+                                                       durable=False))
+                commits.append((row.match_id, res))
+            self.league.commit_many(commits)
+            for name in self.learners:
+                store.update_player(name, spec=self._weights_spec(name, it), version=it)
+            for s in bundle["snapshots"]:
+                self.league.add_snapshot(s["parent"], s["spec"], name=s["name"])
+            for ev in bundle["events"]:
+                store.add_event(ev["kind"], ev["player"], **{k: v for k, v in ev.items() if k not in ("kind", "player")})
+            store.set_meta("scc_applied", it)
+
+    def _match_records(self, pairings: list[Pairing], results: list[MatchResult], note: str,
+                       specs_of: Callable[[Pairing], list[str]]) -> list:
+        return [(p.names, specs_of(p), p.why, note, r) for p, r in zip(pairings, results)]
+
+    def _seat_specs(self, it: int) -> Callable[[Pairing], list[str]]:
+        def specs(p: Pairing) -> list[str]:
+            return [self._weights_spec(s.learner, it) if s.learner is not None else s.spec for s in p.seats]
+
+        return specs
+
+    # -- evaluation -------------------------------------------------------------------------------
+    def evaluate(self, it: int, games: int | None = None, seed_base: int = 10_000_019) -> tuple[dict, list]:
+        """Greedy seat-swapped games of the current main against each evaluation opponent."""
+        cfg = self.cfg
+        n = games or cfg.eval.games
+        out: dict[str, float] = {}
+        records = []
+        for spec in cfg.eval.opponents:
+            name = _slug(spec)
+            me, other = Seat(learner=self.main), Seat(spec=spec)
+            pairings = [Pairing([me, other] if i % 2 == 0 else [other, me],
+                                [self.main, name] if i % 2 == 0 else [name, self.main], self.main, "evaluation")
+                        for i in range(n)]
+            results, _ = play_pairings(cfg.game, pairings, {self.main: self.learners[self.main].net},
+                                       seed=seed_base + it, greedy=True, game_kwargs=cfg.game_kwargs)
+            seat = [p.names.index(self.main) for p in pairings]
+            out[f"eval/win_rate/{name}"] = sum(r.winner == s for r, s in zip(results, seat)) / n
+            out[f"eval/draw_rate/{name}"] = sum(bool(r.draw) for r in results) / n
+            out[f"eval/return/{name}"] = float(np.mean([r.returns[s] for r, s in zip(results, seat)]))
+            records += self._match_records(pairings, results, "evaluation", self._seat_specs(it))
+        if cfg.eval.nash_conv:
+            out["eval/nash_conv"] = self.nash_conv(self.main)
+        return out, records
+
+    def nash_conv(self, name: str) -> float:
+        """NashConv of learner `name`'s policy (the sum over players of what a best response gains)."""
+        from arena.envs.registry import make_core
+        from arena.trainers.policy.nashconv import nash_conv_of, net_policy_fn
+
+        core = make_core(self.cfg.game, **self.cfg.game_kwargs)
+        game = getattr(core, "settings", {}).get("game")
+        return nash_conv_of(game, net_policy_fn(self.learners[name].net), core.settings.get("params") or None)
+
+    def _track_best(self, it: int, out: dict[str, float]) -> None:
+        key = f"eval/win_rate/{_slug(self.cfg.eval.opponents[0])}"
+        path = self.dir / "best.json"
+        prev = json.loads(path.read_text()) if path.exists() else None
+        if prev is not None and out[key] <= prev["value"]:
+            return
+        ckpt = checkpoint_path(it)
+        atomic_write_bytes(path, json.dumps({"iteration": it, "metric": key, "value": out[key],
+                                             "checkpoint": str(ckpt)}, indent=1).encode())
+        link(self.dir, "best", ckpt)
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def checkpoint(self, it: int, bundle: dict | None) -> Path:
+        from arena.fsio import disk_full_as_error
+        from arena.inference.policy_nets import save_policy
+
+        torch = _torch()
+        ckpt = self.dir / checkpoint_path(it)
+        with disk_full_as_error(self.dir, f"saving checkpoint {checkpoint_path(it)}"):
+            for name, lrn in self.learners.items():
+                save_policy(self._policy_folder(name, it), lrn.net, {"learner": name, "iteration": it,
+                                                                      "run": str(self.dir)})
+            state = {
+                "iteration": it, "il_done": self.il_done, "il_report": self.il_report,
+                "learners": {n: lrn.state_dict() for n, lrn in self.learners.items()},
+                "anchor": None if self.anchor_net is None else self.anchor_net.state_dict(),
+                "torch_rng": torch.get_rng_state(), "py_random": random.getstate(),
+                "pairing_rng": self.rng.bit_generator.state, "config": asdict(self.cfg),
+                "bundle": bundle, "inflight": self._inflight,
+            }
+            save_torch_atomic(state, ckpt / "trainer_state.pt")
+        link(self.dir, "latest", checkpoint_path(it))
+        return ckpt
+
+    def _load_state(self, state: dict) -> None:
+        from arena.inference.policy_nets import build_policy
+
+        torch = _torch()
+        self.iteration = int(state["iteration"])
+        self.il_done = bool(state["il_done"])
+        self.il_report = state.get("il_report") or {}
+        for n, s in state["learners"].items():
+            if n in self.learners:
+                self.learners[n].load_state_dict(s)
+        if state.get("anchor") is not None:
+            self.anchor_net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes)
+            self.anchor_net.load_state_dict(state["anchor"])
+            self.anchor_net.eval()
+            for lrn in self.learners.values():
+                lrn.anchor = self.anchor_net
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["py_random"])
+        self.rng.bit_generator.state = state["pairing_rng"]
+        self._inflight = state.get("inflight")
+        if state.get("bundle") is not None:
+            self._apply(state["bundle"])  # killed between the checkpoint and the league's transaction
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self, iterations: int | None = None, progress=None,
+            phase: Callable[[str, int, int], None] | None = None) -> dict[str, float]:
+        cfg = self.cfg
+        torch = _torch()
+        last = cfg.iterations if iterations is None else iterations
+        if self.iteration == 0 and not self.latest.exists():
+            if cfg.il is not None and not self.il_done:
+                self.imitation(phase)
+                self._start_from_il()
+            out, records = self.evaluate(0)
+            self.checkpoint(0, None)
+            with self.league.store.tx():
+                if self.league.store.player(IL_NAME) is None and cfg.il is not None:
+                    self.league.add_snapshot(self.main, f"policy:{self.dir / 'checkpoints' / 'il'}", name=IL_NAME)
+            self._apply({"iteration": 0, "matches": records, "snapshots": [], "events": []})
+            self.metrics.log(0, **out)
+            self._track_best(0, out)
+        result: dict[str, float] = {}
+        self.in_loop = True
+        overlap = cfg.overlap and cfg.actors > 0
+        try:
+            for it in range(self.iteration + 1, last + 1):
+                t0 = time.perf_counter()
+                lr = cfg.lr_at(it)
+                for lrn in self.learners.values():
+                    lrn.set_lr(lr)
+                if overlap and self._inflight is not None and self._inflight["iteration"] == it:
+                    pairings = self._inflight["pairings"]
+                    if self.actors._pending is None:  # resumed: play it again with the weights it had
+                        self._resubmit(self._inflight)
+                else:
+                    pairings = self._pairings()
+                    self._submit(it, pairings)
+                results, trajs = self.actors.collect()
+                if overlap and it < last:  # the next iteration plays while this one learns (one version of lag)
+                    nxt = self._pairings()
+                    self._inflight = {"iteration": it + 1, "pairings": nxt, "seed": cfg.seed * 100_003 + it + 1,
+                                      "version": self.learners[self.main].version,
+                                      "weights": {n: copy.deepcopy(l.net.state_dict()) for n, l in self.learners.items()}}
+                    self._submit(it + 1, nxt)
+                else:
+                    self._inflight = None
+                t_roll = time.perf_counter() - t0
+                t1 = time.perf_counter()
+                line: dict[str, float] = {}
+                kl = cfg.kl_at(it) if self.anchor_net is not None else 0.0
+                gen = torch.Generator().manual_seed(cfg.seed * 7_919 + it)
+                for name, lrn in self.learners.items():
+                    mine = [t for t in trajs if t.learner == name]
+                    if not mine:
+                        continue
+                    stats = lrn.step(to_batch(mine, gamma=cfg.gamma, reward_scale=cfg.reward_scale), kl, gen)
+                    prefix = "train" if name == self.main else f"train_{name}"
+                    line.update({f"{prefix}/{k}": v for k, v in stats.items()})
+                    line[f"{prefix}/return"] = float(np.mean([t.ret for t in mine]))
+                t_learn = time.perf_counter() - t1
+                line.update(self._win_rates(pairings, results))
+                moves = sum(r.moves for r in results)
+                line.update({"train/kl_coef": kl, "train/lr": lr, "time/rollout_s": t_roll, "time/learn_s": t_learn,
+                             "train/env_steps": moves, "train/env_steps_per_s": moves / max(t_roll, 1e-9)})
+                snaps, events = self._roles(it)
+                records = self._match_records(pairings, results, "training", self._seat_specs(it))
+                evaluated = it % cfg.eval.every == 0 or it == last
+                if evaluated:
+                    out, ev_records = self.evaluate(it)
+                    line.update(out)
+                    records += ev_records
+                self.iteration = it
+                bundle = {"iteration": it, "matches": records, "snapshots": snaps, "events": events}
+                self.checkpoint(it, bundle)
+                self._apply(bundle)
+                if evaluated:
+                    self._track_best(it, line)
+                line["time/iteration_s"] = time.perf_counter() - t0
+                self.metrics.log(it, **line)
+                result = line
+                if progress is not None:
+                    progress(it, last, result)
+                if self.stop_requested:
+                    break
+        finally:
+            self.in_loop = False
+        if self.iteration >= cfg.iterations:
+            plot_curves(self.metrics.path, self.dir / "curves.png",
+                        keys=("eval/win_rate/" + _slug(cfg.eval.opponents[0]), "train/return", "train/entropy",
+                              "train/kl_anchor", "train/value_loss", "train/upgo_loss", "il/val_acc", "il/val_loss",
+                              "train/env_steps_per_s"))
+        return result
+
+    def _resubmit(self, inflight: dict) -> None:
+        from arena.inference.policy_nets import build_policy
+
+        nets = {}
+        for n, sd in inflight["weights"].items():
+            net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes)
+            net.load_state_dict(sd)
+            nets[n] = net.eval()
+        self.actors.submit(inflight["pairings"], nets, seed=inflight["seed"], version=inflight["version"])
+
+    def _win_rates(self, pairings: list[Pairing], results: list[MatchResult]) -> dict[str, float]:
+        """The main's training win rate per kind of opponent (fixed by name, learners, snapshots)."""
+        games: dict[str, list[int]] = {}
+        for p, r in zip(pairings, results):
+            if p.owner != self.main:
+                continue
+            me = p.names.index(self.main)
+            opp = p.names[1 - me]
+            if opp == self.main:
+                continue
+            key = opp if opp in self.fixed or opp in self.learners else "historical"
+            games.setdefault(key, []).append(int(r.winner == me))
+        return {f"train/win_rate/{k}": float(np.mean(v)) for k, v in sorted(games.items())}
+
+    def close(self) -> None:
+        self.actors.close()
+        self.metrics.close()
+
+
+def validate(cfg: SCCConfig) -> None:
+    """Check the game, the agent specs and the policy sizes before anything is written."""
+    from arena.agents.specs import make_agent
+    from arena.envs.registry import make_core
+    from arena.errors import ArenaError, ConfigError, IncompatibleAgent
+    from arena.inference.policy_nets import build_policy, spec_from_core
+
+    try:
+        core = make_core(cfg.game, **cfg.game_kwargs)
+    except ArenaError as e:
+        raise ConfigError(f"game: {e}") from None
+    if len(core.players) != 2:
+        raise ConfigError(f"game: {cfg.game} has {len(core.players)} players; the SCC trainer plays two-player games")
+    try:
+        spec = spec_from_core(core)
+    except IncompatibleAgent as e:
+        raise ConfigError(f"game: {e}") from None
+    try:
+        build_policy(spec, cfg.arch, **cfg.sizes)
+    except ValueError as e:
+        raise ConfigError(f"sizes/arch: {e}") from None
+    keys = [("opponents", cfg.opponents), ("eval.opponents", cfg.eval.opponents)]
+    if cfg.il is not None:
+        keys.append(("il.teachers", cfg.il.teachers))
+    for key, specs in keys:
+        for s in specs:
+            try:
+                make_agent(s, core, 0)
+            except ArenaError as e:
+                raise ConfigError(f"{key}: {e}") from None
+    if cfg.eval.nash_conv and (core.source != "openspiel" or getattr(core, "perfect_information", True)):
+        raise ConfigError(f"eval.nash_conv: {cfg.game} is not an OpenSpiel game of imperfect information "
+                          "(NashConv is computed exactly for small poker games such as kuhn_poker and leduc_poker)")
+    if cfg.il is not None:
+        if cfg.il.matches and len(cfg.il.teachers) != 2:
+            raise ConfigError(f"il.teachers: give one agent spec per seat (2), got {len(cfg.il.teachers)}")
+        if cfg.il.league and not (Path(cfg.il.league) / "league.sqlite").exists():
+            raise ConfigError(f"il.league: no league in {cfg.il.league}")
+        if not cfg.il.matches and not cfg.il.league:
+            raise ConfigError("il: give il.matches > 0 (teacher matches) or il.league (a league folder to imitate)")

@@ -1,0 +1,80 @@
+"""Neural policies built from a game's spaces: shapes, masks, privileged critics, checkpoints."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from arena.envs.registry import make_core  # noqa: E402
+from arena.errors import AgentSpecError, IncompatibleAgent  # noqa: E402
+from arena.inference.policy_nets import (MaskedCategorical, build_policy, load_policy, observation_arrays,  # noqa: E402
+                                         save_policy, spec_from_core)
+
+
+def test_specs_and_architectures_follow_the_spaces():
+    c4 = spec_from_core(make_core("openspiel/connect_four-v0"))
+    assert (c4.obs_shape, c4.n_actions, c4.privileged_dim) == ((3, 6, 7), 7, 0)
+    assert build_policy(c4).arch == "conv"
+    leduc = spec_from_core(make_core("openspiel/leduc_poker-v0"))
+    # imperfect information: the information-state tensor (betting history), and both players' views
+    # for the privileged critic
+    assert (leduc.obs_shape, leduc.n_actions, leduc.privileged_dim) == ((30,), 3, 60)
+    assert build_policy(leduc).arch == "mlp"
+    with pytest.raises(ValueError, match="conv policy needs board planes"):
+        build_policy(leduc, "conv")
+    with pytest.raises(ValueError, match="unknown policy size 'widht'"):
+        build_policy(leduc, widht=3)
+
+
+def test_a_text_game_is_refused_in_one_line():
+    with pytest.raises(IncompatibleAgent, match="no observation tensor"):
+        spec_from_core(make_core("arena/TicTacToe-v0"))
+
+
+def test_masked_actions_are_never_sampled_nor_chosen():
+    logits = torch.tensor([[5.0, 0.0, -1.0, 2.0]]).repeat(2000, 1)
+    mask = torch.tensor([[False, True, True, False]]).repeat(2000, 1)
+    d = MaskedCategorical(logits, mask)
+    a = d.sample(torch.Generator().manual_seed(0))
+    assert set(a.tolist()) == {1, 2}
+    assert d.mode()[0].item() == 1
+    assert torch.allclose(d.probs[0], torch.tensor([0.0, np.e / (np.e + 1), 1 / (np.e + 1), 0.0]))
+    # one legal move: probability 1, entropy 0, no NaN
+    one = MaskedCategorical(torch.zeros(1, 3), torch.tensor([[False, False, True]]))
+    assert one.probs[0, 2].item() == 1.0 and one.entropy().item() == 0.0
+    assert torch.isfinite(one.log_prob(torch.tensor([2]))).all()
+
+
+def test_forward_on_a_real_position_and_privileged_critic():
+    core = make_core("openspiel/leduc_poker-v0")
+    core.reset(3)
+    spec = spec_from_core(core)
+    net = build_policy(spec)
+    x, m = observation_arrays(core.observation(core.current_player()))
+    priv = torch.from_numpy(core.all_observations())[None]
+    assert priv.shape == (1, 60)
+    dist, value = net(torch.from_numpy(x)[None], torch.from_numpy(m)[None].bool(), priv)
+    assert dist.probs.shape == (1, 3) and value.shape == (1,)
+    assert dist.probs[0][~torch.from_numpy(m).bool()].sum().item() == 0.0
+
+
+def test_checkpoint_round_trip_and_one_line_errors(tmp_path):
+    spec = spec_from_core(make_core("openspiel/tic_tac_toe-v0"))
+    net = build_policy(spec, "mlp", hidden=[32])
+    folder = save_policy(tmp_path / "ckpt", net, {"iteration": 7})
+    back, meta = load_policy(folder, spec)
+    assert meta.info == {"iteration": 7} and meta.arch == "mlp" and meta.sizes["hidden"] == [32]
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, back.state_dict()[k])
+    with pytest.raises(AgentSpecError, match=r"no policy checkpoint at .*nowhere: expected a folder with policy.pt"):
+        load_policy(tmp_path / "nowhere")
+    other = spec_from_core(make_core("openspiel/connect_four-v0"))
+    with pytest.raises(AgentSpecError) as e:
+        load_policy(folder, other)
+    msg = str(e.value)
+    assert "\n" not in msg and str(folder) in msg
+    assert "tic_tac_toe" in msg and "connect_four" in msg and "(3, 6, 7)" in msg
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "policy.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(AgentSpecError, match="is not a readable policy checkpoint"):
+        load_policy(tmp_path / "junk")

@@ -1,0 +1,93 @@
+"""The lock-step driver plays by `play_match`'s rules: identical replays, one batched call a tick."""
+
+import pytest
+
+from arena.match.lockstep import play_lockstep
+from arena.match.loop import play_match
+
+
+def _same(a, b):
+    a, b = a.without_timing(), b.without_timing()
+    for r in (a, b):
+        r.header.pop("created", None)
+        r.result.pop("duration", None)
+    return a == b
+
+
+@pytest.mark.parametrize("game,specs", [("openspiel/tic_tac_toe-v0", ["random", "random"]),
+                                        ("openspiel/leduc_poker-v0", ["random", "first"]),
+                                        ("arena/TicTacToe-v0", ["random", "random"])])
+@pytest.mark.parametrize("record", ["text", "actions"])
+def test_replays_equal_play_match_for_the_same_seeds(game, specs, record):
+    seeds = list(range(12))
+    together = play_lockstep(game, [specs] * 12, seeds, record=record, match_ids=[f"m{s}" for s in seeds])
+    for s, r in zip(seeds, together):
+        alone = play_match(game, specs, seed=s, record=record, match_id=f"m{s}")
+        assert _same(alone.replay, r.replay)
+        assert (alone.returns, alone.moves, alone.winner) == (r.returns, r.moves, r.winner)
+
+
+class Counting:
+    """A batched agent: the first legal move of every observation, and a count of its calls."""
+
+    spec = "counting"
+
+    def __init__(self, illegal_once=False, raise_at=None):
+        self.calls, self.sizes = 0, []
+        self.illegal_once, self.raise_at = illegal_once, raise_at
+
+    def act(self, obs):
+        return obs.legal_actions[0]
+
+    def act_batch(self, observations):
+        self.calls += 1
+        self.sizes.append(len(observations))
+        if self.raise_at is not None and self.calls == self.raise_at:
+            raise RuntimeError("boom")
+        if self.illegal_once and self.calls == 1:
+            return [99] * len(observations)
+        return [o.legal_actions[0] for o in observations]
+
+
+def test_one_batched_call_per_tick_for_all_matches():
+    agent = Counting()
+    results = play_lockstep("openspiel/tic_tac_toe-v0", [[agent, "random"]] * 40, list(range(40)))
+    # tic-tac-toe: at most 5 moves of seat 0, so at most 5 calls for 40 matches
+    assert agent.calls <= 5 and agent.sizes[0] == 40
+    assert sum(r.moves for r in results) > 40 * 5
+    assert all(r.invalid == [0, 0] for r in results)
+
+
+def test_invalid_batched_moves_go_through_the_invalid_move_policy():
+    agent = Counting(illegal_once=True)
+    results = play_lockstep("openspiel/tic_tac_toe-v0", [[agent, "random"]] * 3, [1, 2, 3])
+    # the illegal first move is retried (one allowance) with the single-move act, which is legal
+    assert all(r.invalid == [1, 0] and r.outcome == "normal" for r in results)
+    steps = results[0].replay.steps
+    assert steps[0]["event"] == "invalid" and steps[1]["event"] == "ok"
+
+
+def test_a_raising_batched_agent_loses_its_matches_and_nothing_crashes():
+    agent = Counting(raise_at=2)
+    results = play_lockstep("openspiel/tic_tac_toe-v0", [[agent, "random"]] * 4, [1, 2, 3, 4])
+    for r in results:  # the second batched call raised: an error, retried with act (legal), so the match goes on
+        assert r.invalid[0] == 1
+        assert any(s["event"] == "error" and "boom" in s["reason"] for s in r.replay.steps)
+
+
+def test_a_greedy_policy_plays_the_same_in_lockstep_and_alone(tmp_path):
+    torch = pytest.importorskip("torch")
+    from arena.agents.specs import make_agent
+    from arena.envs.registry import make_core
+    from arena.inference.policy_nets import build_policy, save_policy, spec_from_core
+
+    torch.manual_seed(1)
+    folder = save_policy(tmp_path / "p", build_policy(spec_from_core(make_core("openspiel/tic_tac_toe-v0")),
+                                                      hidden=[16], channels=4))
+    spec = f"policy:{folder},greedy=true"
+    shared = make_agent(spec, make_core("openspiel/tic_tac_toe-v0"), 0)
+    together = play_lockstep("openspiel/tic_tac_toe-v0", [[spec, "random"]] * 8, list(range(8)),
+                             shared={spec: shared}, match_ids=[f"m{s}" for s in range(8)])
+    for s, r in enumerate(together):
+        alone = play_match("openspiel/tic_tac_toe-v0", [spec, "random"], seed=s, record="actions", match_id=f"m{s}")
+        assert _same(alone.replay, r.replay)
