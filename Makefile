@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_league.py
 	$(BIN)/python benchmarks/bench_ratings.py
 	$(BIN)/python benchmarks/bench_llm.py
+	$(BIN)/python benchmarks/bench_policy.py
 
 clean:
 	rm -rf $(VENV)

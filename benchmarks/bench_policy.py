@@ -9,10 +9,12 @@ Side by side in one process run, on Connect Four (`openspiel/connect_four-v0`):
 2. **League matches/s** with two neural players (two `policy:` checkpoints) against two random
    agents, the same inline league otherwise (pairing, replays, commits, ratings). Reported.
 3. **This learner against RLlib PPO**, the same wall-clock budget each (``--seconds``), RL only
-   (no imitation), from scratch, sampling in the learner's process on both sides: environment
-   steps/s over the run and the greedy win rate against random at the end (400 seat-swapped
-   games through the arena's match loop for both). Goal: >= 3x RLlib's steps/s and a higher
-   win rate.
+   (no imitation), from scratch, sampling in the learner's process on both sides, an MLP policy
+   on both sides (RLlib's: `arena.inference.rllib_module`; ours: ``arch: mlp``, 128 games an
+   iteration): environment steps/s over the run (ours: the whole loop, league bookkeeping and
+   checkpoints included; RLlib's: inside ``algo.train()``) and the greedy win rate against random
+   at the end (400 seat-swapped games through the arena's match loop for both). Goal: >= 3x
+   RLlib's steps/s and a higher win rate.
 
 Run:  .venv/bin/python benchmarks/bench_policy.py [--seconds 180] [--skip-rllib] [--quick]
 """
@@ -21,6 +23,9 @@ from __future__ import annotations
 
 import os as _os
 import sys as _sys
+
+# Before torch loads: no spinning OpenMP threads (the learner and its neighbours share 2 cores).
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
 from _common import markdown_table, versions as _versions  # noqa: E402
@@ -91,9 +96,10 @@ def bench_learners(root: Path, seconds: float, skip_rllib: bool) -> dict:
     from arena.trainers.policy.config import SCCConfig
     from arena.trainers.policy.scc import SCCTrainer
 
+    # An MLP like RLlib's default model; half the games against random, half by the main agent's league rule.
     cfg = from_dict(SCCConfig, {"game": GAME, "seed": 0, "il": None, "learners": [{"name": "main", "role": "main"}],
-                                "fixed_share": 0.5, "iterations": 10_000, "games_per_iter": 64, "kl_coef": 0.0,
-                                "eval": {"every": 10_000, "games": 2}})
+                                "arch": "mlp", "fixed_share": 0.5, "iterations": 10_000, "games_per_iter": 128,
+                                "lr": 1e-3, "kl_coef": 0.0, "eval": {"every": 10_000, "games": 2}})
     t = SCCTrainer(cfg, root / "scc")
     steps, it = 0, 0
     t0 = time.perf_counter()

@@ -79,12 +79,13 @@ class PolicyAgent(BaseAgent):
         """The moves, and what a learner keeps of them: the tensors the network read, the actions as
         the network's indices, their log-probabilities and the value estimates (``[B]`` tensors)."""
         torch = self._torch
-        from arena.inference.policy_nets import observation_arrays
+        from arena.inference.policy_nets import policy_input
 
+        spec = self.net.spec
         obs, masks, ent_masks = [], [], []
         for o in observations:
             raw = o.raw
-            x, m = observation_arrays(raw)
+            x, m = policy_input(raw, o.player, spec)
             obs.append(x)
             masks.append(m)
             if isinstance(raw, dict) and "entity_mask" in raw:

@@ -65,6 +65,20 @@ class PolicySpec:
     entities: bool = False
     #: Length of the privileged vector the critic may read (0: none).
     privileged_dim: int = 0
+    #: Seats the policy may play (> 0: a one-hot of the seat to move is part of its input). Games like
+    #: OpenSpiel's board games encode the board absolutely (X's pieces, O's pieces), not "mine" and
+    #: "theirs": one network playing both seats must be told which one it is.
+    players: int = 0
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The network's input: the observation with the seat planes (board planes) or features (vectors)."""
+        if not self.players or self.entities:
+            return self.obs_shape
+        if len(self.obs_shape) == 3:
+            c, h, w = self.obs_shape
+            return (c + self.players, h, w)
+        return (int(math.prod(self.obs_shape)) + self.players,)
 
     def describe(self) -> str:
         act = f"{self.n_actions} actions" if self.action_kind == "discrete" else f"actions {self.action_shape}"
@@ -72,8 +86,8 @@ class PolicySpec:
         return f"{self.game_id} ({obs}, {act})"
 
     def same_interface(self, other: "PolicySpec") -> bool:
-        return (self.obs_shape, self.action_kind, self.n_actions, self.action_shape, self.entities) == \
-            (other.obs_shape, other.action_kind, other.n_actions, other.action_shape, other.entities)
+        return (self.obs_shape, self.action_kind, self.n_actions, self.action_shape, self.entities, self.players) == \
+            (other.obs_shape, other.action_kind, other.n_actions, other.action_shape, other.entities, other.players)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -103,14 +117,15 @@ def spec_from_core(core: Any, seat: int = 0) -> PolicySpec:
         raise IncompatibleAgent(f"{core.game_id} shows no observation tensor (a text game): a neural policy "
                                 "needs one; play it with an llm: or search agent")
     priv = int(getattr(core, "privileged_dim", 0) or 0)
+    players = len(core.players) if len(core.players) > 1 and not entities else 0
     if isinstance(act_space, spaces.Discrete):
         return PolicySpec(core.game_id, shape, "discrete", n_actions=int(act_space.n), entities=entities,
-                          privileged_dim=priv)
+                          privileged_dim=priv, players=players)
     if isinstance(act_space, spaces.Box):
         return PolicySpec(core.game_id, shape, "continuous", action_shape=tuple(act_space.shape),
                           low=tuple(np.broadcast_to(act_space.low, act_space.shape).ravel().tolist()),
                           high=tuple(np.broadcast_to(act_space.high, act_space.shape).ravel().tolist()),
-                          entities=entities, privileged_dim=priv)
+                          entities=entities, privileged_dim=priv, players=players)
     raise IncompatibleAgent(f"{core.game_id} has actions {act_space}: a neural policy takes Discrete or Box actions")
 
 
@@ -122,6 +137,22 @@ def observation_arrays(raw: Any) -> tuple[np.ndarray, np.ndarray | None]:
             return np.asarray(raw["entities"], dtype=np.float32), raw.get("action_mask")
         return np.asarray(obs, dtype=np.float32), raw.get("action_mask")
     return np.asarray(raw, dtype=np.float32), None
+
+
+def policy_input(raw: Any, seat: int, spec: PolicySpec) -> tuple[np.ndarray, np.ndarray | None]:
+    """(network input, action mask) of the structured observation `raw` seen from `seat`: the
+    observation tensor with a one-hot of the seat appended (constant planes for board planes,
+    features for vectors) when ``spec.players``."""
+    x, m = observation_arrays(raw)
+    if not spec.players or spec.entities:
+        return x, m
+    if x.ndim == 3:
+        planes = np.zeros((spec.players, *x.shape[1:]), dtype=np.float32)
+        planes[seat] = 1.0
+        return np.concatenate([x, planes]), m
+    onehot = np.zeros(spec.players, dtype=np.float32)
+    onehot[seat] = 1.0
+    return np.concatenate([x.ravel(), onehot]), m
 
 
 def privileged_vector(core: Any) -> np.ndarray | None:
@@ -230,7 +261,7 @@ def _net_class():
             self.spec, self.arch, self.sizes = spec, arch, dict(sizes)
             hidden = list(sizes["hidden"])
             if arch == "conv":
-                c, h, w = spec.obs_shape
+                c, h, w = spec.input_shape
                 ch = int(sizes["channels"])
                 self.stem = nn.Sequential(nn.Conv2d(c, ch, 3, padding=1), nn.ReLU(),
                                           *[ResBlock(ch) for _ in range(int(sizes["blocks"]))], nn.Flatten())
@@ -243,7 +274,7 @@ def _net_class():
                 self.torso = mlp([self.stem.out_dim] + hidden)
             else:
                 self.stem = nn.Flatten()
-                self.torso = mlp([int(math.prod(spec.obs_shape))] + hidden)
+                self.torso = mlp([int(math.prod(spec.input_shape))] + hidden)
             feat = hidden[-1]
             self.pointer = None
             if spec.action_kind == "discrete":

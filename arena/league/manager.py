@@ -189,6 +189,10 @@ class League:
         payoff = self.store.payoff(game)
         return payoff.win_rate
 
+    def win_rates(self, game: str) -> Callable[[str, str], float]:
+        """``win_rate(a, b)``: a's decayed win rate against b on `game` (the role rules' input)."""
+        return self._win_rate_fn(game)
+
     def _pick_game(self, games: list[str]) -> str:
         weights = {g.id: g.weight for g in self.cfg.games}
         w = np.array([weights.get(g, 1.0) for g in games], dtype=float)

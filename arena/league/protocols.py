@@ -13,7 +13,7 @@ Both are structural (``typing.Protocol``): implement the methods, no base class 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from arena.league.manager import Pairing
@@ -35,6 +35,9 @@ class LeagueClient(Protocol):
 
     def add_snapshot(self, parent: str, spec: str, name: str | None = None) -> str:
         """Freeze `spec` (weights of learning player `parent`) as a historical player; returns its name."""
+
+    def win_rates(self, game: str) -> "Callable[[str, str], float]":
+        """``win_rate(a, b)`` on `game`, for a learner's own role rules (snapshots, resets)."""
 
 
 @runtime_checkable

@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 
 from arena.envs.registry import make_core  # noqa: E402
 from arena.errors import AgentSpecError, IncompatibleAgent  # noqa: E402
-from arena.inference.policy_nets import (MaskedCategorical, build_policy, load_policy, observation_arrays,  # noqa: E402
+from arena.inference.policy_nets import (MaskedCategorical, build_policy, load_policy, policy_input,  # noqa: E402
                                          save_policy, spec_from_core)
 
 
@@ -50,7 +50,8 @@ def test_forward_on_a_real_position_and_privileged_critic():
     core.reset(3)
     spec = spec_from_core(core)
     net = build_policy(spec)
-    x, m = observation_arrays(core.observation(core.current_player()))
+    x, m = policy_input(core.observation(core.current_player()), core.current_player(), spec)
+    assert x.shape == (32,) and x[30 + core.current_player()] == 1.0  # the seat to move, one-hot
     priv = torch.from_numpy(core.all_observations())[None]
     assert priv.shape == (1, 60)
     dist, value = net(torch.from_numpy(x)[None], torch.from_numpy(m)[None].bool(), priv)
@@ -78,3 +79,47 @@ def test_checkpoint_round_trip_and_one_line_errors(tmp_path):
     (tmp_path / "junk" / "policy.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(AgentSpecError, match="is not a readable policy checkpoint"):
         load_policy(tmp_path / "junk")
+
+
+def test_the_seat_to_move_is_part_of_the_input():
+    # OpenSpiel's boards are absolute (X's pieces, O's pieces): both seats see the same tensor
+    core = make_core("openspiel/connect_four-v0")
+    core.reset(0)
+    core.apply(0, 3)
+    spec = spec_from_core(core)
+    assert spec.players == 2 and spec.input_shape == (5, 6, 7)
+    a, _ = policy_input(core.observation(0), 0, spec)
+    b, _ = policy_input(core.observation(1), 1, spec)
+    assert (a[:3] == b[:3]).all() and not (a == b).all()
+    assert a[3].all() and not a[4].any() and b[4].all() and not b[3].any()
+
+
+def test_entity_observations_get_the_transformer_and_a_pointer_head():
+    from arena.inference.policy_nets import PolicySpec
+
+    spec = PolicySpec("test/units-v0", (6, 4), "discrete", n_actions=6, entities=True)
+    net = build_policy(spec, d_model=16, heads=2, layers=1, hidden=[16])
+    assert net.arch == "entity" and net.pointer is not None
+    torch.manual_seed(0)
+    ents = torch.randn(3, 6, 4)
+    present = torch.tensor([[True] * 6, [True, True, True, False, False, False], [True, False] * 3])
+    dist, value = net(ents, present, entity_mask=present)
+    assert value.shape == (3,)
+    assert (dist.probs[~present] == 0).all() and torch.allclose(dist.probs.sum(-1), torch.ones(3))
+    # a set: permuting the entities permutes the pointer's probabilities
+    perm = torch.tensor([5, 4, 3, 2, 1, 0])
+    d2, v2 = net(ents[:, perm], present[:, perm], entity_mask=present[:, perm])
+    assert torch.allclose(d2.probs, dist.probs[:, perm], atol=1e-5) and torch.allclose(v2, value, atol=1e-5)
+
+
+def test_continuous_actions_get_a_gaussian_or_beta_head():
+    from arena.inference.policy_nets import PolicySpec
+
+    spec = PolicySpec("test/box-v0", (5,), "continuous", action_shape=(3,), low=(0.0,) * 3, high=(1.0,) * 3)
+    for kind in ("gaussian", "beta"):
+        net = build_policy(spec, continuous=kind, hidden=[8])
+        dist, value = net(torch.zeros(4, 5))
+        a = dist.sample(torch.Generator().manual_seed(0))
+        assert a.shape == (4, 3) and dist.log_prob(a).shape == (4,)
+        if kind == "beta":
+            assert ((a >= 0) & (a <= 1)).all()

@@ -59,12 +59,14 @@ def plot_curves(metrics_path: str | Path, out: str | Path,
     fig = Figure(figsize=(4.0 * max(1, min(3, len(present))), 3.2 * math.ceil(max(1, len(present)) / 3)))
     for i, k in enumerate(present):
         ax = fig.add_subplot(math.ceil(len(present) / 3), min(3, len(present)), i + 1)
-        pts = [(r["step"], r[k]) for r in rows if k in r and isinstance(r[k], (int, float))]
+        # imitation metrics are logged per epoch (at step 0): drawn against the epoch
+        xkey = "il/epoch" if k.startswith("il/") else "step"
+        pts = [(r.get(xkey, r["step"]), r[k]) for r in rows if k in r and isinstance(r[k], (int, float))]
         if pts:
             xs, ys = zip(*pts)
             ax.plot(xs, ys, marker="." if len(pts) < 30 else None)
         ax.set_title(k, fontsize=9)
-        ax.set_xlabel("iteration", fontsize=8)
+        ax.set_xlabel("imitation epoch" if xkey == "il/epoch" else "iteration", fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     out = Path(out)

@@ -205,12 +205,36 @@ def _init_actor(owner: int) -> None:
 
 
 class PolicyActors:
-    """Plays pairings in this process (``workers=0``) or split over worker processes."""
+    """Plays pairings in this process (``workers=0``), or split over worker processes: a local process
+    pool (``backend="local"``) or Ray tasks (``backend="ray"``, on a cluster at `address` or a local
+    Ray started with ``workers`` CPUs)."""
 
-    def __init__(self, game: str, workers: int = 0, game_kwargs: dict | None = None):
+    def __init__(self, game: str, workers: int = 0, game_kwargs: dict | None = None, backend: str = "local",
+                 address: str | None = None):
+        if backend not in ("local", "ray"):
+            raise ValueError(f"actors backend must be local or ray, got {backend!r}")
         self.game, self.workers, self.game_kwargs = game, workers, dict(game_kwargs or {})
+        self.backend, self.address = backend, address
         self._pool = None
         self._pending = None
+        self._ray_task = None
+        self._ray_started = False
+
+    def _ensure_ray(self):
+        if self._ray_task is None:
+            from arena.errors import require
+
+            ray = require("ray", "Ray actors", "ray")
+            if not ray.is_initialized():
+                import tempfile
+
+                # Ray's socket paths must stay short: its session files under a short temp path.
+                kw = {"address": self.address} if self.address else {
+                    "num_cpus": self.workers, "_temp_dir": tempfile.mkdtemp(prefix="arena-ray-")}
+                ray.init(include_dashboard=False, log_to_driver=False, **kw)
+                self._ray_started = True
+            self._ray_task = ray.remote(num_cpus=1, max_retries=0)(_actor)
+        return self._ray_task
 
     def _ensure_pool(self):
         if self._pool is None and self.workers > 0:
@@ -229,7 +253,6 @@ class PolicyActors:
                                                    game_kwargs=self.game_kwargs, policy=policy, record=record,
                                                    greedy=greedy))
             return
-        pool = self._ensure_pool()
         first = next(iter(nets.values()))
         blueprint = (first.spec.to_dict(), first.arch, first.sizes)
         weights = {n: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()} for n, net in nets.items()}
@@ -237,7 +260,11 @@ class PolicyActors:
         size = (len(pairings) + k - 1) // k
         jobs = [(self.game, list(pairings[i:i + size]), weights, blueprint, seed, version, self.game_kwargs, policy,
                  record, i) for i in range(0, len(pairings), size)]
-        self._pending = ("async", pool.map_async(_actor, jobs))
+        if self.backend == "ray":
+            task = self._ensure_ray()
+            self._pending = ("ray", [task.remote(j) for j in jobs])
+        else:
+            self._pending = ("async", self._ensure_pool().map_async(_actor, jobs))
 
     def collect(self) -> tuple[list[MatchResult], list[Trajectory]]:
         kind, value = self._pending
@@ -245,7 +272,13 @@ class PolicyActors:
         if kind == "done":
             return value
         results, trajs = [], []
-        for r, t in value.get():
+        if kind == "ray":
+            import ray
+
+            parts = ray.get(value)
+        else:
+            parts = value.get()
+        for r, t in parts:
             results.extend(r)
             trajs.extend(t)
         trajs.sort(key=lambda t: (t.learner, t.match, t.seat))
@@ -260,3 +293,8 @@ class PolicyActors:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
+        if self._ray_started:
+            import ray
+
+            ray.shutdown()
+            self._ray_started = False

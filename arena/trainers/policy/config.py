@@ -91,6 +91,10 @@ class SCCConfig:
     games_per_iter: int = 64
     #: Actor processes (0: the actors run in the learner's process).
     actors: int = 0
+    #: Where actor processes run: a local process pool, or Ray tasks (`ray_address`: a cluster; else a
+    #: local Ray with `actors` CPUs).
+    actors_backend: Literal["local", "ray"] = "local"
+    ray_address: Optional[str] = None
     #: With actors > 0: the actors play the next iteration with the weights the learner had when it
     #: started on this one (one version of lag, corrected by the importance weights), instead of waiting.
     overlap: bool = False

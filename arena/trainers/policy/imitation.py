@@ -39,11 +39,12 @@ class Demonstrations:
                               None if self.privileged is None else self.privileged[idx])
 
 
-def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set[str] | None,
+def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set[str] | None, spec: Any,
                    reward_scale: float = 1.0) -> Demonstrations:
     """The moves of the named league players in `replays` (each with its seats' league names), with
-    the views re-simulated. A replay's agent specs match too (replays from outside a league)."""
-    from arena.inference.policy_nets import observation_arrays
+    the views re-simulated (as the network reads them: `arena.inference.policy_nets.policy_input` for
+    `spec`). A replay's agent specs match too (replays from outside a league)."""
+    from arena.inference.policy_nets import policy_input
     from arena.match.verify import observed_moves
 
     obs, masks, acts, outs, which = [], [], [], [], []
@@ -54,7 +55,7 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
         if not seats:
             continue
         for seat, raw, action in observed_moves(rep, seats):
-            x, m = observation_arrays(raw)
+            x, m = policy_input(raw, seat, spec)
             obs.append(x)
             masks.append(m)
             acts.append(action)

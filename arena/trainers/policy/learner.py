@@ -85,7 +85,7 @@ class PolicyLearner:
                 p.requires_grad_(False)
         self.s = settings
         self.device = device
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+        self.opt = self._adam(lr)
         #: Updates applied (the weights' version).
         self.version = 0
 
@@ -93,8 +93,12 @@ class PolicyLearner:
         for g in self.opt.param_groups:
             g["lr"] = lr
 
+    def _adam(self, lr: float):
+        # fused: one kernel for every parameter (about 20% of a small network's step on CPU)
+        return self.torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5, fused=True)
+
     def reset_optimizer(self) -> None:
-        self.opt = self.torch.optim.Adam(self.net.parameters(), lr=self.opt.param_groups[0]["lr"], eps=1e-5)
+        self.opt = self._adam(self.opt.param_groups[0]["lr"])
 
     # -- one update ---------------------------------------------------------------------------
     def step(self, batch: RolloutBatch, kl_coef: float = 0.0, generator: Any = None) -> dict[str, float]:
@@ -155,7 +159,7 @@ class PolicyLearner:
         """(entropy, KL to the anchor) as means over the counted moves: the shared masked-categorical
         functions of `arena.trainers.common.rl` for discrete actions, the distributions' own otherwise."""
         torch = self.torch
-        use_kl = anchor is not None and kl_coef > 0
+        use_kl = anchor is not None  # measured (and logged) while its coefficient anneals to 0 as well
         if hasattr(dist, "logits"):
             neg_h, _ = rl.entropy_bonus(dist.logits, mask, valid)
             kl = rl.kl_to_anchor(dist.logits, anchor.logits, mask, self.s.kl_direction, valid)[0] if use_kl \

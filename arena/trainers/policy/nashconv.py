@@ -175,9 +175,11 @@ def net_policy_fn(net) -> PolicyFn:
     imperfect-information games."""
     import torch
 
+    from arena.inference.policy_nets import policy_input
+
     def fn(state_tensor: np.ndarray, legal_mask: np.ndarray, player: int) -> np.ndarray:
         with torch.no_grad():
-            x = torch.from_numpy(np.asarray(state_tensor, dtype=np.float32))[None]
+            x = torch.from_numpy(policy_input(np.asarray(state_tensor, dtype=np.float32), player, net.spec)[0])[None]
             m = torch.from_numpy(np.asarray(legal_mask) > 0)[None]
             dist, _ = net(x, m)
             return dist.probs[0].double().numpy()

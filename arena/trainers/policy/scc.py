@@ -95,7 +95,7 @@ class SCCTrainer:
         #: The league this trainer's learners play in: the run folder, or one shared with other learners.
         self.league_dir = Path(league_dir) if league_dir is not None else self.dir
         self._setup_league()
-        self.actors = PolicyActors(cfg.game, cfg.actors, cfg.game_kwargs)
+        self.actors = PolicyActors(cfg.game, cfg.actors, cfg.game_kwargs, cfg.actors_backend, cfg.ray_address)
         self._inflight: dict | None = None
         if self.latest.exists():
             self._load_state(torch.load(self.latest.resolve() / "trainer_state.pt", weights_only=False))
@@ -230,7 +230,7 @@ class SCCTrainer:
             wanted = set(il.players) if il.players else None
         if phase is not None:
             phase("imitation: re-simulating replays", 0, len(items))
-        demos = demonstrations(items, wanted, cfg.reward_scale)
+        demos = demonstrations(items, wanted, self.spec, cfg.reward_scale)
         train, val = split(demos, il.val_fraction, cfg.seed)
         net = self.learners[self.main].net
 
@@ -279,7 +279,7 @@ class SCCTrainer:
         cfg, store = self.cfg, self.league.store
         snaps, events = [], []
         members = self.league.members()
-        wr = self.league._win_rate_fn(cfg.game)
+        wr = self.league.win_rates(cfg.game)
         for e in cfg.learners:
             prow = store.player(e.name)
             state = prow.state or {}
@@ -518,7 +518,8 @@ class SCCTrainer:
             self.in_loop = False
         if self.iteration >= cfg.iterations:
             plot_curves(self.metrics.path, self.dir / "curves.png",
-                        keys=("eval/win_rate/" + _slug(cfg.eval.opponents[0]), "train/return", "train/entropy",
+                        keys=("eval/win_rate/" + _slug(cfg.eval.opponents[0]), "eval/nash_conv", "train/return",
+                              "train/entropy",
                               "train/kl_anchor", "train/value_loss", "train/upgo_loss", "il/val_acc", "il/val_loss",
                               "train/env_steps_per_s"))
         return result

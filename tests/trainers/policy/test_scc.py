@@ -145,6 +145,16 @@ def test_process_actors_overlap_with_one_version_of_lag(tmp_path):
     assert lags == [0.0, 1.0, 1.0]
 
 
+def test_ray_actors_play_the_same_matches_as_local_ones(tmp_path):
+    pytest.importorskip("ray")
+    kw = dict(il=None, learners=[{"name": "main", "role": "main"}], iterations=1, snapshot_every=0, actors=2)
+    a = train(config(**kw), tmp_path / "local")
+    b = train(config(actors_backend="ray", **kw), tmp_path / "ray")
+    ra = [(r.players, r.returns, r.moves) for r in a.league.store.results()]
+    rb = [(r.players, r.returns, r.moves) for r in b.league.store.results()]
+    assert ra == rb and len(ra) > 12
+
+
 @pytest.mark.parametrize("change,message", [
     ({"game": "arena/TicTacToe-v0"}, "no observation tensor"),
     ({"opponents": ["mcst"]}, "opponents: unknown agent kind 'mcst'"),
