@@ -67,6 +67,10 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
     kind, _, rest = spec.partition(":")
     if kind in _KINDS:
         positional, opts = parse_options(rest, spec)
+        if "seed" in opts:  # seeds the agent as it is built (the match loop reseeds it for each match)
+            seed = opts.pop("seed")
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                raise AgentSpecError(f"agent spec {spec!r}: seed must be an integer, got {seed!r}")
         try:
             agent = _KINDS[kind](core, seed, positional, **opts)
         except ArenaError:

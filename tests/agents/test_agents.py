@@ -129,3 +129,16 @@ def test_human_eof_or_quit_forfeits_cleanly(text, tmp_path):
     assert res.replay.steps[-1]["event"] == "forfeit"
     back = read_replay(write_replay(res.replay, replay_path(tmp_path, "h")))
     assert back.result["outcome"] == "forfeit"
+
+
+def test_a_seed_option_is_accepted_by_every_kind():
+    from arena.agents.specs import make_agent
+    from arena.envs.registry import make_core
+    from arena.errors import AgentSpecError
+
+    core = make_core("openspiel/tic_tac_toe-v0")
+    for spec in ("random:seed=3", "mcts:simulations=5,seed=3", "first:seed=3"):
+        agent = make_agent(spec, core, 1)  # the spec's seed, not a clash with the factory's own argument
+        assert agent.spec == spec
+    with pytest.raises(AgentSpecError, match="seed must be an integer"):
+        make_agent("random:seed=x", core, 0)
