@@ -195,7 +195,17 @@ class SCCTrainer:
             for r in other.results(game=cfg.game):
                 if r.replay and (il.players is None or set(il.players) & set(r.players)):
                     items.append((read_replay(r.replay), r.players))
-        if il.matches:
+        prior = [m for m in store.matches(source="external") if m.note == "imitation"] if il.matches else []
+        if prior:
+            # A run stopped after its teacher matches were committed (one transaction, below): they are
+            # in the league already, and are read back instead of played and counted again.
+            teachers = [_slug(s) for s in il.teachers]
+            for m in prior:
+                r = store.result_for(m.match_id)
+                if r is not None and r.replay:
+                    items.append((read_replay(r.replay), r.players))
+            wanted = set(il.players) if il.players else set(teachers)
+        elif il.matches:
             teachers = [_slug(s) for s in il.teachers]
             for name, spec in zip(teachers, il.teachers):
                 if store.player(name) is None:
@@ -444,11 +454,11 @@ class SCCTrainer:
                 self.imitation(phase)
                 self._start_from_il()
             out, records = self.evaluate(0)
-            self.checkpoint(0, None)
-            with self.league.store.tx():
-                if self.league.store.player(IL_NAME) is None and cfg.il is not None:
-                    self.league.add_snapshot(self.main, f"policy:{self.dir / 'checkpoints' / 'il'}", name=IL_NAME)
-            self._apply({"iteration": 0, "matches": records, "snapshots": [], "events": []})
+            snaps = [] if cfg.il is None else [{"parent": self.main, "spec": f"policy:{self.dir / 'checkpoints' / 'il'}",
+                                                 "name": IL_NAME, "iteration": 0}]
+            bundle = {"iteration": 0, "matches": records, "snapshots": snaps, "events": []}
+            self.checkpoint(0, bundle)
+            self._apply(bundle)
             self.metrics.log(0, **out)
             self._track_best(0, out)
         result: dict[str, float] = {}

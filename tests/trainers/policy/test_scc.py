@@ -136,6 +136,23 @@ def test_killed_between_checkpoint_and_commit_counts_nothing_twice(tmp_path, mon
     assert len(again.league.store.results()) == len(whole.league.store.results())
 
 
+def test_killed_after_the_teacher_matches_plays_them_once(tmp_path, monkeypatch):
+    real = SCCTrainer.checkpoint
+
+    def dies(self, it, bundle):
+        raise KeyboardInterrupt  # kill -9 after the imitation matches were committed, before checkpoint 0
+
+    monkeypatch.setattr(SCCTrainer, "checkpoint", dies)
+    cfg = dict(learners=[{"name": "main", "role": "main"}], iterations=1, snapshot_every=0)
+    with pytest.raises(KeyboardInterrupt):
+        train(config(**cfg), tmp_path / "run")
+    monkeypatch.setattr(SCCTrainer, "checkpoint", real)
+    t = train(config(**cfg), tmp_path / "run")
+    teacher = [m for m in t.league.store.matches(source="external") if m.note == "imitation"]
+    assert len(teacher) == 30  # il.matches, not twice that
+    assert t.league.store.player("main@il") is not None and t.iteration == 1
+
+
 def test_process_actors_overlap_with_one_version_of_lag(tmp_path):
     cfg = config(il=None, learners=[{"name": "main", "role": "main"}], iterations=3, snapshot_every=0, actors=1,
                  overlap=True)
