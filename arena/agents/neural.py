@@ -58,7 +58,6 @@ class PolicyAgent(BaseAgent):
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature} (use greedy=true for the best move)")
         self.net, self.meta, self.path = net, meta, path
-        self.spec_info = net.spec
         self.greedy, self.temperature = bool(greedy), float(temperature)
         self._torch = torch
         self._gen = torch.Generator()

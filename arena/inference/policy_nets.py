@@ -315,9 +315,10 @@ def _net_class():
                 dist = MaskedCategorical(logits, mask)
             else:
                 dist = self.head(feat)
-            vin = feat if privileged is None or not self.spec.privileged_dim else torch.cat([feat, privileged], -1)
-            if self.spec.privileged_dim and privileged is None:
-                vin = torch.cat([feat, feat.new_zeros(feat.shape[0], self.spec.privileged_dim)], -1)
+            vin = feat
+            if self.spec.privileged_dim:  # the critic's extra input; zeros where the caller has none
+                extra = privileged if privileged is not None else feat.new_zeros(feat.shape[0], self.spec.privileged_dim)
+                vin = torch.cat([feat, extra], -1)
             return dist, self.value(vin).squeeze(-1)
 
     _NET.append(PolicyNet)

@@ -67,10 +67,9 @@ def _batched_agents(core, specs: Sequence[str]) -> dict:
     """The agents among `specs` that answer many moves in one call (neural policies), built once."""
     out = {}
     for k, spec in enumerate(specs):
-        if spec.split(":", 1)[0] in ("policy",):
-            agent = make_agent(spec, core, derive_seed(0, k))
-            if callable(getattr(agent, "act_batch", None)):
-                out[spec] = agent
+        agent = make_agent(spec, core, derive_seed(0, k))
+        if callable(getattr(agent, "act_batch", None)):
+            out[spec] = agent
     return out
 
 

@@ -39,7 +39,7 @@ class _Match:
     __slots__ = ("core", "seed", "match_id", "specs", "acts", "batched", "observers", "enders", "rows", "invalid",
                  "t_total", "t_max", "calls", "slow", "t", "forfeiter", "outcome", "reason", "started", "index")
 
-    def __init__(self, index, core, seed, match_id, agents, specs, batched, rows, slow_args_tail):
+    def __init__(self, index, core, seed, match_id, agents, specs, batched, rows, text_mode, allowance):
         n = len(core.players)
         self.index, self.core, self.seed, self.match_id, self.specs = index, core, seed, match_id, specs
         self.acts = [a.act for a in agents]
@@ -48,8 +48,8 @@ class _Match:
         self.enders = [(i, a.match_over) for i, a in enumerate(agents) if getattr(a, "match_over", None) is not None]
         self.rows = rows
         self.invalid, self.t_total, self.t_max, self.calls = [0] * n, [0.0] * n, [0.0] * n, [0] * n
-        self.slow = _Slow(core, self.acts, None, None, rows, slow_args_tail[0], self.invalid, self.t_total, self.t_max,
-                          self.calls, slow_args_tail[1])
+        self.slow = _Slow(core, self.acts, None, None, rows, text_mode, self.invalid, self.t_total, self.t_max,
+                          self.calls, allowance)
         self.t, self.forfeiter, self.outcome, self.reason = 0, None, "normal", ""
         self.started = _perf()
 
@@ -105,7 +105,7 @@ def play_lockstep(
                 hook(derive_seed(seed, s))
         mid = match_ids[i] if match_ids is not None else new_match_id(core.game_id, seed)
         matches.append(_Match(i, core, seed, mid, agents, specs, batched, [] if mode is not None else None,
-                              (text_mode, policy.allowance)))
+                              text_mode, policy.allowance))
     limit = max_moves if max_moves is not None else float("inf")
     results: list[MatchResult | None] = [None] * len(matches)
 

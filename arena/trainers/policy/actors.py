@@ -97,7 +97,6 @@ def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], 
                   game_kwargs: dict | None = None, policy: InvalidMovePolicy | None = None, record: str = "actions",
                   greedy: bool = False, index_offset: int = 0) -> tuple[list[MatchResult], list[Trajectory]]:
     """Play every pairing in lock step; match i has seed ``derive_seed(seed, i + index_offset)``."""
-    trained = {p.seats[s].learner for p in pairings for s in range(len(p.seats)) if p.seats[s].trained}
     seats_for: dict[tuple[str, bool], LearnerSeat] = {}
 
     def seat_agent(name: str, rec: bool) -> LearnerSeat:
@@ -115,7 +114,7 @@ def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], 
         row = []
         for s in p.seats:
             if s.learner is not None:
-                row.append(seat_agent(s.learner, s.trained and s.learner in trained))
+                row.append(seat_agent(s.learner, s.trained))
             else:
                 row.append(s.spec)
                 if s.spec.startswith("policy:") and s.spec not in shared:

@@ -107,7 +107,7 @@ class PolicyLearner:
         s = self.s
         dev = self.device
         b = _to(batch, dev)
-        T, B = b.valid.shape
+        B = b.valid.shape[1]
         bootstrap = torch.zeros(B, device=dev)
         with torch.no_grad():
             upgo_target = rl.upgo_returns(b.rewards, b.behaviour_value, bootstrap, b.discounts)
