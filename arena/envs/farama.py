@@ -141,6 +141,9 @@ def mask_of(obs: Any, info: dict | None) -> np.ndarray | None:
 
 
 def _engine_of(env) -> dict[str, str]:
+    own = getattr(getattr(env, "unwrapped", env), "engine", None)
+    if isinstance(own, dict) and own:  # an env that names its engine (the OpenSim task: opensim's version)
+        return {str(k): str(v) for k, v in own.items()}
     mod = type(getattr(env, "unwrapped", env)).__module__.split(".")[0]
     try:
         return {mod: version(mod)}

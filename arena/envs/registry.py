@@ -46,6 +46,13 @@ CURATED_TEXT_GAMES = {
 }
 TEXTARENA_GAMES = ["TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0"]
 
+#: The OpenSim prosthetics task (`arena.envs.prosthetics`), Gymnasium envs that need the opensim extra.
+PROSTHETICS_GAMES = {
+    "arena/Prosthetics-v0": ({"round": 1}, "AI for Prosthetics round 1: walk at 3 m/s (OpenSim, needs arena[opensim])"),
+    "arena/ProstheticsRound2-v0": ({"round": 2}, "AI for Prosthetics round 2: follow a changing target velocity "
+                                                 "(OpenSim, needs arena[opensim])"),
+}
+
 _registered = False
 _plugin_ids: list[str] = []
 #: Game id -> where its plug-in came from: {"plugin": module} for `load_plugin`, or
@@ -106,6 +113,9 @@ def ensure_registered() -> None:
         _register_textarena(ta_id)
     for gid, (ta_id, _note, extra) in CURATED_TEXT_GAMES.items():
         _register_textarena(ta_id, gid, extra)
+    for gid, (kwargs, _note) in PROSTHETICS_GAMES.items():
+        if gid not in gymnasium.envs.registry:
+            register_game(gid, "arena.envs.prosthetics:ProstheticsEnv", kwargs)
     load_entry_point_plugins()
 
 
@@ -259,8 +269,8 @@ def describe_games(include_all: bool = False) -> list[dict[str, Any]]:
             core.close()
         except Exception as e:  # a broken plug-in must not hide the others
             row = {"id": gid, "players": "?", "action": "?", "source": "?", "error": f"{type(e).__name__}: {e}"}
-        note = CURATED_TEXT_GAMES.get(gid)
+        note = CURATED_TEXT_GAMES[gid][1] if gid in CURATED_TEXT_GAMES else PROSTHETICS_GAMES.get(gid, (None, None))[1]
         if note:
-            row["note"] = note[1]
+            row["note"] = note
         rows.append(row)
     return rows
