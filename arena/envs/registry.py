@@ -164,6 +164,11 @@ def load_plugin(module: str) -> list[str]:
     return _plugin_ids[before:]
 
 
+def loaded_plugins() -> list[str]:
+    """The modules `load_plugin` imported in this process (what a worker process imports too)."""
+    return sorted({o["plugin"] for o in _plugin_origin.values() if "plugin" in o})
+
+
 def _spec(game_id: str):
     ensure_registered()
     reg = gymnasium.envs.registry

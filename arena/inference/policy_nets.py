@@ -202,7 +202,7 @@ class MaskedCategorical:
 
 # -- networks ---------------------------------------------------------------------------------
 DEFAULT_SIZES = {"hidden": [128, 128], "channels": 32, "blocks": 1, "d_model": 64, "layers": 2, "heads": 4,
-                 "value_hidden": 128, "continuous": "gaussian"}
+                 "value_hidden": 128, "continuous": "gaussian", "obs_norm": False}
 
 
 def _choose_arch(spec: PolicySpec, arch: str) -> str:
@@ -294,11 +294,43 @@ def _net_class():
                 head = BetaHead if sizes.get("continuous") == "beta" else GaussianHead
                 self.head = head(feat, dim, np.asarray(spec.low, dtype=np.float32),
                                  np.asarray(spec.high, dtype=np.float32))
+            if sizes.get("obs_norm"):
+                # Running mean and variance of the inputs (a continuous-control task's observations
+                # mix metres, radians and muscle forces): buffers, so they travel with the weights.
+                # The trainer updates them (`update_obs_norm`); forward only reads them.
+                dim = int(math.prod(spec.input_shape))
+                self.register_buffer("obs_mean", torch.zeros(dim, dtype=torch.float64))
+                self.register_buffer("obs_var", torch.ones(dim, dtype=torch.float64))
+                self.register_buffer("obs_count", torch.zeros((), dtype=torch.float64))
             vin = feat + (spec.privileged_dim if spec.privileged_dim else 0)
             self.value = nn.Sequential(nn.Linear(vin, int(sizes["value_hidden"])), nn.ReLU(),
                                        nn.Linear(int(sizes["value_hidden"]), 1))
 
+        def normalise(self, obs):
+            if not self.sizes.get("obs_norm"):
+                return obs
+            flat = obs.reshape(obs.shape[0], -1)
+            std = (self.obs_var + 1e-8).sqrt().to(obs.dtype)
+            return ((flat - self.obs_mean.to(obs.dtype)) / std).clamp(-10.0, 10.0).reshape(obs.shape)
+
+        @torch.no_grad()
+        def update_obs_norm(self, x) -> None:
+            """Merge a batch of inputs ``[N, *input_shape]`` into the running mean and variance (Chan et
+            al.'s parallel update: exact whatever the batch sizes)."""
+            x = torch.as_tensor(np.asarray(x), dtype=torch.float64).reshape(len(x), -1)
+            n = float(x.shape[0])
+            if n == 0:
+                return
+            mean, var = x.mean(0), x.var(0, unbiased=False)
+            total = self.obs_count + n
+            delta = mean - self.obs_mean
+            m2 = self.obs_var * self.obs_count + var * n + delta.pow(2) * self.obs_count * n / total
+            self.obs_mean.add_(delta * n / total)
+            self.obs_var.copy_(m2 / total)
+            self.obs_count.fill_(total)
+
         def features(self, obs, entity_mask=None):
+            obs = self.normalise(obs)
             if self.arch == "entity":
                 per_entity, pooled = self.stem(obs, entity_mask)
                 return self.torso(pooled), per_entity

@@ -40,6 +40,9 @@ _TRAINERS: dict[str, TrainerEntry] = {
                            "SPIRAL-style self-play RL for a language-model player, fed by its own league"),
     "scc": TrainerEntry("scc", "arena.trainers.policy.config:SCCConfig", "arena.trainers.policy.scc:SCCTrainer",
                         "SCC-style neural policy: imitation on replays, then league RL (PPO, V-trace, UPGO)"),
+    "ppo": TrainerEntry("ppo", "arena.trainers.policy.ppo:PPOConfig", "arena.trainers.policy.ppo:PPOTrainer",
+                        "PPO on a single-agent task (continuous control: the OpenSim prosthetics task) over "
+                        "parallel simulator processes"),
     "mixed": TrainerEntry("mixed", "arena.trainers.mixed:MixedConfig", "arena.trainers.mixed:MixedTrainer",
                           "a language-model learner and a neural-policy learner in one league, one game"),
     "rllib_ppo": TrainerEntry("rllib_ppo", "arena.trainers.rllib.ppo:RLlibPPOConfig",

@@ -1,0 +1,349 @@
+"""PPO on a single-agent task over parallel simulator processes (``trainer: ppo``).
+
+The continuous-control trainer: a neural policy (`arena.inference.policy_nets`, Gaussian or Beta
+head over the action box, observation normalisation) learns by the neural-policy learner's PPO
+(`arena.trainers.policy.learner.PolicyLearner`, GAE, clipped surrogate, value regression) from
+rollouts of several copies of the env, each in its own process (`arena.envs.vector`). Built for
+the OpenSim prosthetics task (``configs/train/prosthetics_ppo.yaml``), it trains any single-agent
+Gymnasium game with Box or Discrete actions.
+
+One iteration:
+
+1. every env plays ``steps_per_env`` steps from a fresh reset (episodes end and restart inside;
+   the seeds come from ``(seed, iteration, env, episode)``), the policy answering all envs in one
+   batched forward pass; the samples are the policy's own (not clipped: the env clips to its box);
+2. an episode cut by the step limit, by a simulator failure or by the end of the segment is
+   bootstrapped: ``gamma * V(next observation)`` is folded into its last reward, whose discount is
+   then 0, which is exactly GAE's bootstrap (and UPGO's); a fall (termination) is not;
+3. ``epochs`` passes of PPO over minibatches of the ``envs * steps_per_env`` samples;
+4. the observation normaliser takes in the iteration's observations (after the update, so the
+   behaviour log-probabilities and the update saw the same normaliser);
+5. every ``eval.every`` iterations the policy plays ``eval.seeds`` (greedy by default) and the
+   mean return decides ``best``; the checkpoint (``checkpoints/iter-N/policy.pt``: weights and
+   normaliser, what ``policy:runs/x/best`` plays) and the trainer state are written, ``latest``
+   and ``best`` re-pointed.
+
+Every iteration is a function of the weights, the optimizer, the normaliser and the iteration
+number (its random draws are seeded by ``(seed, iteration)``), so a run stopped at any point
+resumes exactly from its last checkpoint, and the same seed gives the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from arena.errors import ConfigError
+from arena.fsio import atomic_write_bytes
+from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
+from arena.trainers.common.metrics import MetricsLogger, plot_curves
+
+
+@dataclass
+class PPOEvalConfig:
+    #: Evaluate every this many iterations (and at iteration 0 and the last).
+    every: int = 5
+    #: The seeds every evaluation plays, one episode each (the same for every policy: comparable).
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
+    #: The distribution's mode (greedy) or samples from it.
+    greedy: bool = True
+
+    def __post_init__(self):
+        if self.every < 1 or not self.seeds:
+            raise ValueError("eval.every >= 1 and at least one eval.seeds are required")
+
+
+@dataclass
+class PPOConfig:
+    game: str = "arena/Prosthetics-v0"
+    game_kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    #: Torch threads of the learner's process (the env processes use none).
+    threads: int = 1
+    #: Copies of the env, stepped together.
+    envs: int = 2
+    #: Each env in its own process (false: all in this process, one after another).
+    processes: bool = True
+    #: Steps each env plays per iteration (the batch is envs * steps_per_env samples).
+    steps_per_env: int = 256
+    iterations: int = 50
+    arch: Literal["auto", "mlp", "conv", "entity"] = "auto"
+    #: Network sizes (`arena.inference.policy_nets.DEFAULT_SIZES`): ``continuous: beta`` for a Beta head.
+    sizes: dict[str, Any] = field(default_factory=lambda: {"hidden": [256, 256], "obs_norm": True})
+    epochs: int = 8
+    minibatch: int = 128
+    lr: float = 3e-4
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_end: float = 0.0
+    gamma: float = 0.99
+    lam: float = 0.95
+    clip: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    max_grad_norm: float = 0.5
+    #: Rewards are multiplied by this before learning (the prosthetics task: about 10 a step).
+    reward_scale: float = 0.05
+    eval: PPOEvalConfig = field(default_factory=PPOEvalConfig)
+
+    def __post_init__(self):
+        if self.envs < 1 or self.steps_per_env < 1 or self.iterations < 0:
+            raise ValueError("envs >= 1, steps_per_env >= 1 and iterations >= 0 are required")
+        if self.epochs < 1 or self.minibatch < 1:
+            raise ValueError("epochs >= 1 and minibatch >= 1 are required")
+        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
+            raise ValueError("gamma must be in (0, 1] and lam in [0, 1]")
+
+    def lr_at(self, iteration: int) -> float:
+        from arena.trainers.common.schedules import lr_at
+
+        return lr_at(self.lr, iteration, self.iterations, self.lr_schedule, self.lr_end)
+
+
+def episode_seed(seed: int, iteration: int, env: int, episode: int) -> int:
+    return (seed * 1_000_003 + iteration * 100_019 + env * 1_009 + episode * 7 + 11) % (2**31)
+
+
+class PPOTrainer:
+    def __init__(self, cfg: PPOConfig, directory: str | Path):
+        from arena.envs.registry import make_core
+        from arena.inference.policy_nets import build_policy, spec_from_core
+        from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+
+        import torch
+
+        self.cfg, self.dir, self.torch = cfg, Path(directory), torch
+        torch.set_num_threads(int(cfg.threads))
+        core = make_core(cfg.game, **cfg.game_kwargs)
+        try:
+            if len(core.players) != 1:
+                raise ConfigError(f"trainer: ppo trains single-agent tasks; {cfg.game} has {len(core.players)} players "
+                                  "(train two-player games with trainer: scc)")
+            self.spec = spec_from_core(core)
+        finally:
+            core.close()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(cfg.seed)
+        self.net = build_policy(self.spec, cfg.arch, **cfg.sizes)
+        settings = LearnerSettings(algo="ppo", epochs=cfg.epochs, minibatch=cfg.minibatch, gamma=cfg.gamma,
+                                   lam=cfg.lam, clip=cfg.clip, value_coef=cfg.value_coef,
+                                   entropy_coef=cfg.entropy_coef, upgo_coef=0.0, max_grad_norm=cfg.max_grad_norm)
+        self.learner = PolicyLearner(self.net, settings, lr=cfg.lr)
+        self.iteration = 0
+        self.env_steps = 0
+        self.envs = None
+        self.metrics = MetricsLogger(self.dir)
+        self.stop_requested = False
+        self.in_loop = False
+        self.latest = self.dir / "latest"
+        if self.latest.exists():
+            state = torch.load(self.latest / "trainer_state.pt", map_location="cpu", weights_only=False)
+            self.learner.load_state_dict(state["learner"])
+            self.iteration = int(state["iteration"])
+            self.env_steps = int(state.get("env_steps", 0))
+
+    # -- the envs -------------------------------------------------------------------------------
+    def _envs(self):
+        if self.envs is None:
+            from arena.envs.vector import SubprocessEnvs
+
+            self.envs = SubprocessEnvs(self.cfg.game, self.cfg.envs, self.cfg.game_kwargs,
+                                       workers=self.cfg.processes)
+        return self.envs
+
+    def _act(self, obs: list, gen, greedy: bool = False):
+        torch = self.torch
+        x = torch.from_numpy(np.stack(obs).astype(np.float32, copy=False))
+        with torch.no_grad():
+            dist, value = self.net(x)
+            a = dist.mode() if greedy else dist.sample(gen)
+            logp = dist.log_prob(a)
+        return x, a, logp, value
+
+    def _values(self, obs: list) -> np.ndarray:
+        torch = self.torch
+        with torch.no_grad():
+            _, v = self.net(torch.from_numpy(np.stack(obs).astype(np.float32, copy=False)))
+        return v.numpy()
+
+    def _moves(self, a) -> list:
+        if self.spec.action_kind == "discrete":
+            return [int(v) for v in a.tolist()]
+        return [row for row in a.numpy().astype(np.float32)]
+
+    # -- one iteration ----------------------------------------------------------------------------
+    def collect(self, it: int):
+        """Play ``steps_per_env`` steps in every env; (RolloutBatch, stats)."""
+        from arena.trainers.policy.learner import RolloutBatch
+
+        torch = self.torch
+        cfg = self.cfg
+        envs = self._envs()
+        T, N = cfg.steps_per_env, cfg.envs
+        gen = torch.Generator().manual_seed(episode_seed(cfg.seed, it, 999, 0))
+        episodes = [0] * N
+        obs = envs.reset(list(range(N)), [episode_seed(cfg.seed, it, i, 0) for i in range(N)])
+        xs, acts, logps, vals = [], [], [], []
+        rew = np.zeros((T, N), dtype=np.float32)
+        disc = np.zeros((T, N), dtype=np.float32)
+        ep_ret, ep_len = np.zeros(N), np.zeros(N, dtype=int)
+        finished: list[tuple[float, int]] = []
+        errors = 0
+        for t in range(T):
+            x, a, logp, v = self._act(obs, gen)
+            nobs, r, term, trunc, infos = envs.step(self._moves(a))
+            xs.append(x)
+            acts.append(a)
+            logps.append(logp)
+            vals.append(v)
+            ep_ret += r
+            ep_len += 1
+            rew[t] = r * cfg.reward_scale
+            done = term | trunc
+            disc[t] = np.where(done, 0.0, cfg.gamma)
+            lost = [i for i in range(N) if "restarted" in str(infos[i].get("error", ""))]
+            errors += sum(1 for i in range(N) if "error" in infos[i])
+            # cut but not ended: bootstrap from the value of where it was cut (a lost worker has no state)
+            boot = [i for i in range(N) if (trunc[i] and not term[i] or (t == T - 1 and not done[i])) and i not in lost]
+            if boot:
+                rew[t, boot] += cfg.gamma * self._values([nobs[i] for i in boot])
+                disc[t, boot] = 0.0
+            ended = [i for i in range(N) if done[i]]
+            for i in ended:
+                finished.append((float(ep_ret[i]), int(ep_len[i])))
+                ep_ret[i], ep_len[i] = 0.0, 0
+                episodes[i] += 1
+            if ended and t < T - 1:
+                fresh = envs.reset(ended, [episode_seed(cfg.seed, it, i, episodes[i]) for i in ended])
+                for i, o in zip(ended, fresh):
+                    nobs[i] = o
+            obs = nobs
+        batch = RolloutBatch(
+            obs=torch.stack(xs), mask=None, actions=torch.stack(acts), behaviour_logp=torch.stack(logps),
+            behaviour_value=torch.stack(vals), rewards=torch.from_numpy(rew), discounts=torch.from_numpy(disc),
+            valid=torch.ones(T, N, dtype=torch.bool))
+        stats = {"train/episodes": float(len(finished)), "train/sim_errors": float(errors)}
+        if finished:
+            stats["train/return"] = float(np.mean([f[0] for f in finished]))
+            stats["train/episode_len"] = float(np.mean([f[1] for f in finished]))
+        return batch, stats
+
+    def evaluate(self, seeds: list[int] | None = None, greedy: bool | None = None) -> dict[str, float]:
+        """The policy on the eval seeds, one episode each, the envs playing several seeds at once."""
+        torch = self.torch
+        cfg = self.cfg
+        seeds = list(cfg.eval.seeds if seeds is None else seeds)
+        greedy = cfg.eval.greedy if greedy is None else greedy
+        envs = self._envs()
+        gen = torch.Generator().manual_seed(cfg.seed * 31 + 7)
+        returns, lengths = [], []
+        for start in range(0, len(seeds), envs.n):
+            chunk = seeds[start:start + envs.n]
+            idx = list(range(len(chunk)))
+            obs = dict(zip(idx, envs.reset(idx, chunk)))
+            ret = {i: 0.0 for i in idx}
+            steps = {i: 0 for i in idx}
+            while obs:
+                live = sorted(obs)
+                _, a, _, _ = self._act([obs[i] for i in live], gen, greedy)
+                nobs, r, term, trunc, _ = envs.step(self._moves(a), indices=live)
+                for k, i in enumerate(live):
+                    ret[i] += float(r[k])
+                    steps[i] += 1
+                    if term[k] or trunc[k]:
+                        del obs[i]
+                    else:
+                        obs[i] = nobs[k]
+            returns += [ret[i] for i in idx]
+            lengths += [steps[i] for i in idx]
+        return {"eval/return": float(np.mean(returns)), "eval/return_min": float(np.min(returns)),
+                "eval/episode_len": float(np.mean(lengths))}
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def checkpoint(self, it: int) -> Path:
+        from arena.fsio import disk_full_as_error
+        from arena.inference.policy_nets import save_policy
+
+        ckpt = self.dir / checkpoint_path(it)
+        with disk_full_as_error(self.dir, f"saving checkpoint {checkpoint_path(it)}"):
+            save_policy(ckpt, self.net, {"trainer": "ppo", "iteration": it, "run": str(self.dir),
+                                         "game_kwargs": dict(self.cfg.game_kwargs)})
+            save_torch_atomic({"iteration": it, "learner": self.learner.state_dict(), "env_steps": self.env_steps,
+                               "config": asdict(self.cfg)}, ckpt / "trainer_state.pt")
+        link(self.dir, "latest", checkpoint_path(it))
+        return ckpt
+
+    def _track_best(self, it: int, value: float) -> None:
+        path = self.dir / "best.json"
+        prev = json.loads(path.read_text()) if path.exists() else None
+        if prev is not None and value <= prev["value"]:
+            return
+        ckpt = checkpoint_path(it)
+        atomic_write_bytes(path, json.dumps({"iteration": it, "metric": "eval/return", "value": value,
+                                             "checkpoint": str(ckpt)}, indent=1).encode())
+        link(self.dir, "best", ckpt)
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self, iterations: int | None = None, progress=None) -> dict[str, float]:
+        torch = self.torch
+        cfg = self.cfg
+        last = cfg.iterations if iterations is None else iterations
+        result: dict[str, float] = {}
+        if self.iteration == 0 and not self.latest.exists():
+            out = self.evaluate()
+            self.checkpoint(0)
+            self._track_best(0, out["eval/return"])
+            self.metrics.log(0, **out, **{"train/env_steps_total": 0.0})
+            result = out
+        self.in_loop = True
+        try:
+            for it in range(self.iteration + 1, last + 1):
+                t0 = time.perf_counter()
+                lr = cfg.lr_at(it)
+                self.learner.set_lr(lr)
+                batch, line = self.collect(it)
+                t_roll = time.perf_counter() - t0
+                t1 = time.perf_counter()
+                gen = torch.Generator().manual_seed(episode_seed(cfg.seed, it, 998, 0))
+                stats = self.learner.step(batch, 0.0, gen)
+                self.net.update_obs_norm(batch.obs.reshape(-1, *batch.obs.shape[2:]).numpy()) \
+                    if cfg.sizes.get("obs_norm") else None
+                t_learn = time.perf_counter() - t1
+                samples = batch.moves
+                self.env_steps += samples
+                line.update({f"train/{k}": v for k, v in stats.items() if k not in ("moves",)})
+                line.update({"train/lr": lr, "train/env_steps_total": float(self.env_steps),
+                             "time/rollout_s": t_roll, "time/learn_s": t_learn,
+                             "train/env_steps_per_s": samples / max(t_roll, 1e-9),
+                             "train/samples_per_s": samples / max(t_roll + t_learn, 1e-9)})
+                evaluated = it % cfg.eval.every == 0 or it == last
+                if evaluated:
+                    line.update(self.evaluate())
+                self.iteration = it
+                self.checkpoint(it)
+                if evaluated:
+                    self._track_best(it, line["eval/return"])
+                line["time/iteration_s"] = time.perf_counter() - t0
+                self.metrics.log(it, **line)
+                result = line
+                if progress is not None:
+                    progress(it, last, result)
+                if self.stop_requested:
+                    break
+        finally:
+            self.in_loop = False
+        if self.iteration >= cfg.iterations:
+            plot_curves(self.metrics.path, self.dir / "curves.png",
+                        keys=("eval/return", "train/return", "train/episode_len", "train/entropy",
+                              "train/value_loss", "train/approx_kl", "train/env_steps_per_s"))
+        return result
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+            self.envs = None
+        self.metrics.close()
