@@ -17,7 +17,7 @@ import re
 from typing import Any, Callable
 
 from arena.envs.core import GameCore
-from arena.errors import AgentSpecError, ArenaError
+from arena.errors import AgentSpecError, ArenaError, IncompatibleAgent
 
 #: kind -> factory(core, seed, positional, **options)
 _KINDS: dict[str, Callable[..., Any]] = {}
@@ -147,6 +147,9 @@ def _first(core, seed, positional, **opts):
     from arena.agents.basic import FirstLegalAgent
 
     _no_positional("first", positional)
+    if core is not None and core.action_kind == "continuous":
+        # a continuous action space lists no legal moves: the agent would forfeit every episode
+        raise IncompatibleAgent(f"the first agent plays the first legal move; {core.game_id} has continuous actions")
     return FirstLegalAgent(**opts)
 
 

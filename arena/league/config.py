@@ -6,6 +6,10 @@ against all historicals and 15% verification; snapshots when a player beats
 every historical more than 70% of the time or after a step budget; main
 exploiters play the current mains while they win more than 10%; league
 exploiters reset with probability 0.25 at each snapshot.
+
+A one-player game (any Gymnasium env) is a league game too: a match is one
+player playing one episode, every player plays the same seeds, and players are
+ranked by mean return on the seeds all of them have finished (``seeds``).
 """
 
 from __future__ import annotations
@@ -97,6 +101,11 @@ class LeagueConfig:
     matches: int = 200
     #: How fixed players are paired: every pair in turn, uniformly, or by PFSP on win rates.
     pairing: Literal["round_robin", "uniform", "pfsp"] = "round_robin"
+    #: One-player games (single-agent tasks): episodes per player per game in each round of the
+    #: pairing, as each pair of a two-player game plays once per round. Every player plays the same
+    #: seeds, seed by seed (seed j goes to every player before seed j+1); round r plays the new seeds
+    #: r*seeds .. (r+1)*seeds-1, so a bigger budget gives more common seeds.
+    seeds: int = 10
     pfsp_weighting: Literal["squared", "variance", "linear", "linear_capped"] = "variance"
     backend: Literal["local", "ray"] = "local"
     ray_address: Optional[str] = None
@@ -132,6 +141,8 @@ class LeagueConfig:
             raise ValueError("players: a league needs players")
         if self.workers < 1 or self.in_flight < 1 or self.matches < 0:
             raise ValueError("workers and in_flight must be >= 1 and matches >= 0")
+        if self.seeds < 1:
+            raise ValueError(f"seeds: must be >= 1 (episodes per player in a round of a one-player game), got {self.seeds}")
         if self.record is None:
             self.record = "text" if self.learners else "actions"
         elif self.record not in ("actions", "text"):

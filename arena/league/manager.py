@@ -12,6 +12,13 @@ database.
 `League` is a `arena.league.protocols.LeagueClient`: the run loop, external
 trainers and live human play all use the same `next_pairing(learner)`,
 `begin(pairing)` + `commit(match_id, result)` and `add_snapshot(parent, spec)`.
+
+A one-player game (a single-agent task: any Gymnasium env) is a league game
+too: a match is one player playing one episode. Its episodes take ``seeds``
+slots per player in each round of the pairing, and every player plays the
+same seeds, seed by seed (`common_seed`), so that players are ranked by mean
+return on common seeds (`LeagueStore.common_return_table`); such results get
+no Elo, OpenSkill or payoff.
 """
 
 from __future__ import annotations
@@ -43,10 +50,18 @@ class Pairing:
     players: list[str]  # by seat
     specs: list[str]
     why: str = ""
+    #: The match's seed when the pairing fixes it (an episode of a one-player game: `common_seed`).
+    seed: int | None = None
 
 
 def _seed(league_seed: int, seq: int) -> int:
     return (league_seed * 1_000_003 + seq * 7919 + 17) % (2**31)
+
+
+def common_seed(league_seed: int, index: int) -> int:
+    """The seed of episode `index` of a one-player game, the same for every player: a function of the
+    league's seed and the index only (distinct indices give distinct seeds: 104_729 is odd)."""
+    return (league_seed * 1_000_003 + index * 104_729 + 11) % (2**31)
 
 
 class League:
@@ -58,8 +73,9 @@ class League:
         self.address = address or cfg.ray_address
         self.store = store or LeagueStore(self.dir, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay)
         self._eligible_cache: dict[tuple[str, str], bool] = {}
+        self._seats_cache: dict[str, int] = {}
         self._view_key: tuple[int, int] | None = None  # the pairing view's cache key (`_pairing_view`)
-        self._view: tuple[dict, list] = ({}, [])
+        self._view: tuple[dict, list, list] = ({}, [], [])
         self.learners: dict[str, LearningPlayer] = {}
         starts = int(self.store.get_meta("starts", 0))
         self.rng = np.random.default_rng([cfg.seed, starts])
@@ -85,6 +101,12 @@ class League:
     # -- configuration and players ------------------------------------------------------
     def _sync_config(self) -> None:
         cfg, store = self.cfg, self.store
+        for entry in cfg.learners:
+            solo = [g for g in (entry.games or cfg.game_ids) if self._seats(g) == 1]
+            if solo:
+                raise ConfigError(
+                    f"learner {entry.name!r}: {solo[0]} is a one-player game, and learning players need a two-player "
+                    "game (give it only two-player games); single-agent tasks are trained with `arena train`")
         stored = store.get_meta("config")
         if stored is not None:
             old_games = [g["id"] for g in stored["games"]]
@@ -126,6 +148,7 @@ class League:
                 store.update_player(name, active=0)
         with store.tx():
             store.set_meta("config", asdict(cfg))
+            store.set_meta("one_player_games", [g for g in cfg.game_ids if self._seats(g) == 1])
 
     def _games_for(self, spec: str, games: list[str] | None) -> list[str]:
         if games is None:
@@ -150,6 +173,14 @@ class League:
                 raise ConfigError(str(e)) from None
             self._eligible_cache[key] = ok
         return self._eligible_cache[key]
+
+    def _seats(self, game: str) -> int:
+        """How many players `game` seats (1: a single-agent task), from one core per game."""
+        if game not in self._seats_cache:
+            from arena.envs.registry import make_core
+
+            self._seats_cache[game] = len(make_core(game, **self._game_kwargs(game)).players)
+        return self._seats_cache[game]
 
     def _game_kwargs(self, game: str) -> dict:
         for g in self.cfg.games:
@@ -200,7 +231,7 @@ class League:
 
     def next_pairing(self, learner: str | None = None) -> Pairing:
         """The next match: for `learner` by its role, else fixed players by the configured pairing."""
-        players, frozen_by_game = self._pairing_view()
+        players, frozen_by_game, solo = self._pairing_view()
         learners = [n for n, p in players.items() if p.kind == "learner"]
         if learner is None and learners and self.rng.random() < self.cfg.roles.learner_share:
             # Learners take turns as the scheduling player (each is also picked as others' opponent).
@@ -216,17 +247,20 @@ class League:
                                        self.cfg.roles, self.rng)
             seats = [learner, opp] if self.rng.random() < 0.5 else [opp, learner]
             return Pairing(game, seats, [players[n].spec for n in seats], why)
-        return self._fixed_pairing(players, frozen_by_game)
+        return self._fixed_pairing(players, frozen_by_game, solo)
 
-    def _pairing_view(self) -> tuple[dict, list[tuple[str, list[str]]]]:
-        """The active players by name, and per game the sorted frozen players that play it; rebuilt
-        only when the players change (here or in another process), not per match."""
+    def _pairing_view(self) -> tuple[dict, list[tuple[str, list[str]]], list[tuple[str, list[str]]]]:
+        """The active players by name, and per two-player game and per one-player game the sorted frozen
+        players that play it; rebuilt only when the players change (here or in another process), not
+        per match."""
         key = (self.store.players_version, self.store.data_version())
         if self._view_key != key:
             players = {p.name: p for p in self.store.players(active_only=True)}
             frozen = sorted(n for n, p in players.items() if p.kind in ("fixed", "historical"))
             by_game = [(g, [n for n in frozen if g in players[n].games]) for g in self.cfg.game_ids]
-            self._view, self._view_key = (players, by_game), key
+            solo = [(g, names) for g, names in by_game if self._seats(g) == 1]
+            by_game = [(g, names) for g, names in by_game if self._seats(g) != 1]
+            self._view, self._view_key = (players, by_game, solo), key
         return self._view
 
     @staticmethod
@@ -252,18 +286,26 @@ class League:
             i -= pairs
         raise IndexError(i)
 
-    def _fixed_pairing(self, players, by_game) -> Pairing:
-        total = sum(len(names) * (len(names) - 1) // 2 for _, names in by_game)
+    def _fixed_pairing(self, players, by_game, solo) -> Pairing:
+        # A round: every pair of each two-player game once, then `seeds` episodes per player of each
+        # one-player game (without one-player games, exactly the pairs as before).
+        pairs = sum(len(names) * (len(names) - 1) // 2 for _, names in by_game)
+        total = pairs + self.cfg.seeds * sum(len(names) for _, names in solo)
         if not total:
             raise ConfigError("no two frozen players share a game: add players or games")
         if self.cfg.pairing == "round_robin":
             with self.store.tx():
                 i = int(self.store.get_meta("rr_index", 0))
                 self.store.set_meta("rr_index", i + 1)
+            if i % total >= pairs:
+                return self._episode(players, solo, i % total - pairs)
             g, a, b = self._combo(by_game, i % total)
             seats = [a, b] if (i // total) % 2 == 0 else [b, a]
             return Pairing(g, seats, [players[n].spec for n in seats], "round_robin")
-        g, a, b = self._combo(by_game, int(self.rng.integers(total)))
+        k = int(self.rng.integers(total))
+        if k >= pairs:
+            return self._episode(players, solo, k - pairs)
+        g, a, b = self._combo(by_game, k)
         if self.cfg.pairing == "pfsp":
             others = [n for n in dict(by_game)[g] if n != a]
             from arena.league.pfsp import pfsp_sample
@@ -273,12 +315,32 @@ class League:
         seats = [a, b] if self.rng.random() < 0.5 else [b, a]
         return Pairing(g, seats, [players[n].spec for n in seats], self.cfg.pairing)
 
+    def _episode(self, players, solo, k: int) -> Pairing:
+        """The next episode of the one-player game that holds slot `k` of the round. The player furthest
+        behind on the game's seed list plays its next seed (ties by name): seed j goes to every player
+        before seed j+1, and a player who joins later catches up from seed 0. Each player's next seed
+        index is in the store's meta, in the transaction that enqueues the match (the refill's), so a
+        stopped league neither skips nor repeats a (player, seed)."""
+        for game, names in solo:
+            if k < self.cfg.seeds * len(names):
+                break
+            k -= self.cfg.seeds * len(names)
+        key = f"seed_next:{game}"
+        with self.store.tx():
+            nxt = self.store.get_meta(key, {})
+            name = min(names, key=lambda n: nxt.get(n, 0))
+            j = int(nxt.get(name, 0))
+            nxt[name] = j + 1
+            self.store.set_meta(key, nxt)
+        return Pairing(game, [name], [players[name].spec], f"seed {j}", seed=common_seed(self.cfg.seed, j))
+
     # -- the interface for trainers --------------------------------------------------------
     def begin(self, pairing: Pairing, *, status: str = "queued", source: str = "league", seed: int | None = None,
               note: str | None = None) -> MatchRow:
-        """Give the match its id and seed (the league's seed sequence unless `seed` is given) in one
-        transaction. Matches with ``source`` other than "league" never count toward the budget."""
+        """Give the match its id and seed (`seed`, else the pairing's, else the league's seed sequence) in
+        one transaction. Matches with ``source`` other than "league" never count toward the budget."""
         league_seed = self.cfg.seed
+        seed = seed if seed is not None else pairing.seed
         return self.store.enqueue(pairing.game, pairing.players, pairing.specs,
                                   seed=seed if seed is not None else (lambda seq: _seed(league_seed, seq)),
                                   status=status, note=pairing.why if note is None else note, source=source)

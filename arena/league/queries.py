@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from arena.league.storage import OVERALL, LeagueStore, ResultRow
+from arena.league.storage import OVERALL, LeagueStore, ResultRow, common_seeds_of, return_stats
 
 __all__ = [
     "MATCH_STATUSES",
@@ -20,6 +20,7 @@ __all__ = [
     "PayoffData",
     "RatingRow",
     "RecomputeRow",
+    "ReturnRow",
     "SORT_KEYS",
     "describe_outcome",
     "game_label",
@@ -29,6 +30,7 @@ __all__ = [
     "recent_results",
     "recompute_rows",
     "record_counts",
+    "return_rows",
 ]
 
 MATCH_STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed")
@@ -187,7 +189,9 @@ def recent_results(store: LeagueStore, n: int = 10) -> list[ResultRow]:
 
 
 def describe_outcome(r: ResultRow) -> str:
-    if r.draw:
+    if len(r.players) == 1:
+        text = "episode"  # a one-player game: its return is the result
+    elif r.draw:
         text = "draw"
     elif r.winner is not None and 0 <= r.winner < len(r.players):
         text = f"{r.players[r.winner]} wins"
@@ -197,6 +201,35 @@ def describe_outcome(r: ResultRow) -> str:
         text += f" ({r.outcome}{': ' + r.reason if r.reason else ''})"
     return text
 
+
+
+@dataclass(frozen=True)
+class ReturnRow:
+    """One player of a one-player game: mean and std of its returns on the common seeds (None while
+    it lacks one of them), its episodes in all, and how many seeds are common."""
+
+    player: str
+    mean: float | None
+    std: float | None
+    episodes: int
+    common_seeds: int
+
+
+def return_rows(store: LeagueStore, game: str) -> list[ReturnRow]:
+    """The one-player game's table, best first: by mean return on the seeds that every active player of
+    `game` has finished (ties by name); players without a common mean (retired ones who missed a
+    common seed) last."""
+    eps = store.episodes(game)
+    active = [p.name for p in store.players(active_only=True) if game in p.games]
+    seeds = common_seeds_of(eps, active)
+    every, common = return_stats(eps), return_stats(eps, seeds)
+    rows = []
+    for p in dict.fromkeys(active + list(every)):
+        n, mean, std = common.get(p, (0, None, None))
+        if n < len(seeds) or not seeds:  # a retired player who missed a common seed: no fair mean
+            mean = std = None
+        rows.append(ReturnRow(p, mean, std, every.get(p, (0, 0.0, 0.0))[0], len(seeds)))
+    return sorted(rows, key=lambda r: (r.mean is None, -(r.mean or 0.0), r.player))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,11 @@ OpenSkill per game and overall), rating_history, payoff (decayed counts per
 game and overall), events (snapshots, resets, branches) and meta (config,
 counters).
 
+Results of one-player games (single-agent tasks) are not rated: their tables
+(`return_table`, `common_return_table`) are computed from the results joined
+with the matches' seeds, so they are exact after any resume and count each
+match once, as the results table does.
+
 A result is committed in one transaction together with its replay path, the
 rating updates and the payoff updates; ``INSERT ... ON CONFLICT DO NOTHING`` on
 the match id makes the commit idempotent, so a result reported twice (a
@@ -19,11 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from arena.fsio import disk_full_as_error
 from arena.league.payoff import Payoff, decayed_update
@@ -457,6 +463,42 @@ class LeagueStore:
         return {p: (w, d, l) for p, w, d, l in
                 self.conn.execute("SELECT player, w, d, l FROM records WHERE game=?", (game,))}
 
+    # -- one-player games --------------------------------------------------------------
+    def one_player_games(self) -> list[str]:
+        """The games played by one player at a time (single-agent tasks), in config order, as the league
+        found them when it last started (a store no league started: the games of one-player results)."""
+        known = self.get_meta("one_player_games")
+        if known is not None:
+            return list(known)
+        return [r[0] for r in self.conn.execute(
+            "SELECT DISTINCT game FROM results WHERE json_array_length(players)=1 ORDER BY game")]
+
+    def episodes(self, game: str) -> list[tuple[str, int, float]]:
+        """(player, seed, return) of every one-player result of `game`, in commit order."""
+        rows = self.conn.execute("SELECT r.players, r.returns, m.seed FROM results r JOIN matches m USING(match_id) "
+                                 "WHERE r.game=? AND json_array_length(r.players)=1 ORDER BY r.commit_seq", (game,))
+        return [(json.loads(p)[0], int(seed), float(json.loads(ret)[0])) for p, ret, seed in rows]
+
+    def return_table(self, game: str, seeds: Iterable[int] | None = None) -> dict[str, tuple[int, float, float]]:
+        """Per player of one-player game `game`: (episodes, mean return, standard deviation of the returns,
+        ddof=0), over all its results or over those on `seeds` only."""
+        return return_stats(self.episodes(game), seeds)
+
+    def common_seeds(self, game: str, players: Iterable[str] | None = None) -> list[int]:
+        """The seeds of `game` that every one of `players` (default: the active players of `game`) has
+        finished, in the order they were first finished; none while a player has none."""
+        return common_seeds_of(self.episodes(game), self._game_players(game) if players is None else players)
+
+    def common_return_table(self, game: str) -> dict[str, tuple[int, float, float]]:
+        """`return_table` over the common seeds only, for the active players of `game`: the fair
+        comparison mid-run (every player on the same episodes). Rank by mean, highest first."""
+        eps, players = self.episodes(game), self._game_players(game)
+        table = return_stats(eps, common_seeds_of(eps, players))
+        return {p: table[p] for p in players if p in table}
+
+    def _game_players(self, game: str) -> list[str]:
+        return [p.name for p in self.players(active_only=True) if game in p.games]
+
     def recompute(self, game: str = OVERALL) -> tuple[EloTable, OpenSkillTable]:
         """Ratings rebuilt from the stored result log, through the same code path as live commits."""
         rated = (r for r in self.results(None if game == OVERALL else game)
@@ -476,6 +518,33 @@ class LeagueStore:
             args.append(kind)
         return [{"t": t, "kind": k, "player": p, **json.loads(d or "{}")} for t, k, p, d in
                 self.conn.execute(q + " ORDER BY id", args)]
+
+
+def return_stats(episodes: Iterable[tuple[str, int, float]],
+                 seeds: Iterable[int] | None = None) -> dict[str, tuple[int, float, float]]:
+    """(episodes, mean, std with ddof=0) of the returns per player of (player, seed, return) rows, only
+    those on `seeds` if given."""
+    keep = None if seeds is None else set(seeds)
+    by: dict[str, list[float]] = {}
+    for player, seed, ret in episodes:
+        if keep is None or seed in keep:
+            by.setdefault(player, []).append(ret)
+    out = {}
+    for player, rets in by.items():
+        mean = math.fsum(rets) / len(rets)
+        out[player] = (len(rets), mean, math.sqrt(math.fsum((x - mean) ** 2 for x in rets) / len(rets)))
+    return out
+
+
+def common_seeds_of(episodes: Iterable[tuple[str, int, float]], players: Iterable[str]) -> list[int]:
+    """The seeds that each of `players` has a (player, seed, return) row on, in order of first appearance."""
+    want = set(players)
+    if not want:
+        return []
+    seen: dict[int, set[str]] = {}
+    for player, seed, _ in episodes:
+        seen.setdefault(seed, set()).add(player)
+    return [s for s, who in seen.items() if want <= who]
 
 
 def _player(r) -> PlayerRow:

@@ -29,6 +29,7 @@ from arena.league.queries import (
     payoff_data,
     rating_rows,
     recent_results,
+    return_rows,
 )
 from arena.ui.views import win_rate_rgb
 
@@ -109,6 +110,24 @@ def _ratings_html(store: LeagueStore, game: str) -> str:
                      _td(r.games, "num"), _td(r.wins, "num"), _td(r.draws, "num"), _td(r.losses, "num"),
                      _td(wr, "num")])
     return _table(headers, body, "ratings")
+
+
+def _returns_html(store: LeagueStore, game: str) -> str:
+    rows = return_rows(store, game)
+    if not rows:
+        return '<p class="muted">No episodes yet.</p>'
+    headers = [("#", "num"), ("Player", ""), ("Mean return (common seeds)", "num"), ("Std", "num"),
+               ("Episodes", "num"), ("Common seeds", "num")]
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    body = [[_td(i if r.mean is not None else "-", "num"), f"<td><b>{_e(r.player)}</b></td>", _td(num(r.mean), "num"),
+             _td(num(r.std), "num"), _td(r.episodes, "num"), _td(r.common_seeds, "num")]
+            for i, r in enumerate(rows, 1)]
+    note = ('<p class="muted">A one-player game: players ranked by mean return over the common seeds, the '
+            "seeds every active player has finished (each player plays the same seeds); std over those "
+            "episodes; episodes counts all of a player's episodes.</p>")
+    return _table(headers, body, "returns") + note
 
 
 def _payoff_html(store: LeagueStore, game: str) -> str:
@@ -221,6 +240,7 @@ def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, rece
     cfg = store.get_meta("config")
     counts = store.status_counts()
     games = [g for g in store.rated_games() if g != OVERALL]
+    solo = store.one_player_games()
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
 
     cards = [(store.result_count(), "results", ""), (len(store.players()), "players", "")]
@@ -244,11 +264,16 @@ def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, rece
                 f"<h3>Payoff and alpha-rank</h3>{_payoff_html(store, game)}"
                 f'<div class="plots">{plots}</div></section>')
 
-    nav = ['<a href="#overall">All games</a>'] + [
-        f'<a href="#game-{_e(game_slug(g))}">{_e(g)}</a>' for g in per_game] + [
+    # One-player games have no ratings or payoff: their returns table instead (and no empty Elo
+    # section in a league of one-player games only).
+    rated = bool(games) or not solo
+    nav = (['<a href="#overall">All games</a>'] if rated else []) + [
+        f'<a href="#game-{_e(game_slug(g))}">{_e(g)}</a>' for g in per_game + solo] + [
         '<a href="#players">Players</a>', '<a href="#results">Recent results</a>', '<a href="#events">Events</a>',
         '<a href="#config">Configuration</a>']
-    sections = [scope(OVERALL, "overall")] + [scope(g, f"game-{game_slug(g)}") for g in per_game]
+    sections = ([scope(OVERALL, "overall")] if rated else []) + [scope(g, f"game-{game_slug(g)}") for g in per_game]
+    sections += [f'<section id="game-{_e(game_slug(g))}"><h2>{_e(g)}</h2>'
+                 f"<h3>Returns</h3>{_returns_html(store, g)}</section>" for g in solo]
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -259,7 +284,7 @@ def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, rece
 </head>
 <body>
 <header><h1>League report: {_e(name)}</h1>
-<div class="meta">Generated {_e(generated)} &middot; {_e(store.dir)} &middot; games: {_e(", ".join(games) or "none rated yet")}</div>
+<div class="meta">Generated {_e(generated)} &middot; {_e(store.dir)} &middot; games: {_e(", ".join(games + solo) or "none rated yet")}</div>
 </header>
 <nav>{"".join(nav)}</nav>
 <main>

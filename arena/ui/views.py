@@ -25,6 +25,7 @@ from arena.league.queries import (
     rating_rows,
     recent_results,
     recompute_rows,
+    return_rows,
 )
 from arena.league.storage import OVERALL, LeagueStore
 
@@ -33,6 +34,7 @@ __all__ = [
     "ratings_per_game_views",
     "ratings_view",
     "recompute_view",
+    "returns_view",
     "status_view",
     "top_table",
     "win_rate_rgb",
@@ -126,6 +128,29 @@ def ratings_view(store: LeagueStore, game: str = OVERALL, sort: str = "elo") -> 
     return t
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def returns_view(store: LeagueStore, game: str) -> Table:
+    """A one-player game's table: players by mean return on the common seeds (the seeds every active
+    player has finished), best first, with the std there, episodes in all and the common seeds."""
+    rows = return_rows(store, game)
+    common = rows[0].common_seeds if rows else 0
+    t = Table(title=f"Returns: {game} (mean over {common} common seeds)", title_justify="left",
+              caption=None if common else "no seed finished by every player yet", box=box.SIMPLE_HEAD,
+              pad_edge=False)
+    t.add_column("#", justify="right", style="dim", no_wrap=True)
+    t.add_column("Player", style="bold", no_wrap=True, min_width=8)
+    cells = [[_num(r.mean), _num(r.std), str(r.episodes), str(r.common_seeds)] for r in rows]
+    for j, col in enumerate(("Mean return", "Std", "Episodes", "Common seeds")):
+        width = max([len(c[j]) for c in cells] + [1])
+        t.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for i, (r, c) in enumerate(zip(rows, cells), 1):
+        t.add_row(str(i) if r.mean is not None else "-", r.player, *c)
+    return t
+
+
 def ratings_per_game_views(store: LeagueStore, sort: str = "elo") -> list[Table]:
     """`ratings_view` for every rated game (OVERALL excluded), in game order."""
     return [ratings_view(store, g, sort) for g in store.rated_games() if g != OVERALL]
@@ -159,8 +184,11 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
 
 
 def top_table(store: LeagueStore, n: int = 5) -> Table:
-    """Compact top-`n` by overall Elo, cheap enough to refresh during a run."""
+    """Compact top-`n` by overall Elo, cheap enough to refresh during a run (a league of one-player
+    games only: its first game's returns table)."""
     elo, skill = store.elo(OVERALL), store.openskill(OVERALL)
+    if not elo and store.one_player_games():
+        return returns_view(store, store.one_player_games()[0])
     played = {p.name: p.steps for p in store.players()}
     best = sorted(elo, key=lambda p: (-elo[p], p))[:n]
     t = Table(title=f"Top {n} (Elo, all games)", title_justify="left", box=None, pad_edge=False)
