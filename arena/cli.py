@@ -125,12 +125,26 @@ def play(
     record: Literal["actions", "text"] = typer.Option(
         "actions", "--record", help="What each replay in --replays holds: actions (what re-simulation needs; replay "
         "show re-simulates the views) or text (each player's observation text too, for imitation learning)."),
+    render: Optional[Path] = typer.Option(
+        None, "--render", help="Then draw the first match (with -n N too: only the first) into this video, a .gif "
+        "or .mp4 by its suffix: its replay re-simulated with the game drawing frames (a game whose env has an "
+        "rgb_array render mode, e.g. arena/Prosthetics-v0)."),
+    fps: Optional[float] = typer.Option(None, "--fps", help="With --render: frames a second (default: real time, "
+                                        "at most 50, keeping every k-th frame)."),
 ):
     """Play matches between agents (a person at the terminal is `human`); print a summary table."""
     from arena.match.batch import play_matches, summarize
     from arena.ui.tables import summary_table
 
     plugins = _plugins(plugin)
+    if render is not None:  # refused before any match is played
+        from arena.ui.video import check_drawable, check_video_path, frame_plan
+
+        check_video_path(render)
+        frame_plan(None, fps)
+        if vs is not None:
+            raise ArenaError("--render draws matches played with -p agents: drop it with --vs")
+        check_drawable(game)
     if vs is not None:
         _play_league_player(game, vs, seat, seed, bool(players))
         return
@@ -158,11 +172,18 @@ def play(
         def on_result(res) -> None:
             done.append(res)
             progress.update(task, completed=len(done), rate=len(done) / max(time.perf_counter() - start, 1e-9))
+    if render is not None:  # keep the first match's replay (match i has seed + i), none of the others'
+        kept = on_result
+
+        def on_result(res, kept=kept) -> None:
+            if res.seed != seed:
+                res.replay = None
+            kept(res)
     try:
         with progress:
             play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
                          move_time_limit=time_limit, plugins=plugins, on_result=on_result,
-                         record=record if replays is not None else False)
+                         record=record if replays is not None or render is not None else False)
     except KeyboardInterrupt:
         stopped = True
     results = sorted(done, key=lambda r: r.match_id)
@@ -181,8 +202,25 @@ def play(
     if replays is not None:
         console.print(f"Replays in {replays}" + (f" ({len(results)} files)" if not stopped else
                                                   " (the finished matches', and any a worker wrote as it stopped)"))
+    if render is not None:
+        _render_first(results, seed, render, fps)
     if stopped:
         raise typer.Exit(130)
+
+
+def _render_first(results: list, seed: int, render: Path, fps: Optional[float]) -> None:
+    from arena.replays import read_replay
+    from arena.ui.video import render_replay
+
+    first = next((r for r in results if r.seed == seed), None)
+    if first is None:
+        console.print(f"[yellow]no video[/]: the first match (seed {seed}) did not finish")
+        return
+    replay = first.replay if first.replay is not None else read_replay(first.replay_path)
+    video, resim = render_replay(replay, render, fps)
+    same = "equal to the played" if resim.matches() else f"[red]differs from the played {resim.recorded_returns}[/]"
+    console.print(f"Video of match {first.match_id}: {escape(video.describe())}; re-simulated return "
+                  f"{resim.returns} ({same})", soft_wrap=True)
 
 
 def _play_league_player(game: str, vs: str, seat: int, seed: int, with_players: bool) -> None:
@@ -266,18 +304,29 @@ def replay_show(
     step: Optional[int] = typer.Option(None, "--step", help="Show only this step (1-based)."),
     all_: bool = typer.Option(False, "--all", help="Print every step and the final position, no prompts."),
     plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
+    render: Optional[Path] = typer.Option(
+        None, "--render", help="Also draw the match into this video, a .gif or .mp4 by its suffix (games whose env "
+        "has an rgb_array render mode): re-simulated, with a table of every 25th step."),
+    fps: Optional[float] = typer.Option(None, "--fps", help="With --render: frames a second (default: real time, "
+                                        "at most 50, keeping every k-th frame)."),
 ):
     """Step through a match in the terminal: give a replay file, or a folder and an id.
 
     Keys: Enter or n: next step; p: previous step; g N: go to step N; f: first step; l: last, the final position after the last move; q: quit.
 
     The final position comes from re-simulating the match through its game: a plug-in game needs its --plugin (a module a replay names is never imported on its own).
+
+    A drawable single-agent game with continuous moves (arena/Prosthetics-v0), or any drawable game with --render: the match re-simulated, a row every 25 steps (reward, return, the env's text line) and the re-simulated return against the recorded one, instead of the pages (--step and --all still show them).
     """
     from arena.errors import ReplayError
     from arena.replays import find_replay, read_replay
-    from arena.ui.replay_viewer import show
+    from arena.ui.replay_viewer import view_replay
+    from arena.ui.video import check_video_path, frame_plan
 
     _plugins(plugin)
+    if render is not None:
+        check_video_path(render)
+        frame_plan(None, fps)
     if path.is_dir():
         if replay is None:
             raise ReplayError(f"{path} is a folder: give a replay id too, arena replay show {path} ID "
@@ -285,8 +334,8 @@ def replay_show(
         path = find_replay(path, replay)
     elif replay is not None:
         raise ReplayError(f"{path} is not a folder: give a replay file alone, or a folder and an id")
-    r = read_replay(path)
-    show(r, console, step=None if step is None else step - 1, interactive=not all_ and step is None)
+    view_replay(read_replay(path), console, step=None if step is None else step - 1, every_step=all_, render=render,
+                fps=fps, shown_as=str(path))
 
 
 @replay_app.command("verify")
@@ -411,17 +460,22 @@ def ratings(
     plot: bool = typer.Option(False, "--plot", help="Write PNGs: rating curves and payoff heatmaps."),
     recompute: bool = typer.Option(False, "--recompute", help="Recompute from the match log and compare."),
 ):
-    """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates."""
+    """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates; for one-player games, mean
+    return on the common seeds."""
     from arena.league.manager import open_league
     from arena.league.storage import OVERALL
-    from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view
+    from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view, returns_view
 
     store = open_league(directory)
     games = store.rated_games()
-    if game is not None and game not in games and game != OVERALL:
-        known = ", ".join(g for g in games if g != OVERALL) or "none yet"
+    solo = store.one_player_games()
+    if game is not None and game not in games and game != OVERALL and game not in solo:
+        known = ", ".join([g for g in games if g != OVERALL] + solo) or "none yet"
         raise ArenaError(f"--game {game}: the league at {directory} has no rated games of that id; its games: {known}")
     g = game or OVERALL
+    if game in solo and not recompute:  # a single-agent task: no ratings or payoff, its returns table
+        console.print(returns_view(store, game))
+        return
     if recompute:
         view, equal = recompute_view(store)
         console.print(view)
@@ -435,10 +489,14 @@ def ratings(
             for x in per_game:
                 console.print(payoff_view(store, x))
     else:
-        console.print(ratings_view(store, g))
+        if games or not solo:  # the Elo tables, unless every game is a one-player game
+            console.print(ratings_view(store, g))
+            if game is None:
+                for v in ratings_per_game_views(store):
+                    console.print(v)
         if game is None:
-            for v in ratings_per_game_views(store):
-                console.print(v)
+            for x in solo:
+                console.print(returns_view(store, x))
     if plot:
         from arena.ui.plots import plot_all
 

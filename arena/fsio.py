@@ -100,11 +100,40 @@ def atomic_write(path: Path, write, durable: bool = True, tmp: Path | None = Non
             pass
         raise
     if durable:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        _fsync_path(path.parent)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, durable: bool = True) -> Iterator[Path]:
+    """A temporary path next to `path` for a writer that wants a file name, not a file object (an
+    ffmpeg process): renamed into place when the block ends (fsynced first with ``durable``),
+    removed if it raises. The temporary name ends with `path`'s suffix, so a tool that picks its
+    format by the name still does; it is hidden (``.<name>.tmp-*<suffix>``)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}{path.suffix}")
+    with disk_full_as_error(path.parent, f"writing {path.name}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            yield tmp
+            if durable:
+                _fsync_path(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                tmp.unlink()
+            except FileNotFoundError:
+                pass
+            raise
+        if durable:
+            _fsync_path(path.parent)
 
 
 @functools.cache

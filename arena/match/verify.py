@@ -8,13 +8,16 @@ re-simulated and compared the same way, without observations.
 
 The same re-simulation gives what a replay does not store: every player's view at
 every step of an actions-only replay, and the position after the last move
-(`replay_views`, `final_view`; ``arena replay show`` uses them).
+(`replay_views`, `final_view`; ``arena replay show`` uses them), and, with a callback after
+every move on a core made to draw frames (`resimulate_steps`), videos of the match
+(`arena.ui.video.render_replay`).
 """
 
 from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +63,13 @@ def _strip(d: dict) -> dict:
     return {k: v for k, v in d.items() if k not in TIMING_FIELDS}
 
 
-def core_for_replay(replay: Replay):
+def core_for_replay(replay: Replay, render_mode: str | None = None):
     """The game of a replay, made fresh, or a one-line `ReplayError` saying what to load.
 
     Only games already registered are made: a plug-in the replay names is never imported
     here (a replay from elsewhere must not run code); the error names the ``--plugin`` to pass.
+    `render_mode` makes the env with that render mode (``"rgb_array"``: frames to draw) on top of
+    the replay's game kwargs; it is not a setting of the game (no rule depends on it).
     """
     from arena.envs.registry import is_registered, make_core
 
@@ -75,17 +80,26 @@ def core_for_replay(replay: Replay):
         what = "plug-in module" if h.get("plugin") else "package"
         raise ReplayError(f"replay {h['match_id']} is of game {gid!r} from the {what} {origin!r}, "
                           f"which is not loaded: {load_hint(h)}")
+    kwargs = dict(h.get("game_kwargs") or {})
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
     try:
-        core = make_core(gid, **(h.get("game_kwargs") or {}))
+        core = make_core(gid, **kwargs)
     except GameNotFound as e:
         raise ReplayError(
             f"replay {h['match_id']} is of game {gid!r}, which this arena does not have "
             f"(the game may have changed version; if a plug-in registers it, {load_hint(h)}): {e}"
         ) from e
-    if core.settings != h.get("game_settings", core.settings):
+    settings = core.settings
+    if render_mode is not None and isinstance(settings, dict):
+        settings = {k: v for k, v in settings.items() if k != "render_mode"}
+        if "render_mode" in (h.get("game_kwargs") or {}):
+            settings["render_mode"] = h["game_kwargs"]["render_mode"]
+    if settings != h.get("game_settings", settings):
+        core.close()
         raise ReplayError(
             f"game {gid} has changed settings since the replay was written: "
-            f"replay {h.get('game_settings')} vs now {core.settings}"
+            f"replay {h.get('game_settings')} vs now {settings}"
         )
     return core
 
@@ -107,6 +121,85 @@ def resimulate(replay: Replay, record: str | None = None):
     again = play_match(core, agents, seed=h.get("seed"), policy=policy, max_moves=h.get("max_moves"),
                        match_id=h["match_id"], record=record or replay.record)
     return core, again
+
+
+@dataclass
+class Resimulation:
+    """What `resimulate_steps` got by playing a replay's recorded actions again, and what the replay
+    recorded: the returns and the number of moves of each."""
+
+    returns: list[float]
+    moves: int
+    recorded_returns: list[float]
+    recorded_moves: int
+    outcome: str
+
+    @property
+    def return_error(self) -> float:
+        """The largest difference between a re-simulated and a recorded return (inf: a count differs)."""
+        if len(self.returns) != len(self.recorded_returns):
+            return float("inf")
+        return max((abs(a - b) for a, b in zip(self.returns, self.recorded_returns)), default=0.0)
+
+    def matches(self, tol: float = 1e-9) -> bool:
+        return self.moves == self.recorded_moves and self.return_error <= tol
+
+
+def resimulate_steps(replay: Replay, on_step: Callable[[Any, int, list[float]], None] | None = None, *,
+                     on_reset: Callable[[Any], None] | None = None, render_mode: str | None = None,
+                     core: Any = None) -> Resimulation:
+    """Play a replay's recorded actions again on a fresh core of its game (same game kwargs, seed,
+    invalid-move policy and move limit), calling ``on_step(core, moves, rewards)`` after every move
+    the game applied (`moves` so far, 1 after the first; `rewards` that move's, one per player) and
+    ``on_reset(core)`` once the game is reset, before the first move: where a viewer draws frames.
+
+    `render_mode` makes the env with it (``"rgb_array"``: ``core.env.render()`` gives frames);
+    `core`: one made by ``core_for_replay(replay, render_mode)`` already (it is closed here). A
+    continuous action is stored as the JSON floats of what the agent returned (a float32 vector
+    exactly) and validated into the action space's dtype again, so the env gets the very values
+    it got when the match was played.
+    """
+    from arena.match import InvalidMovePolicy, play_match
+
+    h = replay.header
+    core = core if core is not None else core_for_replay(replay, render_mode)
+    # The match loop has no per-move hook (its hot loop pays for every call): the callbacks wrap
+    # this private core's own apply / apply_joint / reset instead.
+    moves = [0]
+    apply, apply_joint, reset = core.apply, core.apply_joint, core.reset
+
+    def stepped() -> None:
+        moves[0] += 1
+        if on_step is not None:
+            on_step(core, moves[0], core.step_rewards())
+
+    def applied(p: int, action: Any) -> str | None:
+        why = apply(p, action)
+        if why is None:
+            stepped()
+        return why
+
+    def applied_joint(actions: dict) -> dict:
+        refused = apply_joint(actions)
+        stepped()
+        return refused
+
+    def was_reset(seed: int | None = None) -> None:
+        reset(seed)
+        moves[0] = 0
+        if on_reset is not None:
+            on_reset(core)
+
+    core.apply, core.apply_joint, core.reset = applied, applied_joint, was_reset
+    agents = [ReplayAgent(replay.steps, s) for s in range(len(h["players"]))]
+    try:
+        again = play_match(core, agents, seed=h.get("seed"), policy=InvalidMovePolicy(**h.get("policy", {})),
+                           max_moves=h.get("max_moves"), match_id=h["match_id"], record=False)
+    finally:
+        core.close()
+    r = replay.result
+    return Resimulation([float(x) for x in again.returns], again.moves, [float(x) for x in r["returns"]],
+                        int(r.get("moves", 0)), again.outcome)
 
 
 class _Watching(ReplayAgent):

@@ -194,3 +194,124 @@ def show(replay: Replay, console: Console | None = None, step: int | None = None
         if problem is not None:
             console.print(Text(problem, style="red"))
             redraw = False
+
+
+#: `resimulated_view` shows a row every this many steps (and the first and the last).
+SUMMARY_EVERY = 25
+
+
+def is_continuous(replay: Replay) -> bool:
+    """Whether the replay's moves are vectors (a Box action space): read off the recorded actions,
+    so that no game is made just to ask."""
+    return any(isinstance(s.get("action"), list) for s in replay.steps)
+
+
+def draw_hint(path) -> Text:
+    return Text(f"draw it: arena replay show {path} --render out.gif (or out.mp4)", style="dim")
+
+
+def view_replay(replay: Replay, console: Console, step: int | None = None, every_step: bool = False, render=None,
+                fps: float | None = None, shown_as: str = "REPLAY", stdin: TextIO | None = None):
+    """What ``arena replay show`` prints. The pages of `show` (one `step`, 0-based; `every_step`;
+    else the prompt) for most games; for a drawable single-agent game with continuous moves (the
+    prosthetics task), and for any drawable game given `render` (a .gif or .mp4 path) without a
+    step or every step, the `resimulated_view` instead. A drawable game's output ends (the prompt:
+    starts) with how to draw it (`shown_as`: the replay as the user named it); a game that cannot
+    be drawn given `render` is a one-line error before anything is printed."""
+    from arena.ui.video import can_draw, check_drawable, render_replay
+
+    drawable = can_draw(replay.game_id, replay.header.get("game_kwargs"))
+    if render is not None and not drawable:
+        from arena.match.verify import core_for_replay
+
+        core_for_replay(replay).close()  # a game that is not loaded: the error names the --plugin to pass
+        check_drawable(replay.game_id, replay.header.get("game_kwargs"))
+    pages = step is not None or every_step
+    if not pages and (render is not None or (drawable and len(replay.header["players"]) == 1
+                                             and is_continuous(replay))):
+        from arena.errors import ArenaError
+
+        try:
+            resimulated_view(replay, console, render, fps)
+        except ArenaError as e:
+            if render is not None:
+                raise
+            # the game cannot be re-simulated here (its extra is not installed): the recorded pages
+            console.print(Text(f"not re-simulated: {e}", style="yellow"), soft_wrap=True)
+            drawable = False
+        else:
+            if render is None:
+                console.print(draw_hint(shown_as), soft_wrap=True)
+            return
+    if drawable and render is None and not pages:
+        console.print(draw_hint(shown_as), soft_wrap=True)
+    show(replay, console, step=step, interactive=not pages, stdin=stdin)
+    if render is not None:
+        video, resim = render_replay(replay, render, fps)
+        console.print(Text(f"video: {video.describe()}; re-simulated return {_returns(resim.returns)} (recorded "
+                           f"{_returns(resim.recorded_returns)})"), soft_wrap=True)
+    elif drawable and pages:
+        console.print(draw_hint(shown_as), soft_wrap=True)
+
+
+def resimulated_view(replay: Replay, console: Console, render=None, fps: float | None = None,
+                     every: int = SUMMARY_EVERY):
+    """Re-simulate the replay and print what it did, for games whose moves are not worth a page each
+    (a vector of 19 muscle excitations 100 times a second): a row every `every` steps (step, reward,
+    return so far and the env's ``ansi`` line where it has one), the re-simulated return against
+    the recorded one and, with `render` (a .gif or .mp4 path), the video of the match
+    (`arena.ui.video.render_replay`: the same re-simulation draws it). Returns the
+    `arena.match.verify.Resimulation` (and the `VideoInfo` or None)."""
+    from arena.match.verify import resimulate_steps
+    from arena.ui.video import ansi_line
+
+    rows: list[tuple] = []
+    last: list = [None]
+
+    def row(core, moves: int, rewards) -> tuple:
+        view = ansi_line(core)
+        return (moves, rewards, core.returns(), view)
+
+    def on_reset(core) -> None:
+        rows.append(row(core, 0, None))
+
+    def on_step(core, moves: int, rewards) -> None:
+        if moves % every == 0 or core.is_terminal():
+            rows.append(row(core, moves, rewards))
+            last[0] = None
+        else:
+            last[0] = (moves, rewards, core.returns(), None)
+
+    video = None
+    if render is not None:
+        from arena.ui.video import render_replay
+
+        video, resim = render_replay(replay, render, fps, on_step=on_step, on_reset=on_reset)
+    else:
+        resim = resimulate_steps(replay, on_step, on_reset=on_reset)
+    if last[0] is not None:  # stopped by a move limit: the last step, without waiting for a view
+        rows.append(last[0])
+    console.print(header_table(replay))
+    t = Table(title=f"re-simulated, every {every} steps", title_justify="left")
+    t.add_column("step", justify="right")
+    t.add_column("reward", justify="right")
+    t.add_column("return", justify="right")
+    views = any(r[3] for r in rows)
+    if views:
+        t.add_column("view")
+    for moves, rewards, returns, view in rows:
+        cells = [str(moves), "" if rewards is None else " ".join(f"{x:+.4f}" for x in rewards),
+                 " ".join(f"{x:+.4f}" for x in returns)]
+        t.add_row(*cells, *([Text(view or "")] if views else []))
+    console.print(t)
+    same = "equal" if resim.matches() else f"DIFFERENT (by {resim.return_error:.3g})"
+    console.print(Text(f"re-simulated return {_returns(resim.returns)} in {resim.moves} steps; recorded "
+                       f"{_returns(resim.recorded_returns)} in {resim.recorded_moves}: {same}",
+                       style="green" if resim.matches() else "red"), soft_wrap=True)
+    if video is not None:
+        console.print(Text(f"video: {video.describe()}"), soft_wrap=True)
+    return resim, video
+
+
+def _returns(xs) -> str:
+    return " ".join(repr(float(x)) for x in xs)
