@@ -59,6 +59,10 @@ def run_job(job: MatchJob) -> MatchResult:
             if len(_AGENTS) > 256:  # learners add a spec per weights version: keep the cache bounded
                 _AGENTS.clear()
             agent = _AGENTS[akey] = make_agent(spec, core, derive_seed(job.seed, seat))
+        elif callable(getattr(agent, "reset", None)):
+            # A cached agent starts each match as a fresh one would: seeded by the match (the same seed
+            # gives the same match whatever the worker played before) and without the last one's state.
+            agent.reset(derive_seed(job.seed, seat))
         agents.append(agent)
     return run_match_job(job, agents=agents, core=core)
 

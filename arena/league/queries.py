@@ -213,23 +213,26 @@ class ReturnRow:
     std: float | None
     episodes: int
     common_seeds: int
+    #: Episodes it ended by forfeiting (a cut-short return is no measure of the player: ranked last).
+    forfeits: int = 0
 
 
 def return_rows(store: LeagueStore, game: str) -> list[ReturnRow]:
     """The one-player game's table, best first: by mean return on the seeds that every active player of
-    `game` has finished (ties by name); players without a common mean (retired ones who missed a
-    common seed) last."""
+    `game` has finished (ties by name); a player that forfeited an episode after every one that did not,
+    and players without a common mean (retired ones who missed a common seed) last."""
     eps = store.episodes(game)
     active = [p.name for p in store.players(active_only=True) if game in p.games]
     seeds = common_seeds_of(eps, active)
     every, common = return_stats(eps), return_stats(eps, seeds)
+    forfeits = store.forfeits(game)
     rows = []
     for p in dict.fromkeys(active + list(every)):
         n, mean, std = common.get(p, (0, None, None))
         if n < len(seeds) or not seeds:  # a retired player who missed a common seed: no fair mean
             mean = std = None
-        rows.append(ReturnRow(p, mean, std, every.get(p, (0, 0.0, 0.0))[0], len(seeds)))
-    return sorted(rows, key=lambda r: (r.mean is None, -(r.mean or 0.0), r.player))
+        rows.append(ReturnRow(p, mean, std, every.get(p, (0, 0.0, 0.0))[0], len(seeds), forfeits.get(p, 0)))
+    return sorted(rows, key=lambda r: (r.mean is None, r.forfeits > 0, -(r.mean or 0.0), r.player))
 
 
 @dataclass(frozen=True)

@@ -479,6 +479,13 @@ class LeagueStore:
                                  "WHERE r.game=? AND json_array_length(r.players)=1 ORDER BY r.commit_seq", (game,))
         return [(json.loads(p)[0], int(seed), float(json.loads(ret)[0])) for p, ret, seed in rows]
 
+    def forfeits(self, game: str) -> dict[str, int]:
+        """Per player of one-player game `game`: its episodes that ended by a forfeit (an invalid move,
+        an error, a timeout), whose return is only what the episode had earned when it stopped."""
+        rows = self.conn.execute("SELECT json_extract(players, '$[0]'), COUNT(*) FROM results WHERE game=? AND "
+                                 "json_array_length(players)=1 AND outcome='forfeit' GROUP BY 1", (game,))
+        return {p: int(n) for p, n in rows}
+
     def return_table(self, game: str, seeds: Iterable[int] | None = None) -> dict[str, tuple[int, float, float]]:
         """Per player of one-player game `game`: (episodes, mean return, standard deviation of the returns,
         ddof=0), over all its results or over those on `seeds` only."""

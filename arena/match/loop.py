@@ -486,8 +486,11 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
     n = len(core.players)
     if forfeiter is not None:
         outcome = "forfeit"
-        returns = [policy.win] * n
-        returns[forfeiter] = policy.loss
+        if n == 1:  # a single-agent task: there is no one to win; the episode ends with what it earned
+            returns = list(map(float, core.returns()))
+        else:
+            returns = [policy.win] * n
+            returns[forfeiter] = policy.loss
         reason = f"{core.players[forfeiter]} forfeits: {reason}"
     else:
         returns = list(map(float, core.returns()))

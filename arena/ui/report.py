@@ -117,16 +117,19 @@ def _returns_html(store: LeagueStore, game: str) -> str:
     if not rows:
         return '<p class="muted">No episodes yet.</p>'
     headers = [("#", "num"), ("Player", ""), ("Mean return (common seeds)", "num"), ("Std", "num"),
-               ("Episodes", "num"), ("Common seeds", "num")]
+               ("Episodes", "num"), ("Common seeds", "num"), ("Forfeits", "num")]
+
     def num(x: float | None) -> str:
         return "-" if x is None else f"{x:.2f}"
 
     body = [[_td(i if r.mean is not None else "-", "num"), f"<td><b>{_e(r.player)}</b></td>", _td(num(r.mean), "num"),
-             _td(num(r.std), "num"), _td(r.episodes, "num"), _td(r.common_seeds, "num")]
+             _td(num(r.std), "num"), _td(r.episodes, "num"), _td(r.common_seeds, "num"), _td(r.forfeits, "num")]
             for i, r in enumerate(rows, 1)]
     note = ('<p class="muted">A one-player game: players ranked by mean return over the common seeds, the '
             "seeds every active player has finished (each player plays the same seeds); std over those "
-            "episodes; episodes counts all of a player's episodes.</p>")
+            "episodes; episodes counts all of a player's episodes. An episode a player forfeited (an invalid "
+            "move, an error, a timeout) keeps the return it had earned; a player with any forfeit ranks after "
+            "those with none.</p>")
     return _table(headers, body, "returns") + note
 
 

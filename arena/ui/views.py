@@ -134,7 +134,8 @@ def _num(x: float | None) -> str:
 
 def returns_view(store: LeagueStore, game: str) -> Table:
     """A one-player game's table: players by mean return on the common seeds (the seeds every active
-    player has finished), best first, with the std there, episodes in all and the common seeds."""
+    player has finished), best first, with the std there, episodes in all, the common seeds and the
+    episodes forfeited (a player with any is ranked after those with none)."""
     rows = return_rows(store, game)
     common = rows[0].common_seeds if rows else 0
     t = Table(title=f"Returns: {game} (mean over {common} common seeds)", title_justify="left",
@@ -142,8 +143,8 @@ def returns_view(store: LeagueStore, game: str) -> Table:
               pad_edge=False)
     t.add_column("#", justify="right", style="dim", no_wrap=True)
     t.add_column("Player", style="bold", no_wrap=True, min_width=8)
-    cells = [[_num(r.mean), _num(r.std), str(r.episodes), str(r.common_seeds)] for r in rows]
-    for j, col in enumerate(("Mean return", "Std", "Episodes", "Common seeds")):
+    cells = [[_num(r.mean), _num(r.std), str(r.episodes), str(r.common_seeds), str(r.forfeits)] for r in rows]
+    for j, col in enumerate(("Mean return", "Std", "Episodes", "Common seeds", "Forfeits")):
         width = max([len(c[j]) for c in cells] + [1])
         t.add_column(col, justify="right", no_wrap=True, min_width=width)
     for i, (r, c) in enumerate(zip(rows, cells), 1):

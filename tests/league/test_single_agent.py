@@ -185,8 +185,27 @@ def test_arena_ratings_prints_the_returns_table(tmp_path):
         assert "Returns: CartPole-v1 (mean over 4 common seeds)" in r.output and "Elo" not in r.output
         rows = [line.split() for line in r.output.splitlines() if line.split()[:1] in (["1"], ["2"])]
         best = sorted(hand, key=lambda p: -hand[p][0])
-        assert rows == [[str(i), p, f"{hand[p][0]:.2f}", f"{hand[p][1]:.2f}", "4", "4"]
+        assert rows == [[str(i), p, f"{hand[p][0]:.2f}", f"{hand[p][1]:.2f}", "4", "4", "0"]
                         for i, p in enumerate(best, 1)], r.output
     for args in (["league", "status", str(d)], ["league", "report", str(d)]):
         r = runner.invoke(app, args, terminal_width=200)
         assert r.exit_code == 0, r.output
+
+
+def test_a_forfeit_keeps_the_episode_return_and_ranks_last(tmp_path):
+    """An agent that forfeits a single-agent task keeps what its episode earned (not the two-player
+    -1), and ranks after every player that did not forfeit, whatever its mean."""
+    cfg = league_cfg(players=[{"name": "first", "agent": "first"},
+                              {"name": "quitter", "agent": "plugins.agents:ForfeitAfter:moves=20"}],
+                     matches=6, seeds=3)
+    league = League(cfg, tmp_path / "lg")
+    league.run()
+    results = {r.match_id: r for r in league.store.results()}
+    quits = [r for r in results.values() if r.players == ["quitter"]]
+    assert len(quits) == 3 and all(r.outcome == "forfeit" and r.returns == [20.0] for r in quits), [(r.outcome, r.returns, r.reason) for r in quits]
+    assert league.store.forfeits(CARTPOLE) == {"quitter": 3}
+    rows = return_rows(league.store, CARTPOLE)
+    first = next(r for r in rows if r.player == "first")
+    assert first.mean < 20.0  # the quitter's mean is higher ...
+    assert [r.player for r in rows] == ["first", "quitter"]  # ... and it still ranks last
+    assert rows[1].forfeits == 3 and rows[0].forfeits == 0

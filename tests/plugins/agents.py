@@ -58,3 +58,19 @@ class Custom:
 
     def act(self, obs):
         return obs.legal_actions[-1]
+
+
+class ForfeitAfter:
+    """Alternates actions 0 and 1 (CartPole stays up a while), then answers an illegal move from move
+    `moves` on: it forfeits there (`plugins.agents:ForfeitAfter:moves=20`)."""
+
+    def __init__(self, moves=20):
+        self.moves = int(moves)
+        self.t = 0
+
+    def act(self, obs):
+        self.t += 1
+        return 99 if self.t > self.moves else self.t % 2
+
+    def reset(self, seed=None):
+        self.t = 0
