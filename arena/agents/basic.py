@@ -61,3 +61,21 @@ class FirstLegalAgent(BaseAgent):
         if not legal:
             raise ValueError(f"{observation.game_id} lists no legal moves")
         return legal[0]
+
+
+class ConstantAgent(BaseAgent):
+    """The same continuous action every move: ``constant:value=0.05`` in every component, clipped to
+    the action box (from Python, `value` may also be one number per component). A baseline for
+    control tasks: ``constant:value=0`` holds every muscle of the prosthetics task at rest."""
+
+    def __init__(self, space: Any, value: Any = 0.0):
+        low, high = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
+        try:
+            v = np.broadcast_to(np.asarray(value, dtype=np.float64), space.shape)
+        except ValueError:
+            raise ValueError(f"value {value!r} does not fit actions of shape {space.shape}") from None
+        self.action = np.clip(v, low, high).astype(space.dtype)
+        self.spec = f"constant:value={value!r}"
+
+    def act(self, observation: Observation) -> Any:
+        return self.action.copy()

@@ -1,7 +1,7 @@
 """Agents from spec strings, the same on the CLI and in YAML.
 
 Forms:
-* ``random``, ``first``, ``human``
+* ``random``, ``first``, ``human``, ``constant:value=0.05`` (continuous actions)
 * ``mcts:simulations=200,rollouts=1``, ``tactics:epsilon=0.1``, ``cfr:iterations=200``
 * ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
 * kinds with a positional argument before their options (``tabular:<table.json>``,
@@ -153,6 +153,24 @@ def _first(core, seed, positional, **opts):
     return FirstLegalAgent(**opts)
 
 
+def _constant(core, seed, positional, **opts):
+    from arena.agents.basic import ConstantAgent
+
+    _no_positional("constant", positional)
+    if core is not None and core.action_kind != "continuous":
+        raise IncompatibleAgent(f"the constant agent plays one continuous action; {core.game_id} has "
+                                f"{core.action_kind} actions")
+    if core is None:
+        raise AgentSpecError("the constant agent needs the game (its action box) to be built")
+    unknown = set(opts) - {"value"}
+    if unknown:
+        raise AgentSpecError(f"constant: unknown option {sorted(unknown)[0]!r} (it takes value=)")
+    try:
+        return ConstantAgent(core.action_space(0), opts.get("value", 0.0))
+    except ValueError as e:
+        raise AgentSpecError(f"constant: {e}") from None
+
+
 def _human(core, seed, positional, **opts):
     from arena.agents.human import HumanAgent
 
@@ -205,7 +223,7 @@ def _rllib(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
-for _name, _factory in {"random": _random, "first": _first, "human": _human, "mcts": _mcts, "tactics": _tactics,
+for _name, _factory in {"random": _random, "first": _first, "constant": _constant, "human": _human, "mcts": _mcts, "tactics": _tactics,
                         "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy,
                         "rllib": _rllib}.items():
     register_agent_kind(_name, _factory)

@@ -142,3 +142,22 @@ def test_a_seed_option_is_accepted_by_every_kind():
         assert agent.spec == spec
     with pytest.raises(AgentSpecError, match="seed must be an integer"):
         make_agent("random:seed=x", core, 0)
+
+
+def test_constant_agent_plays_one_continuous_action():
+    from arena.agents.specs import make_agent
+    from arena.envs import make_core
+    from arena.errors import AgentSpecError, IncompatibleAgent
+
+    core = make_core("MountainCarContinuous-v0")
+    core.reset(0)
+    a = make_agent("constant:value=0.25", core, 0)
+    assert a.act(None).tolist() == [0.25] and a.act(None).dtype == core.action_space(0).dtype
+    assert make_agent("constant:value=7", core, 0).act(None).tolist() == [1.0]  # clipped to the box
+    assert make_agent("constant", core, 0).act(None).tolist() == [0.0]
+    with pytest.raises(AgentSpecError, match="does not fit"):
+        make_agent("constant:value=abc", core, 0)
+    with pytest.raises(AgentSpecError, match="unknown option 'level'"):
+        make_agent("constant:level=1", core, 0)
+    with pytest.raises(IncompatibleAgent, match="discrete actions"):
+        make_agent("constant", make_core("CartPole-v1"), 0)
