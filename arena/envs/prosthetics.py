@@ -251,6 +251,8 @@ class ProstheticsEnv(gymnasium.Env):
         self.bodies = {bodies.get(i).getName(): bodies.get(i) for i in range(bodies.getSize())}
         self.joints = {joints.get(i).getName(): joints.get(i) for i in range(joints.getSize())}
         self._coords = {n: [j.get_coordinates(i) for i in range(j.numCoordinates())] for n, j in self.joints.items()}
+        self._vector_bodies = {n: self.bodies[n] for n in OBS_BODIES if n in self.bodies}
+        self._vector_coords = {n: self._coords[n] for n in OBS_JOINTS}
         forces = model.getForceSet()
         self._forces = [forces.get(i) for i in range(forces.getSize())]
         self._joint_frames = [(n, j.getParentFrame().findBaseFrame().getName(), j.getChildFrame().findBaseFrame().getName(),
@@ -308,7 +310,7 @@ class ProstheticsEnv(gymnasium.Env):
                 info["error"] = str(e)
                 truncated = True
                 break
-            d = self.state_desc()
+            d = self._lean_desc()
             reward += reward_round1(d) if self.round == 1 else reward_round2(d)
             if fallen(d):
                 terminated = True
@@ -320,46 +322,61 @@ class ProstheticsEnv(gymnasium.Env):
         return self._obs(), float(reward), terminated, truncated, info
 
     def _obs(self) -> np.ndarray:
-        return np.asarray(observation_vector(self.state_desc(), self.round), dtype=np.float32)
+        return np.asarray(observation_vector(self._lean_desc(), self.round), dtype=np.float32)
 
     # -- the observation dict -------------------------------------------------------------------
     def state_desc(self, forces: bool = False) -> dict:
-        """The observation dict of osim-rl (``joint_pos``, ``body_vel``, ``muscles``, ``misc``, ...) now;
-        ``forces=True`` adds every force's record values (slower; the vector does not use them)."""
-        if self._desc is not None and (not forces or "forces" in self._desc):
-            return self._desc
+        """The observation dict of osim-rl (``joint_pos``, ``body_vel``, ``muscles``, ``misc``, ...) now:
+        every joint, body and muscle; ``forces=True`` adds every force's record values."""
+        key = "full+forces" if forces else "full"
+        if self._desc is None or self._desc.get("_parts") not in (key, "full+forces"):
+            self._desc = self._compute_desc(self.bodies, self._coords, full=True, forces=forces)
+            self._desc["_parts"] = key
+        return {k: v for k, v in self._desc.items() if k != "_parts"}
+
+    def _lean_desc(self) -> dict:
+        """The part of the dict the vector, the rewards and the fall need (what a step computes: about
+        half of the whole dict's simulator calls)."""
+        if self._desc is None:
+            self._desc = self._compute_desc(self._vector_bodies, self._vector_coords, full=False, forces=False)
+            self._desc["_parts"] = "lean"
+        return self._desc
+
+    def _compute_desc(self, bodies: dict, coords: dict, full: bool, forces: bool) -> dict:
         s, m = self.state, self.model
         m.realizeAcceleration(s)
         d: dict[str, Any] = {k: {} for k in ("joint_pos", "joint_vel", "joint_acc", "body_pos", "body_vel",
                                               "body_acc", "body_pos_rot", "body_vel_rot", "body_acc_rot", "muscles")}
-        for name, coords in self._coords.items():
-            d["joint_pos"][name] = [c.getValue(s) for c in coords]
-            d["joint_vel"][name] = [c.getSpeedValue(s) for c in coords]
-            d["joint_acc"][name] = [c.getAccelerationValue(s) for c in coords]
-        for name, body in self.bodies.items():
+        for name, cs in coords.items():
+            d["joint_pos"][name] = [c.getValue(s) for c in cs]
+            d["joint_vel"][name] = [c.getSpeedValue(s) for c in cs]
+            d["joint_acc"][name] = [c.getAccelerationValue(s) for c in cs]
+        for name, body in bodies.items():
             tr = body.getTransformInGround(s)
             vel, acc = body.getVelocityInGround(s), body.getAccelerationInGround(s)
             p, rot = tr.p(), tr.R().convertRotationToBodyFixedXYZ()
             lin_v, ang_v, lin_a, ang_a = vel.get(1), vel.get(0), acc.get(1), acc.get(0)
-            d["body_pos"][name] = [p[i] for i in range(3)]
-            d["body_vel"][name] = [lin_v.get(i) for i in range(3)]
-            d["body_acc"][name] = [lin_a.get(i) for i in range(3)]
-            d["body_pos_rot"][name] = [rot.get(i) for i in range(3)]
-            d["body_vel_rot"][name] = [ang_v.get(i) for i in range(3)]
-            d["body_acc_rot"][name] = [ang_a.get(i) for i in range(3)]
+            d["body_pos"][name] = [p[0], p[1], p[2]]
+            d["body_vel"][name] = [lin_v.get(0), lin_v.get(1), lin_v.get(2)]
+            d["body_acc"][name] = [lin_a.get(0), lin_a.get(1), lin_a.get(2)]
+            d["body_pos_rot"][name] = [rot.get(0), rot.get(1), rot.get(2)]
+            d["body_vel_rot"][name] = [ang_v.get(0), ang_v.get(1), ang_v.get(2)]
+            d["body_acc_rot"][name] = [ang_a.get(0), ang_a.get(1), ang_a.get(2)]
         for name, mus in zip(self.muscle_names, self.muscles):
-            d["muscles"][name] = {"activation": mus.getActivation(s), "fiber_length": mus.getFiberLength(s),
-                                  "fiber_velocity": mus.getFiberVelocity(s), "fiber_force": mus.getFiberForce(s)}
+            entry = {"activation": mus.getActivation(s), "fiber_length": mus.getFiberLength(s),
+                     "fiber_velocity": mus.getFiberVelocity(s)}
+            if full:
+                entry["fiber_force"] = mus.getFiberForce(s)
+            d["muscles"][name] = entry
         cp, cv, ca = m.calcMassCenterPosition(s), m.calcMassCenterVelocity(s), m.calcMassCenterAcceleration(s)
-        d["misc"] = {"mass_center_pos": [cp[i] for i in range(3)], "mass_center_vel": [cv[i] for i in range(3)],
-                     "mass_center_acc": [ca[i] for i in range(3)]}
+        d["misc"] = {"mass_center_pos": [cp[0], cp[1], cp[2]], "mass_center_vel": [cv[0], cv[1], cv[2]],
+                     "mass_center_acc": [ca[0], ca[1], ca[2]]}
         if forces:
             d["forces"] = {}
             for f in self._forces:
                 values = f.getRecordValues(s)
                 d["forces"][f.getName()] = [values.get(i) for i in range(values.size())]
         d["target_vel"] = self.targets[min(self.istep, self.time_limit)].tolist()
-        self._desc = d
         return d
 
     def activations(self) -> list[float]:
@@ -394,14 +411,14 @@ class ProstheticsEnv(gymnasium.Env):
             for b in pelvis_joints:
                 if a < b:
                     segments.append((a, b))
-        d = self.state_desc()
+        d = self._lean_desc()
         return {"joints": joints, "ends": ends, "segments": segments, "time": self.istep * STEP_SIZE,
                 "pelvis": d["body_pos"]["pelvis"], "pelvis_vel": d["body_vel"]["pelvis"],
                 "target_vel": d["target_vel"]}
 
     def render(self):
         if self.render_mode == "ansi":
-            d = self.state_desc()
+            d = self._lean_desc()
             p, v = d["body_pos"]["pelvis"], d["body_vel"]["pelvis"]
             line = (f"t={self.istep * STEP_SIZE:.2f}s pelvis x={p[0]:.3f} y={p[1]:.3f} z={p[2]:.3f} "
                     f"vx={v[0]:.3f} vz={v[2]:.3f}")
