@@ -202,7 +202,7 @@ class MaskedCategorical:
 
 # -- networks ---------------------------------------------------------------------------------
 DEFAULT_SIZES = {"hidden": [128, 128], "channels": 32, "blocks": 1, "d_model": 64, "layers": 2, "heads": 4,
-                 "value_hidden": 128, "continuous": "gaussian", "obs_norm": False}
+                 "value_hidden": 128, "continuous": "gaussian", "init_log_std": -0.5, "obs_norm": False}
 
 
 def _choose_arch(spec: PolicySpec, arch: str) -> str:
@@ -291,9 +291,11 @@ def _net_class():
                 from arena.inference.continuous import BetaHead, GaussianHead
 
                 dim = int(math.prod(spec.action_shape))
-                head = BetaHead if sizes.get("continuous") == "beta" else GaussianHead
-                self.head = head(feat, dim, np.asarray(spec.low, dtype=np.float32),
-                                 np.asarray(spec.high, dtype=np.float32))
+                low, high = np.asarray(spec.low, dtype=np.float32), np.asarray(spec.high, dtype=np.float32)
+                if sizes.get("continuous") == "beta":
+                    self.head = BetaHead(feat, dim, low, high)
+                else:  # the first policy's spread, in half box widths (log): -0.5 is about 0.3 on [0, 1]
+                    self.head = GaussianHead(feat, dim, low, high, init_log_std=float(sizes.get("init_log_std", -0.5)))
             if sizes.get("obs_norm"):
                 # Running mean and variance of the inputs (a continuous-control task's observations
                 # mix metres, radians and muscle forces): buffers, so they travel with the weights.

@@ -66,10 +66,13 @@ class LearnerSettings:
     upgo_coef: float = 0.5
     kl_direction: str = "policy_to_anchor"
     max_grad_norm: float = 1.0
+    #: PPO only: stop the epochs once a minibatch's approximate KL to the behaviour policy passes
+    #: 1.5 x this (Spinning Up's and Stable-Baselines3's early stop); None: all epochs.
+    target_kl: float | None = None
 
     @classmethod
     def of(cls, cfg: Any) -> "LearnerSettings":
-        return cls(**{k: getattr(cfg, k) for k in cls.__dataclass_fields__})
+        return cls(**{k: getattr(cfg, k) for k in cls.__dataclass_fields__ if hasattr(cfg, k)})
 
 
 class PolicyLearner:
@@ -121,6 +124,7 @@ class PolicyLearner:
             a_norm = (a_flat - a_flat.mean()) / (a_flat.std() + 1e-8) if a_flat.numel() > 1 else a_flat
             upgo_adv = (upgo_target - b.behaviour_value).reshape(-1)[flat]
             n = flat.numel()
+            passes, stopped = 0, False
             for _ in range(s.epochs):
                 perm = torch.randperm(n, generator=generator)
                 for i in range(0, n, s.minibatch):
@@ -128,6 +132,13 @@ class PolicyLearner:
                     idx = flat[j]
                     self._minibatch(b, idx, stats, kl_coef, adv=a_norm[j], ret=ret.reshape(-1)[idx],
                                     upgo=upgo_adv[j])
+                    if s.target_kl is not None and stats["approx_kl"][-1] > 1.5 * s.target_kl:
+                        stopped = True
+                        break
+                passes += 1
+                if stopped:
+                    break
+            stats["epochs"] = [float(passes)]
         else:  # vtrace: whole columns, so the recursion sees each trajectory in order
             for _ in range(s.epochs):
                 perm = torch.randperm(B, generator=generator)

@@ -17,7 +17,8 @@ One iteration:
    then 0, which is exactly GAE's bootstrap (and UPGO's); a fall (termination) is not;
 3. ``epochs`` passes of PPO over minibatches of the ``envs * steps_per_env`` samples;
 4. the observation normaliser takes in the iteration's observations (after the update, so the
-   behaviour log-probabilities and the update saw the same normaliser);
+   behaviour log-probabilities and the update saw the same normaliser; iteration 0 plays one batch
+   with the first policy only to start the normaliser and to measure that policy's return);
 5. every ``eval.every`` iterations the policy plays ``eval.seeds`` (greedy by default) and the
    mean return decides ``best``; the checkpoint (``checkpoints/iter-N/policy.pt``: weights and
    normaliser, what ``policy:runs/x/best`` plays) and the trainer state are written, ``latest``
@@ -83,6 +84,8 @@ class PPOConfig:
     gamma: float = 0.99
     lam: float = 0.95
     clip: float = 0.2
+    #: Stop an iteration's epochs once a minibatch's approximate KL passes 1.5 x this (None: never).
+    target_kl: float | None = 0.02
     value_coef: float = 0.5
     entropy_coef: float = 0.0
     max_grad_norm: float = 0.5
@@ -130,7 +133,7 @@ class PPOTrainer:
         torch.manual_seed(cfg.seed)
         self.net = build_policy(self.spec, cfg.arch, **cfg.sizes)
         settings = LearnerSettings(algo="ppo", epochs=cfg.epochs, minibatch=cfg.minibatch, gamma=cfg.gamma,
-                                   lam=cfg.lam, clip=cfg.clip, value_coef=cfg.value_coef,
+                                   lam=cfg.lam, clip=cfg.clip, target_kl=cfg.target_kl, value_coef=cfg.value_coef,
                                    entropy_coef=cfg.entropy_coef, upgo_coef=0.0, max_grad_norm=cfg.max_grad_norm)
         self.learner = PolicyLearner(self.net, settings, lr=cfg.lr)
         self.iteration = 0
@@ -294,10 +297,17 @@ class PPOTrainer:
         last = cfg.iterations if iterations is None else iterations
         result: dict[str, float] = {}
         if self.iteration == 0 and not self.latest.exists():
-            out = self.evaluate()
+            # Iteration 0 plays one batch with the first policy and learns nothing from it: its
+            # observations start the normaliser (else the first update sees raw inputs, metres next to
+            # newtons, and moves the policy far), and its return is the first policy's.
+            batch, line = self.collect(0)
+            if cfg.sizes.get("obs_norm"):
+                self.net.update_obs_norm(batch.obs.reshape(-1, *batch.obs.shape[2:]).numpy())
+            self.env_steps += batch.moves
+            out = {**line, **self.evaluate(), "train/env_steps_total": float(self.env_steps)}
             self.checkpoint(0)
             self._track_best(0, out["eval/return"])
-            self.metrics.log(0, **out, **{"train/env_steps_total": 0.0})
+            self.metrics.log(0, **out)
             result = out
         self.in_loop = True
         try:

@@ -73,7 +73,7 @@ def test_same_seed_same_run_and_resume_is_exact(tmp_path):
     b.close()
     wa, wb = _weights(a), _weights(b)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert float(wa["obs_count"]) == 2 * 2 * 64  # the normaliser saw both iterations' observations once
+    assert float(wa["obs_count"]) == 3 * 2 * 64  # iterations 0 (the warm-up), 1 and 2, each seen once
     from arena.trainers.common.metrics import read_metrics
 
     ra, rb = read_metrics(tmp_path / "a" / "metrics.jsonl"), read_metrics(tmp_path / "b" / "metrics.jsonl")
