@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ratings.py
 	$(BIN)/python benchmarks/bench_llm.py
 	$(BIN)/python benchmarks/bench_policy.py
+	$(BIN)/python benchmarks/bench_prosthetics.py
 
 clean:
 	rm -rf $(VENV)

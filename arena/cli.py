@@ -131,12 +131,18 @@ def play(
         "rgb_array render mode, e.g. arena/Prosthetics-v0)."),
     fps: Optional[float] = typer.Option(None, "--fps", help="With --render: frames a second (default: real time, "
                                         "at most 50, keeping every k-th frame)."),
+    game_kwarg: Optional[List[str]] = typer.Option(
+        None, "--game-kwarg", "-k", help="A setting of the game, KEY=VALUE (repeat; the value is read as YAML), e.g. "
+        "-k frame_skip=4 -k time_limit=100 for arena/Prosthetics-v0, or -k rows=5 for an OpenSpiel game's parameter."),
 ):
     """Play matches between agents (a person at the terminal is `human`); print a summary table."""
     from arena.match.batch import play_matches, summarize
     from arena.ui.tables import summary_table
 
     plugins = _plugins(plugin)
+    kwargs = _game_kwargs(game_kwarg)
+    if kwargs and vs is not None:
+        raise ArenaError("--game-kwarg sets up matches played with -p agents; a league's games keep its own settings")
     if render is not None:  # refused before any match is played
         from arena.ui.video import check_drawable, check_video_path, frame_plan
 
@@ -144,7 +150,7 @@ def play(
         frame_plan(None, fps)
         if vs is not None:
             raise ArenaError("--render draws matches played with -p agents: drop it with --vs")
-        check_drawable(game)
+        check_drawable(game, kwargs)
     if vs is not None:
         _play_league_player(game, vs, seat, seed, bool(players))
         return
@@ -182,6 +188,7 @@ def play(
     try:
         with progress:
             play_matches(game, specs, n, seed=seed, swap_seats=not no_swap, workers=workers, replay_dir=replays,
+                         game_kwargs=kwargs,
                          move_time_limit=time_limit, plugins=plugins, on_result=on_result,
                          record=record if replays is not None or render is not None else False)
     except KeyboardInterrupt:
@@ -206,6 +213,24 @@ def play(
         _render_first(results, seed, render, fps)
     if stopped:
         raise typer.Exit(130)
+
+
+def _game_kwargs(items: Optional[List[str]]) -> dict:
+    """``KEY=VALUE`` settings (values read as YAML scalars) as game kwargs; a malformed one is a ConfigError."""
+    import yaml
+
+    from arena.errors import ConfigError
+
+    out: dict = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--game-kwarg {item!r}: expected KEY=VALUE, e.g. -k frame_skip=4")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--game-kwarg {item!r}: the value is not readable ({e.problem})") from None
+    return out
 
 
 def _render_first(results: list, seed: int, render: Path, fps: Optional[float]) -> None:

@@ -1,7 +1,9 @@
-"""Smoke tests of the LLM benchmarks: bench_llm.py's learner-step section and a one-run ablation."""
+"""Smoke tests of the benchmarks: bench_llm.py's learner-step section, a one-run ablation, the tactics probe, and
+bench_prosthetics.py with tiny sizes."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,3 +90,37 @@ def test_ttt_tactics_rules_positions_and_a_checkpoint(tmp_path):
     t = T.tactics(T.GreedyPlayer(model, tok))
     assert t["positions"] == 4520 and t["win_positions"] + t["threat_positions"] <= 4520
     assert t["invalid"] > 0.5  # an untrained model does not answer with a legal cell
+
+
+def test_bench_prosthetics_tiny_env_and_procs_print_ratios_and_json(tmp_path):
+    """The arena / raw OpenSim comparison on one episode and 1 vs 2 simulator processes on 20 steps."""
+    pytest.importorskip("opensim")
+    out = tmp_path / "pros.json"
+    proc = _run([str(BENCH / "bench_prosthetics.py"), "--only", "env", "--only", "procs", "--episodes", "1",
+                 "--steps", "20", "--rounds", "1", "--json", str(out)], timeout=120)
+    figures = json.loads(out.read_text())
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == figures  # the JSON line is the file's
+    env, procs = figures["env"], figures["procs"]
+    assert env["episodes"] == 1 and env["steps"] > 0 and env["arena_steps_per_s"] > 0 and env["raw_steps_per_s"] > 0
+    assert env["ratio"] == pytest.approx(env["arena_steps_per_s"] / env["raw_steps_per_s"])
+    # the raw loop replayed the arena's actions: the same trajectory, to the bit, falling at the same step
+    assert env["same_fall_step"] == 1 and env["max_dq"] == 0.0 and env["max_du"] == 0.0
+    assert env["per_episode"][0]["fall_arena"] == env["per_episode"][0]["fall_raw"]
+    parts = env["breakdown"]["parts_us"]
+    assert parts["integrate"] > 0.5 * env["breakdown"]["us_per_step"]  # the simulator is most of a step
+    assert set(procs["steps_per_s"]) == {"n1", "n2", "inproc"} and procs["ratio"] > 0
+    for label in ("raw opensim", "| arena part |", "2 processes / 1 process", ">= 0.95x", ">= 1.8x"):
+        assert label in proc.stdout
+
+
+def test_bench_prosthetics_without_opensim_says_so_and_exits_2(monkeypatch, capsys):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCH))  # sys.path comes back whole afterwards (the script adds its folder too)
+    import bench_prosthetics as B
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "opensim" else real(name, *a))
+    assert B.main(["--only", "env"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "opensim is not installed" in err[0] and "arena[opensim]" in err[0]
