@@ -567,8 +567,15 @@ def train(
 
             def show(it, total, m):
                 wr = next((f"win {v:.2f} vs {k.split('/')[-1]}" for k, v in m.items() if k.startswith("eval/win_rate")), "")
-                progress.update(task, description="train", completed=it,
-                                info=f"return {m.get('train/return', 0):+.2f} invalid {m.get('train/invalid_rate', 0):.2f} {wr}")
+                if "train/invalid_rate" in m or wr:
+                    info = f"return {m.get('train/return', 0):+.2f} invalid {m.get('train/invalid_rate', 0):.2f} {wr}"
+                else:  # a single-agent task: returns only
+                    info = f"return {m.get('train/return', float('nan')):+.1f}"
+                    if "eval/return" in m:
+                        info += f" eval {m['eval/return']:+.1f}"
+                    if "train/samples_per_s" in m:
+                        info += f" {m['train/samples_per_s']:.0f} samples/s"
+                progress.update(task, description="train", completed=it, info=info)
 
             milestones: set[int] = set()
 

@@ -24,7 +24,7 @@ import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
 from arena.envs.core import GameCore
-from arena.errors import DuplicateGameId, GameNotFound
+from arena.errors import ConfigError, DuplicateGameId, GameNotFound
 
 ARENA_NAMESPACES = ("arena", "openspiel", "textarena")
 
@@ -223,9 +223,16 @@ def make(game_id: str, **kwargs: Any):
     spec = _spec(game_id)
     ep = spec.entry_point
     creator = load_env_creator(ep) if isinstance(ep, str) else ep
-    if isinstance(creator, type) and issubclass(creator, gymnasium.Env):
-        return gymnasium.make(game_id, **kwargs)
-    return creator(**{**spec.kwargs, **kwargs})
+    try:
+        if isinstance(creator, type) and issubclass(creator, gymnasium.Env):
+            return gymnasium.make(game_id, **kwargs)
+        return creator(**{**spec.kwargs, **kwargs})
+    except (TypeError, ValueError) as e:
+        if not kwargs:
+            raise
+        # a setting the game does not take, or a value it refuses: the user's, so one line naming it
+        msg = str(e).split("\n")[0]
+        raise ConfigError(f"{game_id} refuses the settings {kwargs}: {msg}") from None
 
 
 def make_core(game: Any, **kwargs: Any) -> GameCore:

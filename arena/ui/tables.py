@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from rich.markup import escape
 from rich.table import Table
 
 from arena.match.batch import AgentSummary
@@ -16,7 +17,7 @@ def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:
                       ("win rate", "right"), ("mean return", "right"), ("invalid", "right"), ("ms/move", "right")):
         t.add_column(col, justify=just, no_wrap=True)
     for s in rows:
-        t.add_row(s.spec, str(s.games), str(s.wins), str(s.draws), str(s.losses), f"{s.win_rate:.3f}",
+        t.add_row(escape(s.spec), str(s.games), str(s.wins), str(s.draws), str(s.losses), f"{s.win_rate:.3f}",
                   f"{s.mean_return:+.3f}", str(s.invalid), f"{1000 * s.move_time / max(s.move_calls, 1):.2f}")
     return t
 
@@ -29,5 +30,6 @@ def games_table(rows: list[dict]) -> Table:
     for r in rows:
         notes = r.get("error") or r.get("note") or ", ".join(
             f"{k}={v}" for k, v in r.items() if k in ("info", "chance"))
-        t.add_row(r["id"], str(r["players"]), str(r["action"]), str(r["source"]), notes)
+        # plain text, not markup: "arena[opensim]" is an extra's name, not a style
+        t.add_row(escape(r["id"]), str(r["players"]), str(r["action"]), escape(str(r["source"])), escape(notes))
     return t

@@ -19,8 +19,18 @@ def test_envs_list_shows_builtin_games():
     r = runner.invoke(app, ["envs", "list"], terminal_width=200)
     assert r.exit_code == 0, r.output
     for gid in ("arena/TicTacToe-v0", "arena/KuhnPoker-v1", "arena/SimpleNegotiation-v1",
-                "openspiel/connect_four-v0", "openspiel/liars_dice-v0"):
+                "openspiel/connect_four-v0", "openspiel/liars_dice-v0", "arena/Prosthetics-v0",
+                "arena/ProstheticsRound2-v0"):
         assert gid in r.output
+    assert "needs arena[opensim]" in r.output  # an extra's name printed as it is, not read as markup
+
+
+def test_envs_list_without_opensim_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "opensim", None)
+    r = runner.invoke(app, ["envs", "list"], terminal_width=250)
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if "arena/Prosthetics-v0" in line)
+    assert 'pip install "arena[opensim]"' in row
 
 
 def test_envs_list_with_plugin():

@@ -80,6 +80,14 @@ CASES = [
     (["train", "{yaml:game: openspiel/tic_tac_toe-v0}", "--dir", "{tmp}/t3"], "trainer: required"),
     (["train", "{yaml:trainer: spiral\nlr: fast}", "--dir", "{tmp}/t4"], "lr"),
     (["replay", "show", "{tmp}/nope.jsonl"], "nope.jsonl"),
+    (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "frame_skip=0"], "frame_skip must be >= 1"),
+    (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "bogus=1"], "refuses the settings {'bogus': 1}"),
+    (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "frame_skip"], "expected KEY=VALUE"),
+    (["play", "arena/Prosthetics-v0", "-p", "random", "--render", "{tmp}/x.avi"], "must end in .gif or .mp4"),
+    (["play", "openspiel/tic_tac_toe-v0", "-p", "random", "-p", "random", "--render", "{tmp}/x.gif"],
+     "cannot be drawn"),
+    (["play", "arena/Prosthetics-v0", "-p", "first"], "continuous actions"),
+    (["train", "{yaml:trainer: ppo\ngame: openspiel/tic_tac_toe-v0}", "--dir", "{tmp}/t5"], "single-agent tasks"),
 ]
 
 
@@ -102,3 +110,16 @@ def test_user_errors_are_one_line(args, phrase, league, tmp_path):
     assert len(lines) == 1, out
     assert phrase in out, out
     assert out.startswith("error:"), out
+
+
+def test_without_opensim_the_task_is_one_line_naming_the_extra(tmp_path):
+    """A machine without opensim: playing the task is one line that says what to install."""
+    import os
+
+    (tmp_path / "opensim.py").write_text("raise ImportError('No module named opensim')\n")
+    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "arena.cli", "play", "arena/Prosthetics-v0", "-p", "random"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    out = (r.stdout + r.stderr).strip()
+    assert r.returncode == 2 and len(out.splitlines()) == 1 and "Traceback" not in out, out
+    assert 'pip install "arena[opensim]"' in out, out
