@@ -138,11 +138,13 @@ class LLMLearner:
                 adv = torch.tensor([s.adv for s in mb], dtype=torch.float32, device=dev)
                 kwargs: dict[str, Any] = dict(st.loss_kwargs)
                 if self.needs_topk:
-                    K = len(mb[0].topk_ids[0])
+                    # K from a sample that generated something (an empty response has no top-K rows)
+                    K = next((len(s.topk_ids[0]) for s in mb if s.topk_ids), 1)
                     told = torch.full((len(mb), T, K), -1e4, device=dev)
                     for b, s in enumerate(mb):
                         n = min(len(s.topk_logp), T)
-                        told[b, :n] = torch.tensor(s.topk_logp[:n])
+                        if n:
+                            told[b, :n] = torch.tensor(s.topk_logp[:n])
                     kwargs.update(topk_old_logp=told, topk_logp=out["topk_logp"].float())
                 loss, stats = self.loss_fn(logp, old, adv, mask, agg=st.agg, max_len=st.max_new_tokens, **kwargs)
                 if first:  # rollout/trainer log-prob mismatch, measured before any update this iteration
