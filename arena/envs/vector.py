@@ -84,6 +84,7 @@ class SubprocessEnvs:
         self._procs: list[Any] = [None] * self.n
         self._conns: list[Any] = [None] * self.n
         self._local: list[Any] = []
+        self._pending: dict[int, tuple] = {}  # results of started steps not fetched yet (in-process, lost workers)
         if self.in_process:
             from arena.envs.registry import make
 
@@ -211,6 +212,42 @@ class SubprocessEnvs:
         term = np.array([o[2] for o in outs], dtype=bool)
         trunc = np.array([o[3] for o in outs], dtype=bool)
         return obs, rew, term, trunc, [o[4] for o in outs]
+
+    # -- asynchronous stepping: each env at its own pace ---------------------------------------------
+    def send_step(self, i: int, action: Any) -> None:
+        """Start a step of env `i`; its result comes from `result(i)` once `ready` lists it. Envs stepped
+        this way never wait for each other (no per-step barrier: a slow step of one env does not hold
+        the others back, and the caller's work for one overlaps the others' simulation)."""
+        if self.in_process:
+            self._pending[i] = self._local[i].step(action)
+            return
+        try:
+            self._send(i, ("step", action))
+        except WorkerDied as e:
+            self._pending[i] = self._lost(i, str(e))
+
+    def ready(self, timeout: float | None = None) -> list[int]:
+        """The envs whose started step has a result waiting (blocks up to `timeout` for one)."""
+        if self.in_process or self._pending:
+            return sorted(self._pending)
+        from multiprocessing.connection import wait
+
+        by_conn = {self._conns[i]: i for i in range(self.n)}
+        return sorted(by_conn[c] for c in wait(list(by_conn), timeout))
+
+    def result(self, i: int) -> tuple:
+        """The (observation, reward, terminated, truncated, info) of env `i`'s started step."""
+        if i in self._pending:
+            return self._pending.pop(i)
+        try:
+            return tuple(self._result(i))
+        except WorkerDied as e:
+            return self._lost(i, str(e))
+
+    def _lost(self, i: int, why: str) -> tuple:
+        self._restart(i)
+        empty = np.zeros(self.observation_space.shape, dtype=self.observation_space.dtype)
+        return (empty, 0.0, False, True, {"error": why + "; restarted"})
 
     def close(self) -> None:
         for e in self._local:

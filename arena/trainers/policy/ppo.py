@@ -10,8 +10,9 @@ Gymnasium game with Box or Discrete actions.
 One iteration:
 
 1. every env plays ``steps_per_env`` steps from a fresh reset (episodes end and restart inside;
-   the seeds come from ``(seed, iteration, env, episode)``), the policy answering all envs in one
-   batched forward pass; the samples are the policy's own (not clipped: the env clips to its box);
+   the seeds come from ``(seed, iteration, env, episode)``), each at its own pace: the policy
+   answers an env as soon as its step is back, while the others simulate; the samples are the
+   policy's own (not clipped: the env clips to its box);
 2. an episode cut by the step limit, by a simulator failure or by the end of the segment is
    bootstrapped: ``gamma * V(next observation)`` is folded into its last reward, whose discount is
    then 0, which is exactly GAE's bootstrap (and UPGO's); a fall (termination) is not;
@@ -180,55 +181,73 @@ class PPOTrainer:
 
     # -- one iteration ----------------------------------------------------------------------------
     def collect(self, it: int):
-        """Play ``steps_per_env`` steps in every env; (RolloutBatch, stats)."""
+        """Play ``steps_per_env`` steps in every env; (RolloutBatch, stats).
+
+        Each env runs at its own pace (`SubprocessEnvs.send_step`): when one's step comes back, the
+        policy answers it alone and sends its next action while the others simulate, so no env waits
+        for a slower one. Each env draws from its own generator, seeded by ``(seed, iteration, env)``:
+        the batch is the same whatever order the results arrive in."""
         from arena.trainers.policy.learner import RolloutBatch
 
         torch = self.torch
         cfg = self.cfg
         envs = self._envs()
         T, N = cfg.steps_per_env, cfg.envs
-        gen = torch.Generator().manual_seed(episode_seed(cfg.seed, it, 999, 0))
+        gens = [torch.Generator().manual_seed(episode_seed(cfg.seed, it, 1_000 + i, 0)) for i in range(N)]
         episodes = [0] * N
-        obs = envs.reset(list(range(N)), [episode_seed(cfg.seed, it, i, 0) for i in range(N)])
-        xs, acts, logps, vals = [], [], [], []
+        first = envs.reset(list(range(N)), [episode_seed(cfg.seed, it, i, 0) for i in range(N)])
+        obs = torch.zeros((T, N, *self.spec.input_shape), dtype=torch.float32)
+        acts: Any = None
+        logps = torch.zeros((T, N))
+        vals = torch.zeros((T, N))
         rew = np.zeros((T, N), dtype=np.float32)
         disc = np.zeros((T, N), dtype=np.float32)
         ep_ret, ep_len = np.zeros(N), np.zeros(N, dtype=int)
         finished: list[tuple[float, int]] = []
         errors = 0
-        for t in range(T):
-            x, a, logp, v = self._act(obs, gen)
-            nobs, r, term, trunc, infos = envs.step(self._moves(a))
-            xs.append(x)
-            acts.append(a)
-            logps.append(logp)
-            vals.append(v)
-            ep_ret += r
-            ep_len += 1
-            rew[t] = r * cfg.reward_scale
-            done = term | trunc
-            disc[t] = np.where(done, 0.0, cfg.gamma)
-            lost = [i for i in range(N) if "restarted" in str(infos[i].get("error", ""))]
-            errors += sum(1 for i in range(N) if "error" in infos[i])
-            # cut but not ended: bootstrap from the value of where it was cut (a lost worker has no state)
-            boot = [i for i in range(N) if (trunc[i] and not term[i] or (t == T - 1 and not done[i])) and i not in lost]
-            if boot:
-                rew[t, boot] += cfg.gamma * self._values([nobs[i] for i in boot])
-                disc[t, boot] = 0.0
-            ended = [i for i in range(N) if done[i]]
-            for i in ended:
-                finished.append((float(ep_ret[i]), int(ep_len[i])))
-                ep_ret[i], ep_len[i] = 0.0, 0
-                episodes[i] += 1
-            if ended and t < T - 1:
-                fresh = envs.reset(ended, [episode_seed(cfg.seed, it, i, episodes[i]) for i in ended])
-                for i, o in zip(ended, fresh):
-                    nobs[i] = o
-            obs = nobs
+        t = [0] * N
+
+        def act(i: int, o) -> None:
+            nonlocal acts
+            x, a, logp, v = self._act([o], gens[i])
+            if acts is None:
+                acts = torch.zeros((T, N, *a.shape[1:]), dtype=a.dtype)
+            obs[t[i], i], acts[t[i], i], logps[t[i], i], vals[t[i], i] = x[0], a[0], logp[0], v[0]
+            envs.send_step(i, self._moves(a)[0])
+
+        for i in range(N):
+            act(i, first[i])
+        running = set(range(N))
+        while running:
+            for i in envs.ready():
+                o, r, term, trunc, info = envs.result(i)
+                k = t[i]
+                ep_ret[i] += r
+                ep_len[i] += 1
+                rew[k, i] = r * cfg.reward_scale
+                done = bool(term or trunc)
+                disc[k, i] = 0.0 if done else cfg.gamma
+                if "error" in info:
+                    errors += 1
+                lost = "restarted" in str(info.get("error", ""))
+                # cut but not ended: bootstrap from the value of where it was cut (a lost worker has no state)
+                if ((trunc and not term) or (k == T - 1 and not done)) and not lost:
+                    rew[k, i] += cfg.gamma * float(self._values([o])[0])
+                    disc[k, i] = 0.0
+                if done:
+                    finished.append((float(ep_ret[i]), int(ep_len[i])))
+                    ep_ret[i], ep_len[i] = 0.0, 0
+                    episodes[i] += 1
+                t[i] += 1
+                if t[i] == T:
+                    running.discard(i)
+                    continue
+                if done:
+                    o = envs.reset([i], [episode_seed(cfg.seed, it, i, episodes[i])])[0]
+                act(i, o)
         batch = RolloutBatch(
-            obs=torch.stack(xs), mask=None, actions=torch.stack(acts), behaviour_logp=torch.stack(logps),
-            behaviour_value=torch.stack(vals), rewards=torch.from_numpy(rew), discounts=torch.from_numpy(disc),
-            valid=torch.ones(T, N, dtype=torch.bool))
+            obs=obs, mask=None, actions=acts, behaviour_logp=logps, behaviour_value=vals,
+            rewards=torch.from_numpy(rew), discounts=torch.from_numpy(disc), valid=torch.ones(T, N, dtype=torch.bool))
         stats = {"train/episodes": float(len(finished)), "train/sim_errors": float(errors)}
         if finished:
             stats["train/return"] = float(np.mean([f[0] for f in finished]))
@@ -236,35 +255,44 @@ class PPOTrainer:
         return batch, stats
 
     def evaluate(self, seeds: list[int] | None = None, greedy: bool | None = None) -> dict[str, float]:
-        """The policy on the eval seeds, one episode each, the envs playing several seeds at once."""
+        """The policy on the eval seeds, one episode each: each env takes the next seed when its episode
+        ends; a sampled policy draws from a generator of the episode's seed (the same episode
+        whichever env plays it)."""
         torch = self.torch
         cfg = self.cfg
         seeds = list(cfg.eval.seeds if seeds is None else seeds)
         greedy = cfg.eval.greedy if greedy is None else greedy
         envs = self._envs()
-        gen = torch.Generator().manual_seed(cfg.seed * 31 + 7)
-        returns, lengths = [], []
-        for start in range(0, len(seeds), envs.n):
-            chunk = seeds[start:start + envs.n]
-            idx = list(range(len(chunk)))
-            obs = dict(zip(idx, envs.reset(idx, chunk)))
-            ret = {i: 0.0 for i in idx}
-            steps = {i: 0 for i in idx}
-            while obs:
-                live = sorted(obs)
-                _, a, _, _ = self._act([obs[i] for i in live], gen, greedy)
-                nobs, r, term, trunc, _ = envs.step(self._moves(a), indices=live)
-                for k, i in enumerate(live):
-                    ret[i] += float(r[k])
-                    steps[i] += 1
-                    if term[k] or trunc[k]:
-                        del obs[i]
-                    else:
-                        obs[i] = nobs[k]
-            returns += [ret[i] for i in idx]
-            lengths += [steps[i] for i in idx]
-        return {"eval/return": float(np.mean(returns)), "eval/return_min": float(np.min(returns)),
-                "eval/episode_len": float(np.mean(lengths))}
+        todo = list(enumerate(seeds))[::-1]
+        ret, steps = [0.0] * len(seeds), [0] * len(seeds)
+        playing: dict[int, tuple[int, Any]] = {}  # env -> (episode index, its generator)
+
+        def start(i: int) -> None:
+            j, seed = todo.pop()
+            gen = torch.Generator().manual_seed(episode_seed(cfg.seed, -1, 0, seed))
+            playing[i] = (j, gen)
+            step(i, envs.reset([i], [seed])[0])
+
+        def step(i: int, o) -> None:
+            _, a, _, _ = self._act([o], playing[i][1], greedy)
+            envs.send_step(i, self._moves(a)[0])
+
+        for i in range(min(envs.n, len(todo))):
+            start(i)
+        while playing:
+            for i in envs.ready():
+                o, r, term, trunc, _ = envs.result(i)
+                j = playing[i][0]
+                ret[j] += float(r)
+                steps[j] += 1
+                if term or trunc:
+                    del playing[i]
+                    if todo:
+                        start(i)
+                else:
+                    step(i, o)
+        return {"eval/return": float(np.mean(ret)), "eval/return_min": float(np.min(ret)),
+                "eval/episode_len": float(np.mean(steps))}
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def checkpoint(self, it: int) -> Path:
