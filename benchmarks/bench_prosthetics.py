@@ -80,22 +80,12 @@ class RawSim:
     def __init__(self, path: Path):
         import opensim as osim
 
-        from arena.envs.prosthetics import INTEGRATOR_ACCURACY
+        from arena.envs.prosthetics import INTEGRATOR_ACCURACY, load_model
 
         self.osim, self.accuracy = osim, INTEGRATOR_ACCURACY
-        osim.Logger.setLevelString("Error")
-        model = osim.Model(str(path))
-        model.initSystem()
-        brain = osim.PrescribedController()
-        muscles = model.getMuscles()
-        for j in range(muscles.getSize()):
-            brain.addActuator(muscles.get(j))
-            brain.prescribeControlForActuator(muscles.get(j).getName(), osim.Constant(0.0))
-        model.addController(brain)
-        model.initSystem()
-        functions = osim.PrescribedController.safeDownCast(model.getControllerSet().get(0)).get_ControlFunctions()
+        # the env's own loader: the same model and controller (set-up, not timed per step)
+        model, self.controls = load_model(osim, path)
         self.model = model
-        self.controls = [osim.Constant.safeDownCast(functions.get(j)) for j in range(functions.getSize())]
         self.pelvis = model.getBodySet().get("pelvis")
         self.manager = None
         self.failed = False

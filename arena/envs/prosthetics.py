@@ -188,6 +188,27 @@ def _engine_versions() -> dict[str, str]:
     return out
 
 
+def load_model(osim: Any, path: Path) -> tuple[Any, list]:
+    """(the OpenSim model at `path` with a PrescribedController of one `opensim.Constant` per muscle,
+    those constants): set a constant's value to excite its muscle."""
+    # Errors only: else every load writes opensim.log into the working folder and warns that the
+    # model's two joints named "back" were renamed.
+    osim.Logger.setLevelString("Error")
+    if not Path(path).exists():
+        raise ModelFileMissing(f"no OpenSim model at {path}")
+    model = osim.Model(str(path))
+    model.initSystem()
+    brain = osim.PrescribedController()
+    muscles = model.getMuscles()
+    for j in range(muscles.getSize()):
+        brain.addActuator(muscles.get(j))
+        brain.prescribeControlForActuator(muscles.get(j).getName(), osim.Constant(0.0))
+    model.addController(brain)
+    model.initSystem()
+    functions = osim.PrescribedController.safeDownCast(model.getControllerSet().get(0)).get_ControlFunctions()
+    return model, [osim.Constant.safeDownCast(functions.get(j)) for j in range(functions.getSize())]
+
+
 class IntegrationFailed(RuntimeError):
     pass
 
@@ -224,29 +245,14 @@ class ProstheticsEnv(gymnasium.Env):
 
     # -- the model ---------------------------------------------------------------------------
     def _load(self, path: Path) -> None:
-        osim = self.opensim
-        # Errors only: else every load writes opensim.log into the working folder and warns that the
-        # model's two joints named "back" were renamed.
-        osim.Logger.setLevelString("Error")
-        if not path.exists():
-            raise ModelFileMissing(f"no OpenSim model at {path}")
-        model = osim.Model(str(path))
-        model.initSystem()
-        brain = osim.PrescribedController()
-        muscles = model.getMuscles()
-        for j in range(muscles.getSize()):
-            brain.addActuator(muscles.get(j))
-            brain.prescribeControlForActuator(muscles.get(j).getName(), osim.Constant(0.0))
-        model.addController(brain)
-        model.initSystem()
+        model, self._controls = load_model(self.opensim, path)
         self.model = model
+        muscles = model.getMuscles()
         self.muscles = [muscles.get(j) for j in range(muscles.getSize())]
         self.muscle_names = [m.getName() for m in self.muscles]
         self.n_muscles = len(self.muscles)
         if self.n_muscles != N_MUSCLES:
             raise ValueError(f"{path.name} has {self.n_muscles} muscles; the prosthetics task has {N_MUSCLES}")
-        functions = osim.PrescribedController.safeDownCast(model.getControllerSet().get(0)).get_ControlFunctions()
-        self._controls = [osim.Constant.safeDownCast(functions.get(j)) for j in range(functions.getSize())]
         bodies, joints = model.getBodySet(), model.getJointSet()
         self.bodies = {bodies.get(i).getName(): bodies.get(i) for i in range(bodies.getSize())}
         self.joints = {joints.get(i).getName(): joints.get(i) for i in range(joints.getSize())}
