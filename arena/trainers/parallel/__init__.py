@@ -10,6 +10,11 @@
   microbatches, the bubble measured from the schedule's own actions, and full-model
   state dicts assembled from (or split into) the stages so checkpoints move between
   parallel settings.
+* :mod:`arena.trainers.parallel.odc` -- sharded data parallelism: ODC (each rank owns a shard of
+  every parameter; a layer's weights are gathered on demand from the owners through shared memory,
+  gradients reduced and the sharded AdamW applied once per minibatch: three meetings a minibatch,
+  not two collectives a layer) and the FSDP2 (``fully_shard``) baseline, both with the minibatch
+  split across ranks and into microbatches by token count.
 
 Nothing here imports torch at import time of this package.
 """
