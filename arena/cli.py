@@ -442,10 +442,6 @@ def league_run(
     from arena.ui.progress import run_with_progress
 
     cfg = load_league_config(config, workers=workers, backend=backend)
-    # Ctrl-C / SIGINT stops the run safely even when the parent started us with SIGINT ignored
-    # (a background job of a non-interactive shell, a test runner's worker): Python keeps an
-    # inherited SIG_IGN, which would let the league run on to its budget.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         summary = run_with_progress(cfg, directory, backend=backend, address=address, matches=matches, console=console)
     except KeyboardInterrupt:
@@ -632,6 +628,10 @@ def demo(
 
 
 def main() -> None:
+    # Ctrl-C / SIGINT stops any command safely even when the parent started us with SIGINT ignored
+    # (a background job of a non-interactive shell, a test runner's worker): Python keeps an
+    # inherited SIG_IGN, which would let a league or `play -n 5000` run on to its end.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     except ArenaError as e:

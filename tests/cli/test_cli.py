@@ -169,10 +169,12 @@ def test_ctrl_c_during_many_matches_prints_the_summary_of_the_finished_ones(tmp_
     import time
 
     env = dict(os.environ, COLUMNS="200")
+    # started with SIGINT ignored, as a background job of a script (or a test worker) is: Python keeps an
+    # inherited SIG_IGN, and Ctrl-C must stop the command all the same
     p = subprocess.Popen([ARENA, "play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulations=100", "-p", "random",
                           "-n", "5000", "--workers", workers, "--replays", str(tmp_path / "r")],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     deadline = time.time() + 120
     while len(list((tmp_path / "r").glob("*.jsonl*"))) < 60 and time.time() < deadline:
         time.sleep(0.1)
