@@ -86,18 +86,24 @@ def atomic_write(path: Path, write, durable: bool = True, tmp: Path | None = Non
     """Call ``write(file)`` on a temporary file next to `path`, then rename it into place (fsynced first
     with ``durable``); whatever goes wrong, the temporary file is removed and `path` is untouched."""
     tmp = tmp or path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}")
-    try:
+    with _renamed_into_place(tmp, path, durable):
         with open(tmp, "wb") as f:
             write(f)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def _renamed_into_place(tmp: Path, path: Path, durable: bool) -> Iterator[None]:
+    """Rename `tmp` onto `path` once the block has written it (then fsync the folder with ``durable``);
+    remove `tmp` if the block raises."""
+    try:
+        yield
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        except FileNotFoundError:
-            pass
         raise
     if durable:
         _fsync_path(path.parent)
@@ -121,19 +127,10 @@ def atomic_path(path: str | os.PathLike, durable: bool = True) -> Iterator[Path]
     tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}{path.suffix}")
     with disk_full_as_error(path.parent, f"writing {path.name}"):
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
+        with _renamed_into_place(tmp, path, durable):
             yield tmp
             if durable:
                 _fsync_path(tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                pass
-            raise
-        if durable:
-            _fsync_path(path.parent)
 
 
 @functools.cache

@@ -240,7 +240,8 @@ class ProstheticsEnv(gymnasium.Env):
         self.istep = 0
         self.targets = np.tile([1.25, 0.0, 0.0], (self.time_limit + 1, 1))
         self.state = None
-        self._desc: dict | None = None
+        self._desc: dict | None = None  # this step's lean dict (`_lean_desc`)
+        self._full: dict | None = None  # this step's whole dict (`state_desc`)
         self._last_action = np.zeros(self.n_muscles)
 
     # -- the model ---------------------------------------------------------------------------
@@ -287,7 +288,7 @@ class ProstheticsEnv(gymnasium.Env):
             self.state = self.manager.integrate(STEP_SIZE * self.istep)
         except RuntimeError as e:
             raise IntegrationFailed(_simtk_reason(str(e))) from None
-        self._desc = None
+        self._desc = self._full = None
 
     # -- Gymnasium ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -301,7 +302,7 @@ class ProstheticsEnv(gymnasium.Env):
         self.model.equilibrateMuscles(self.state)
         self.state.setTime(0)
         self.istep = 0
-        self._desc = None
+        self._desc = self._full = None
         self._new_manager()
         return self._obs(), {"target_vel": self.targets[0].tolist()}
 
@@ -334,18 +335,17 @@ class ProstheticsEnv(gymnasium.Env):
     def state_desc(self, forces: bool = False) -> dict:
         """The observation dict of osim-rl (``joint_pos``, ``body_vel``, ``muscles``, ``misc``, ...) now:
         every joint, body and muscle; ``forces=True`` adds every force's record values."""
-        key = "full+forces" if forces else "full"
-        if self._desc is None or self._desc.get("_parts") not in (key, "full+forces"):
-            self._desc = self._compute_desc(self.bodies, self._coords, full=True, forces=forces)
-            self._desc["_parts"] = key
-        return {k: v for k, v in self._desc.items() if k != "_parts"}
+        if self._full is None or (forces and "forces" not in self._full):
+            self._full = self._compute_desc(self.bodies, self._coords, full=True, forces=forces)
+        return self._full
 
     def _lean_desc(self) -> dict:
-        """The part of the dict the vector, the rewards and the fall need (what a step computes: about
-        half of the whole dict's simulator calls)."""
+        """The part of the dict the vector, the rewards and the fall read (what a step computes: about
+        half of the whole dict's simulator calls); the whole dict where it is computed already."""
+        if self._full is not None:
+            return self._full
         if self._desc is None:
             self._desc = self._compute_desc(self._vector_bodies, self._vector_coords, full=False, forces=False)
-            self._desc["_parts"] = "lean"
         return self._desc
 
     def _compute_desc(self, bodies: dict, coords: dict, full: bool, forces: bool) -> dict:

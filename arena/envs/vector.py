@@ -38,7 +38,7 @@ def _worker(conn, game: str, kwargs: dict, owner: int, plugins: list[str]) -> No
         for module in plugins:  # the caller's `--plugin` games, registered here too
             load_plugin(module)
         env = make(game, **kwargs)
-        conn.send(("ready", None))
+        conn.send(("ready", (env.observation_space, env.action_space)))
     except BaseException as e:  # noqa: BLE001 - reported to the caller, which raises it
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
@@ -94,11 +94,8 @@ class SubprocessEnvs:
                 self._start(i, wait=False)
             for i in range(self.n):
                 self._ready(i)
-        probe = self._local[0] if self.in_process else None
-        if probe is not None:
-            self.observation_space, self.action_space = probe.observation_space, probe.action_space
-        else:
-            self.observation_space, self.action_space = self.call(0, "_spaces")
+        if self.in_process:
+            self.observation_space, self.action_space = self._local[0].observation_space, self._local[0].action_space
 
     # -- workers -------------------------------------------------------------------------------
     def _start(self, i: int, wait: bool = True) -> None:
@@ -116,6 +113,7 @@ class SubprocessEnvs:
         if kind == "error":
             self.close()
             raise RuntimeError(f"{self.game}: the env could not be made in a worker: {msg}")
+        self.observation_space, self.action_space = msg
 
     def _recv(self, i: int):
         try:
@@ -146,15 +144,7 @@ class SubprocessEnvs:
 
     # -- the API ----------------------------------------------------------------------------------
     def call(self, i: int, name: str, *args: Any) -> Any:
-        """``env.unwrapped.<name>(*args)`` of env `i` (``_spaces`` gives its two spaces)."""
-        if name == "_spaces":
-            if self.in_process:
-                e = self._local[i]
-                return e.observation_space, e.action_space
-            self._send(i, ("call", ("__getattribute__", ("observation_space",))))
-            obs = self._result(i)
-            self._send(i, ("call", ("__getattribute__", ("action_space",))))
-            return obs, self._result(i)
+        """``env.unwrapped.<name>(*args)`` of env `i`."""
         if self.in_process:
             return getattr(self._local[i].unwrapped, name)(*args)
         self._send(i, ("call", (name, args)))
@@ -190,23 +180,9 @@ class SubprocessEnvs:
         if self.in_process:
             outs = [self._local[i].step(a) for i, a in zip(idx, actions)]
         else:
-            dead: dict[int, str] = {}
             for i, a in zip(idx, actions):
-                try:
-                    self._send(i, ("step", a))
-                except WorkerDied as e:
-                    dead[i] = str(e)
-            outs = []
-            for i in idx:
-                if i not in dead:
-                    try:
-                        outs.append(self._result(i))
-                        continue
-                    except WorkerDied as e:
-                        dead[i] = str(e)
-                self._restart(i)
-                empty = np.zeros(self.observation_space.shape, dtype=self.observation_space.dtype)
-                outs.append((empty, 0.0, False, True, {"error": dead[i] + "; restarted"}))
+                self.send_step(i, a)
+            outs = [self.result(i) for i in idx]
         obs = [o[0] for o in outs]
         rew = np.array([o[1] for o in outs], dtype=np.float64)
         term = np.array([o[2] for o in outs], dtype=bool)

@@ -254,6 +254,11 @@ class PPOTrainer:
             stats["train/episode_len"] = float(np.mean([f[1] for f in finished]))
         return batch, stats
 
+    def _normalise_with(self, batch) -> None:
+        """The observation normaliser takes in a batch's observations (a policy without one: nothing)."""
+        if self.cfg.sizes.get("obs_norm"):
+            self.net.update_obs_norm(batch.obs.reshape(-1, *batch.obs.shape[2:]).numpy())
+
     def evaluate(self, seeds: list[int] | None = None, greedy: bool | None = None) -> dict[str, float]:
         """The policy on the eval seeds, one episode each: each env takes the next seed when its episode
         ends; a sampled policy draws from a generator of the episode's seed (the same episode
@@ -329,8 +334,7 @@ class PPOTrainer:
             # observations start the normaliser (else the first update sees raw inputs, metres next to
             # newtons, and moves the policy far), and its return is the first policy's.
             batch, line = self.collect(0)
-            if cfg.sizes.get("obs_norm"):
-                self.net.update_obs_norm(batch.obs.reshape(-1, *batch.obs.shape[2:]).numpy())
+            self._normalise_with(batch)
             self.env_steps += batch.moves
             out = {**line, **self.evaluate(), "train/env_steps_total": float(self.env_steps)}
             self.checkpoint(0)
@@ -348,8 +352,7 @@ class PPOTrainer:
                 t1 = time.perf_counter()
                 gen = torch.Generator().manual_seed(episode_seed(cfg.seed, it, 998, 0))
                 stats = self.learner.step(batch, 0.0, gen)
-                self.net.update_obs_norm(batch.obs.reshape(-1, *batch.obs.shape[2:]).numpy()) \
-                    if cfg.sizes.get("obs_norm") else None
+                self._normalise_with(batch)
                 t_learn = time.perf_counter() - t1
                 samples = batch.moves
                 self.env_steps += samples
