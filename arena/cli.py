@@ -532,15 +532,29 @@ def train(
     model: Optional[str] = typer.Option(None, "--model", help="tiny, smollm2 or a local Hugging Face folder."),
     loss: Optional[str] = typer.Option(None, "--loss", help="ppo_clip, dppo_binary_tv, dppo_topk_kl, drpo, ..."),
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Train to this iteration (overrides the config)."),
+    parallel: Optional[str] = typer.Option(None, "--parallel", help="The language-model learner's step on several "
+                                           "processes: pipeline, odc (sharded, on-demand), fsdp (FSDP2), none."),
+    world_size: Optional[int] = typer.Option(None, "--world-size", help="Ranks for --parallel odc or fsdp."),
+    stages: Optional[int] = typer.Option(None, "--stages", help="Pipeline ranks for --parallel pipeline."),
+    schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: gpipe, 1f1b, "
+                                           "interleaved_1f1b, zb1p, zbv, dualpipev."),
+    microbatches: Optional[int] = typer.Option(None, "--microbatches", help="Microbatches per minibatch (pipeline) "
+                                               "or per rank (odc, fsdp)."),
 ):
-    """Train the learner a config names (its `trainer:` key; today `spiral`: SPIRAL-style self-play RL
-    for a language-model player, fed by its own league). An existing run folder resumes."""
+    """Train the learner a config names (its `trainer:` key: spiral, scc, ppo, mixed, rllib_ppo). An
+    existing run folder resumes, under any --parallel setting."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from arena.trainers.parallel.learner import parallel_overrides
     from arena.trainers.registry import read_train_config
 
-    entry, cfg = read_train_config(config, model=model, loss=loss, iterations=iterations)
+    par = parallel_overrides(parallel, world_size, stages, schedule, microbatches)
+    entry, cfg = read_train_config(config, model=model, loss=loss, iterations=iterations, parallel=par)
     trainer = entry.builder()(cfg, directory)
+    pcfg = getattr(cfg, "parallel", None)
+    if pcfg is not None and pcfg.mode != "none":
+        what = f"schedule {pcfg.schedule}" if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
+        console.print(f"learner step: {pcfg.mode} on {pcfg.world_size} ranks ({what}); rollouts on rank 0")
     if trainer.iteration > 0:
         console.print(f"resuming from iteration {trainer.iteration} of {cfg.iterations} ({directory}/latest)")
     cols = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),

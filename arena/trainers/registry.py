@@ -10,7 +10,7 @@ when used (importing this module needs no torch).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Union
 
@@ -77,8 +77,9 @@ def get_trainer(name: str) -> TrainerEntry:
 
 
 def read_train_config(path: str | Path, **overrides: Any) -> tuple[TrainerEntry, Any]:
-    """(the trainer the config names, its validated config). Overrides that are None are ignored;
-    every error is a `ConfigError` naming the file and the key."""
+    """(the trainer the config names, its validated config). Overrides that are None are ignored; a
+    dict override updates the section of that name (``parallel={"mode": "odc"}``); every error is a
+    `ConfigError` naming the file and the key."""
     path = Path(path)
     data = read_yaml_mapping(path)
     name = data.pop("trainer", None)
@@ -88,7 +89,16 @@ def read_train_config(path: str | Path, **overrides: Any) -> tuple[TrainerEntry,
         entry = get_trainer(str(name))
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        if isinstance(v, dict) and isinstance(data.get(k), dict):  # a section: the given keys replace the file's
+            data[k] = {**data[k], **v}
+        elif isinstance(v, dict) and k not in data and k not in {f.name for f in fields(entry.config_class())}:
+            raise ConfigError(f"{path}: trainer {entry.name} has no {k}: section (the {k} options are for "
+                              f"trainer: spiral)" if k == "parallel" else f"{path}: trainer {entry.name} has no {k}:")
+        else:
+            data[k] = v
     try:
         return entry, from_dict(entry.config_class(), data)
     except ConfigError as e:

@@ -43,3 +43,39 @@ def save_torch_atomic(obj: Any, path: str | Path) -> None:
         # Through a Python file, not a path: torch's own writer turns ENOSPC into an
         # "iostream error"; a Python file's OSError stays on the chain of torch's RuntimeError.
         atomic_write(path, lambda f: torch.save(obj, f), tmp=tmp)
+
+
+#: The ``format`` key of an optimizer state keyed by parameter name (see :func:`named_optimizer_state`).
+NAMED_OPTIMIZER = "arena-named-optimizer/1"
+
+
+def named_optimizer_state(native: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """An optimizer's ``state_dict()`` with parameter names in the place of its indices.
+
+    ``names[i]`` is the name of the optimizer's i-th parameter (torch numbers them across the
+    param groups in order). Every parallel setting writes and reads this form, so an optimizer
+    saved by one split of the model (one process, pipeline stages, shards) loads into another.
+    """
+    if sum(len(g["params"]) for g in native["param_groups"]) != len(names):
+        raise ValueError(f"the optimizer has {sum(len(g['params']) for g in native['param_groups'])} parameters, "
+                         f"but {len(names)} names were given")
+    return {"format": NAMED_OPTIMIZER,
+            "state": {names[i]: s for i, s in native["state"].items()},
+            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in native["param_groups"]]}
+
+
+def native_optimizer_state(named: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """:func:`named_optimizer_state` inverted for an optimizer whose i-th parameter is ``names[i]``.
+
+    A saved parameter name the optimizer lacks (or the other way round) is a ``ValueError``
+    naming it: the checkpoint is of another model.
+    """
+    index = {n: i for i, n in enumerate(names)}
+    saved = [n for g in named["param_groups"] for n in g["params"]]
+    missing, extra = sorted(set(names) - set(saved)), sorted(set(saved) - set(names))
+    if missing or extra:
+        raise ValueError("the saved optimizer state is of another model: "
+                         + (f"it lacks {missing[:3]}" if missing else f"it has {extra[:3]} this model lacks"))
+    return {"state": {index[n]: s for n, s in named["state"].items()},
+            # torch pairs saved and live parameters by position: each group in the live order
+            "param_groups": [{**g, "params": sorted(index[n] for n in g["params"])} for g in named["param_groups"]]}

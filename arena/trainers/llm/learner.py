@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -72,6 +72,31 @@ class LearnerSettings:
                    precision=cfg.train_precision)
 
 
+def minibatch_loop(settings: LearnerSettings, batch: Batch,
+                   update: Callable[[list[Sample]], dict[str, float]]) -> dict[str, float]:
+    """``LLMLearner.step``'s loop: ``epochs`` passes over ``batch`` shuffled by ``batch.shuffle_seed``,
+    ``update(minibatch)`` on each ``minibatch`` samples, the mean of each stat over the updates
+    (``mismatch`` is the first update's: measured before any update of this batch). Every
+    parallel learner runs this same loop, so all of them see the same minibatches."""
+    samples = batch.samples
+    if not samples:
+        return {}
+    rng = random.Random(batch.shuffle_seed)
+    order = list(range(len(samples)))
+    agg: dict[str, list[float]] = {}
+    first = True
+    for _ in range(settings.epochs):
+        rng.shuffle(order)
+        for i in range(0, len(order), settings.minibatch):
+            stats = dict(update([samples[j] for j in order[i:i + settings.minibatch]]))
+            if not first:
+                stats.pop("mismatch", None)
+            first = False
+            for k, v in stats.items():
+                agg.setdefault(k, []).append(float(v))
+    return {k: float(np.mean(v)) for k, v in agg.items()}
+
+
 class LLMLearner:
     def __init__(self, model: Any, tokenizer: Any, settings: LearnerSettings, critic: Any = None):
         import torch
@@ -106,72 +131,62 @@ class LLMLearner:
 
     def step(self, batch: Batch) -> dict[str, float]:
         """One update on `batch`: ``epochs`` shuffled passes of ``minibatch`` samples. Returns mean stats."""
+        if batch.samples and self.needs_topk and batch.samples[0].topk_ids is None:
+            raise ValueError(f"loss {self.settings.loss} needs top-K rollout log-probs: set top_k > 0")
+        self.model.train()
+        try:
+            return minibatch_loop(self.settings, batch, self._minibatch)
+        finally:
+            self.model.eval()
+
+    def _minibatch(self, mb: list[Sample]) -> dict[str, float]:
+        """Forward, loss, backward, clip and optimizer step on one minibatch; its stats."""
         import torch
 
         from arena.trainers.llm.logprobs import sequence_logprobs
 
-        st, samples = self.settings, batch.samples
-        if not samples:
-            return {}
-        if self.needs_topk and samples[0].topk_ids is None:
-            raise ValueError(f"loss {st.loss} needs top-K rollout log-probs: set top_k > 0")
-        dev = self.device
+        st, dev = self.settings, self.device
         pad = self.tok.pad_token_id or 0
-        rng = random.Random(batch.shuffle_seed)
-        order = list(range(len(samples)))
-        agg_stats: dict[str, list[float]] = {}
-        self.model.train()
-        first = True
-        for _ in range(st.epochs):
-            rng.shuffle(order)
-            for i in range(0, len(order), st.minibatch):
-                mb = [samples[j] for j in order[i:i + st.minibatch]]
-                with self.autocast():
-                    out = sequence_logprobs(self.model, [s.prompt_ids for s in mb], [s.response_ids for s in mb],
-                                            topk_ids=[s.topk_ids for s in mb] if self.needs_topk else None,
-                                            pad_id=pad, temperature=st.temperature, entropy_grad=st.entropy_coef > 0)
-                logp, mask = out["logp"].float(), out["mask"].float()
-                T = logp.shape[1]
-                old = torch.zeros_like(logp)
-                for b, s in enumerate(mb):
-                    old[b, : len(s.old_logp)] = torch.tensor(s.old_logp[:T])
-                adv = torch.tensor([s.adv for s in mb], dtype=torch.float32, device=dev)
-                kwargs: dict[str, Any] = dict(st.loss_kwargs)
-                if self.needs_topk:
-                    # K from a sample that generated something (an empty response has no top-K rows)
-                    K = next((len(s.topk_ids[0]) for s in mb if s.topk_ids), 1)
-                    told = torch.full((len(mb), T, K), -1e4, device=dev)
-                    for b, s in enumerate(mb):
-                        n = min(len(s.topk_logp), T)
-                        if n:
-                            told[b, :n] = torch.tensor(s.topk_logp[:n])
-                    kwargs.update(topk_old_logp=told, topk_logp=out["topk_logp"].float())
-                loss, stats = self.loss_fn(logp, old, adv, mask, agg=st.agg, max_len=st.max_new_tokens, **kwargs)
-                if first:  # rollout/trainer log-prob mismatch, measured before any update this iteration
-                    with torch.no_grad():
-                        stats["mismatch"] = float(((logp - old).abs() * mask).sum() / mask.sum().clamp_min(1))
-                    first = False
-                if self.critic is not None:
-                    vloss = self.critic.value_loss(self.model, self.tok, [s.critic_text for s in mb],
-                                                   [s.ret for s in mb])
-                    loss = loss + st.critic_coef * vloss
-                    stats["value_loss"] = float(vloss.detach())
-                entropy = (out["entropy"].float() * mask).sum() / mask.sum().clamp_min(1)
-                if st.entropy_coef > 0:
-                    loss = loss - st.entropy_coef * entropy
-                stats["entropy"] = float(entropy.detach())
-                self.opt.zero_grad(set_to_none=True)
-                self.scaler.scale(loss).backward()
-                self.scaler.unscale_(self.opt)
-                params = [p for g in self.opt.param_groups for p in g["params"]]
-                stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, st.grad_clip))
-                self.scaler.step(self.opt)
-                self.scaler.update()
-                stats["loss"] = float(loss.detach())
-                for k, v in stats.items():
-                    agg_stats.setdefault(k, []).append(float(v))
-        self.model.eval()
-        return {k: float(np.mean(v)) for k, v in agg_stats.items()}
+        with self.autocast():
+            out = sequence_logprobs(self.model, [s.prompt_ids for s in mb], [s.response_ids for s in mb],
+                                    topk_ids=[s.topk_ids for s in mb] if self.needs_topk else None,
+                                    pad_id=pad, temperature=st.temperature, entropy_grad=st.entropy_coef > 0)
+        logp, mask = out["logp"].float(), out["mask"].float()
+        T = logp.shape[1]
+        old = torch.zeros_like(logp)
+        for b, s in enumerate(mb):
+            old[b, : len(s.old_logp)] = torch.tensor(s.old_logp[:T])
+        adv = torch.tensor([s.adv for s in mb], dtype=torch.float32, device=dev)
+        kwargs: dict[str, Any] = dict(st.loss_kwargs)
+        if self.needs_topk:
+            # K from a sample that generated something (an empty response has no top-K rows)
+            K = next((len(s.topk_ids[0]) for s in mb if s.topk_ids), 1)
+            told = torch.full((len(mb), T, K), -1e4, device=dev)
+            for b, s in enumerate(mb):
+                n = min(len(s.topk_logp), T)
+                if n:
+                    told[b, :n] = torch.tensor(s.topk_logp[:n])
+            kwargs.update(topk_old_logp=told, topk_logp=out["topk_logp"].float())
+        loss, stats = self.loss_fn(logp, old, adv, mask, agg=st.agg, max_len=st.max_new_tokens, **kwargs)
+        with torch.no_grad():  # rollout/trainer log-prob mismatch (the loop keeps the first minibatch's)
+            stats["mismatch"] = float(((logp - old).abs() * mask).sum() / mask.sum().clamp_min(1))
+        if self.critic is not None:
+            vloss = self.critic.value_loss(self.model, self.tok, [s.critic_text for s in mb], [s.ret for s in mb])
+            loss = loss + st.critic_coef * vloss
+            stats["value_loss"] = float(vloss.detach())
+        entropy = (out["entropy"].float() * mask).sum() / mask.sum().clamp_min(1)
+        if st.entropy_coef > 0:
+            loss = loss - st.entropy_coef * entropy
+        stats["entropy"] = float(entropy.detach())
+        self.opt.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.opt)
+        params = [p for g in self.opt.param_groups for p in g["params"]]
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, st.grad_clip))
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        stats["loss"] = float(loss.detach())
+        return stats
 
     # -- state ---------------------------------------------------------------------------
     def save_weights(self, folder: str | Path) -> None:
@@ -184,13 +199,41 @@ class LLMLearner:
         saved = type(self.model).from_pretrained(folder)
         self.model.load_state_dict(saved.state_dict())
 
+    def model_changed(self) -> None:
+        """The model's weights were changed in place outside :meth:`step` (imitation, a restore).
+
+        Nothing to do here: this learner trains the model object itself. A learner that trains
+        a sharded or pipelined copy (`arena.trainers.parallel.learner.ParallelLearner`) copies
+        the new weights into it.
+        """
+
+    def optimizer_names(self) -> list[str]:
+        """The name of each optimizer parameter, in the optimizer's order (the critic's as ``critic.*``)."""
+        names = [n for n, _ in self.model.named_parameters()]
+        if self.critic is not None:
+            names += [f"critic.{n}" for n, _ in self.critic.named_parameters()]
+        return names
+
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer, loss scaler and critic (the model weights go to the folder: `save_weights`)."""
-        return {"optimizer": self.opt.state_dict(), "scaler": self.scaler.state_dict(),
+        """Optimizer (keyed by parameter name, so any parallel setting loads it), loss scaler and critic
+        (the model weights go to the folder: `save_weights`)."""
+        from arena.trainers.common.checkpoints import named_optimizer_state
+
+        return {"optimizer": named_optimizer_state(self.opt.state_dict(), self.optimizer_names()),
+                "scaler": self.scaler.state_dict(),
                 "critic": self.critic.state_dict() if self.critic is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.opt.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
+        from arena.trainers.common.checkpoints import NAMED_OPTIMIZER, native_optimizer_state
+
+        opt = state["optimizer"]
+        if opt.get("format") == NAMED_OPTIMIZER:
+            opt = native_optimizer_state(opt, self.optimizer_names())
+        self.opt.load_state_dict(opt)  # a checkpoint written before names: torch's own index form
+        if state.get("scaler"):  # a parallel run (fp32 only) saves none
+            self.scaler.load_state_dict(state["scaler"])
         if self.critic is not None and state.get("critic") is not None:
             self.critic.load_state_dict(state["critic"])
+
+    def close(self) -> None:
+        """Nothing to release (a parallel learner stops its ranks)."""

@@ -155,7 +155,12 @@ class SpiralTrainer:
             from arena.trainers.llm.critic import ValueHead
 
             critic = ValueHead(model_obj.config.hidden_size)
-        self.learner = LLMLearner(model_obj, tok, LearnerSettings.of(cfg), critic=critic)
+        if cfg.parallel.mode != "none":  # the step on several processes; rollouts stay here (rank 0)
+            from arena.trainers.parallel.learner import ParallelLearner
+
+            self.learner = ParallelLearner.start(model_obj, tok, LearnerSettings.of(cfg), cfg.parallel)
+        else:
+            self.learner = LLMLearner(model_obj, tok, LearnerSettings.of(cfg), critic=critic)
         self.actors = LLMActors(self.learner.model, tok, self.template, game=cfg.game, device=self.learner.device,
                                 precision=cfg.rollout_precision, max_batch=max(cfg.concurrency, cfg.eval.concurrency),
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
@@ -361,6 +366,7 @@ class SpiralTrainer:
         losses = supervised_finetune(self.model, self.tok, pairs, epochs=il.epochs, lr=il.lr,
                                      batch_size=il.batch_size, seed=self.cfg.seed, autocast=self.learner.autocast,
                                      log=log)
+        self.learner.model_changed()
         self.il_done = True
         return losses
 
@@ -439,6 +445,7 @@ class SpiralTrainer:
                               "invalid_rate": invalid, "checkpoint": str(ckpt)})
         finally:
             self.model.load_state_dict(current)
+            self.learner.model_changed()
         win = max(cands, key=lambda c: (c["confirm"], c["in_run"], -c["iteration"]))
         record = {"iteration": win["iteration"], "metric": key, "value": win["in_run"],
                   "invalid_rate": win["invalid_rate"], "checkpoint": win["checkpoint"],
@@ -510,7 +517,9 @@ class SpiralTrainer:
             self._report(episodes, LEARNER_NAME)
             t_roll = time.perf_counter() - t0
             samples = self._samples(episodes)
+            t_up = time.perf_counter()
             stats = self.update(samples) if samples else {}
+            t_up = time.perf_counter() - t_up
             self.iteration = it
             rets = [e.result.returns[s] for e in episodes for s in e.learner_seats]
             tokens = sum(len(s.response_ids) for s in samples)
@@ -520,7 +529,7 @@ class SpiralTrainer:
                 "train/invalid_rate": sum(e.invalid_moves() for e in episodes) / max(1, sum(e.moves() for e in episodes)),
                 "train/selfplay_share": sum(e.opponent == "self" for e in episodes) / len(episodes),
                 "train/samples": len(samples), "train/lr": lr, "train/rollout_tokens_per_s": tokens / max(t_roll, 1e-9),
-                "time/rollout_s": t_roll, "time/iteration_s": time.perf_counter() - t0,
+                "time/rollout_s": t_roll, "time/update_s": t_up, "time/iteration_s": time.perf_counter() - t0,
             })
             line.update(self._win_rates(episodes))
             self.metrics.log(it, **line)
@@ -544,6 +553,7 @@ class SpiralTrainer:
 
     def close(self) -> None:
         self.actors.close()
+        self.learner.close()
         self.metrics.close()
 
 
@@ -573,6 +583,17 @@ def validate(cfg: SpiralConfig) -> None:
                           f"got {len(cfg.il.agents)}")
     if cfg.il is not None and cfg.il.replays and not Path(cfg.il.replays).is_dir():
         raise ConfigError(f"il.replays: no folder {cfg.il.replays}")
+    par = cfg.parallel
+    if par.mode != "none":
+        if cfg.critic != "none":
+            raise ConfigError(f"parallel.mode: {par.mode} does not support critic: {cfg.critic} yet; use critic: none "
+                              "or train on one process")
+        if cfg.train_precision != "fp32":
+            raise ConfigError(f"parallel.mode: {par.mode} trains fp32 only for now, got train_precision: "
+                              f"{cfg.train_precision}; set train_precision: fp32")
+        if par.mode == "odc" and cfg.device != "cpu":
+            raise ConfigError(f"parallel.mode: odc runs on the CPU only for now (its shards live in host shared "
+                              f"memory), got device: {cfg.device}; use mode: fsdp or pipeline on GPUs")
     if cfg.model not in ("tiny", "smollm2") and not Path(cfg.model).is_dir():
         raise ConfigError(f"model: {cfg.model!r} is not tiny, smollm2 or a local Hugging Face model folder")
 

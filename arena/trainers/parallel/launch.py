@@ -27,6 +27,7 @@ functions work when the script guards its entry point with ``if __name__ == "__m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -124,14 +125,14 @@ def launch(fn: Callable[..., Any], world_size: int | None = None, args: Sequence
 # --------------------------------------------------------------------------- torchrun
 
 
-def _run_torchrun(fn, world_size, args, backend, timeout_s, threads) -> list[Any]:
+def join_torchrun(backend: str | None = None, timeout_s: float = 600.0, threads: int = 1) -> tuple[RankInfo, bool]:
+    """Join the process group torchrun described in the environment (``env://``); an existing
+    default group is used as it is. Returns (this rank's info, whether this call created the group)."""
     import torch
     import torch.distributed as dist
 
-    env_world = int(os.environ["WORLD_SIZE"])
-    if world_size is not None and int(world_size) != env_world:
-        raise ParallelError(f"launch asked for {world_size} ranks, but torchrun started {env_world}: "
-                            f"pass --nproc-per-node {world_size} to torchrun or drop world_size")
+    backend = _check_backend(backend or default_backend())
+    world = int(os.environ["WORLD_SIZE"])
     rank = int(os.environ["RANK"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     torch.set_num_threads(threads)
@@ -142,12 +143,22 @@ def _run_torchrun(fn, world_size, args, backend, timeout_s, threads) -> list[Any
     else:
         backend = dist.get_backend()
         device = _device_for(backend, local_rank)
-    info = RankInfo(rank, env_world, local_rank, backend, device, "torchrun")
+    return RankInfo(rank, world, local_rank, backend, device, "torchrun"), owned
+
+
+def _run_torchrun(fn, world_size, args, backend, timeout_s, threads) -> list[Any]:
+    import torch.distributed as dist
+
+    env_world = int(os.environ["WORLD_SIZE"])
+    if world_size is not None and int(world_size) != env_world:
+        raise ParallelError(f"launch asked for {world_size} ranks, but torchrun started {env_world}: "
+                            f"pass --nproc-per-node {world_size} to torchrun or drop world_size")
+    info, owned = join_torchrun(backend, timeout_s, threads)
     try:
         try:
             result = fn(info, *args)
         except Exception as e:
-            raise ParallelError(f"rank {rank} of {env_world} failed: {type(e).__name__}: {e}") from e
+            raise ParallelError(f"rank {info.rank} of {env_world} failed: {type(e).__name__}: {e}") from e
         gathered: list[Any] = [None] * env_world
         dist.all_gather_object(gathered, result)
         return gathered
@@ -191,19 +202,10 @@ def _run_spawn(fn, n, args, backend, timeout_s, threads) -> list[Any]:
     import torch.multiprocessing as mp
 
     out = tempfile.mkdtemp(prefix="arena-launch-")
-    child_env = {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    saved = {k: os.environ.get(k) for k in child_env}
-    os.environ.update(child_env)  # spawned children copy the environment when they start
     try:
-        try:
+        with _child_env(threads):
             ctx = mp.start_processes(_spawned, args=(fn, args, n, backend, free_port(), out, threads, timeout_s),
                                      nprocs=n, join=False, start_method="spawn")
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         deadline = time.monotonic() + timeout_s
         try:
             while not ctx.join(timeout=0.2, grace_period=5.0):
@@ -229,20 +231,41 @@ def _run_spawn(fn, n, args, backend, timeout_s, threads) -> list[Any]:
         shutil.rmtree(out, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _child_env(threads: int):
+    """The environment spawned ranks start with (they copy it when they start): ``threads`` OpenMP
+    threads that sleep when idle (see the module doc)."""
+    child_env = {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    saved = {k: os.environ.get(k) for k in child_env}
+    os.environ.update(child_env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _stop(ctx) -> None:
     """Stop the processes this launch started (by their own handles), then reap them."""
-    for p in ctx.processes:
+    _stop_processes(ctx.processes)
+
+
+def _stop_processes(processes) -> None:
+    for p in processes:
         if p.is_alive():
             p.terminate()
-    for p in ctx.processes:
+    for p in processes:
         p.join(5)
         if p.is_alive():
             p.kill()
             p.join(5)
 
 
-def _first_failure(out: str, rank: int, msg: str) -> tuple[int, str]:
-    """The rank that failed first (by the stamps the ranks wrote) and its traceback."""
+def _failure_stamp(out: str) -> tuple[int, str] | None:
+    """The rank that failed first (by the stamps the ranks wrote in ``out``) and its traceback."""
     stamps = []
     for f in Path(out).glob("rank*.err"):
         try:
@@ -251,9 +274,13 @@ def _first_failure(out: str, rank: int, msg: str) -> tuple[int, str]:
         except (OSError, ValueError, KeyError):
             continue
     if not stamps:
-        return rank, msg
+        return None
     _, first, text = min(stamps)
     return first, text
+
+
+def _first_failure(out: str, rank: int, msg: str) -> tuple[int, str]:
+    return _failure_stamp(out) or (rank, msg)
 
 
 def _tail(msg: str, lines: int = 40) -> str:
@@ -261,3 +288,97 @@ def _tail(msg: str, lines: int = 40) -> str:
     text = msg.rstrip().splitlines()
     return "\n" + "\n".join(text[-lines:]) if text else " (no traceback)"
 
+
+
+# --------------------------------------------------------------------------- this process as rank 0
+
+
+@dataclass
+class Workers:
+    """Ranks 1 .. N-1 started by :func:`start_workers`, each running ``fn(info, *args)`` to its end."""
+
+    info: RankInfo  # this process: rank 0
+    processes: list[Any]
+    folder: str  # where a failing rank leaves its traceback
+
+    def failure(self) -> str | None:
+        """The first failed rank's name and traceback tail, or None while every rank is alive and well."""
+        dead = [(r, p.exitcode) for r, p in enumerate(self.processes, 1) if p.exitcode not in (None, 0)]
+        stamp = _failure_stamp(self.folder)
+        if stamp:
+            rank, text = stamp
+            return f"rank {rank} of {self.info.world_size} failed:{_tail(text, 20)}"
+        if dead:
+            rank, code = dead[0]
+            return (f"rank {rank} of {self.info.world_size} died (exit code {code}: killed for memory, or a crash "
+                    f"in native code)")
+        return None
+
+    def join(self, timeout_s: float = 30.0) -> None:
+        """Wait for the ranks to finish (after they were told to stop), then end any that did not."""
+        deadline = time.monotonic() + timeout_s
+        for p in self.processes:
+            p.join(max(0.0, deadline - time.monotonic()))
+        _stop_processes(self.processes)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _worker_entry(rank: int, fn, args, world_size: int, backend: str, port: int, folder: str, threads: int,
+                  timeout_s: float) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads)
+    device = _device_for(backend, rank)
+    try:
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s))
+        fn(RankInfo(rank, world_size, rank, backend, device, "spawn"), *args)
+    except BaseException:
+        (Path(folder) / f"rank{rank}.err").write_text(json.dumps({"time": time.time(),
+                                                                   "traceback": traceback.format_exc()}))
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def start_workers(fn: Callable[..., Any], world_size: int, args: Sequence[Any] = (), *, backend: str | None = None,
+                  timeout_s: float = 1800.0, threads: int = 1) -> Workers:
+    """Make this process rank 0 of a new local group of ``world_size`` and start ranks 1 .. N-1.
+
+    Each started rank runs ``fn(info, *args)`` (a module-level function) and ends when it
+    returns; this process joins the group and returns at once, so it can lead the others
+    (:mod:`arena.trainers.parallel.learner`). ``timeout_s`` is the process group's: how long
+    forming the group and any collective may wait for a rank.
+    """
+    import multiprocessing as mp
+
+    import torch.distributed as dist
+
+    backend = _check_backend(backend or default_backend())
+    n = int(world_size)
+    if n < 2:
+        raise ParallelError(f"start_workers needs world_size >= 2, got {world_size}")
+    if dist.is_initialized():
+        raise ParallelError("this process is already in a process group: run one parallel learner at a time")
+    folder = tempfile.mkdtemp(prefix="arena-ranks-")
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    procs = []
+    with _child_env(threads):
+        for r in range(1, n):
+            p = ctx.Process(target=_worker_entry, args=(r, fn, tuple(args), n, backend, port, folder, threads,
+                                                         timeout_s), daemon=True, name=f"arena-rank{r}")
+            p.start()
+            procs.append(p)
+    device = _device_for(backend, 0)
+    workers = Workers(RankInfo(0, n, 0, backend, device, "spawn"), procs, folder)
+    try:
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=n,
+                                timeout=timedelta(seconds=timeout_s))
+    except BaseException as e:
+        why = workers.failure()
+        workers.join(0)
+        raise ParallelError(f"the {n} ranks could not form a process group: {why or e}") from None
+    return workers

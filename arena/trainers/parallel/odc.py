@@ -986,27 +986,10 @@ def fsdp_step(fsdp: FSDP2Sharded, samples: Sequence["Sample"], pad_id: int = 0) 
 
 
 def learner_step(engine: ODCSharded | FSDP2Sharded, batch: "Batch", pad_id: int = 0) -> dict[str, float]:
-    """``LLMLearner.step`` on a sharded engine: ``epochs`` shuffled passes of ``minibatch`` samples, mean stats.
+    """``LLMLearner.step`` on a sharded engine: its loop (:func:`arena.trainers.llm.learner.minibatch_loop`:
+    the same shuffled minibatches, mean stats, the first minibatch's ``mismatch``) over
+    :meth:`ODCSharded.step` / :meth:`FSDP2Sharded.step`. No critic. Every rank calls it with the
+    same batch and gets the same stats."""
+    from arena.trainers.llm.learner import minibatch_loop
 
-    The same shuffle as the learner (``random.Random(batch.shuffle_seed)``), so both see the
-    same minibatches; ``mismatch`` is the first minibatch's, as the learner reports it. No
-    critic. Every rank calls it with the same batch and gets the same stats.
-    """
-    st, samples = engine.settings, batch.samples
-    if not samples:
-        return {}
-    rng = random.Random(batch.shuffle_seed)
-    order = list(range(len(samples)))
-    agg: dict[str, list[float]] = {}
-    first = True
-    for _ in range(st.epochs):
-        rng.shuffle(order)
-        for i in range(0, len(order), st.minibatch):
-            out = engine.step([samples[j] for j in order[i:i + st.minibatch]], pad_id)
-            stats = dict(out.stats)
-            if not first:
-                stats.pop("mismatch", None)
-            first = False
-            for k, v in stats.items():
-                agg.setdefault(k, []).append(float(v))
-    return {k: float(np.mean(v)) for k, v in agg.items()}
+    return minibatch_loop(engine.settings, batch, lambda mb: engine.step(mb, pad_id).stats)
