@@ -1,5 +1,5 @@
-"""Smoke tests of the benchmarks: bench_llm.py's learner-step section, a one-run ablation, the tactics probe, and
-bench_prosthetics.py with tiny sizes."""
+"""Smoke tests of the benchmarks: bench_llm.py's learner-step section, a one-run ablation, the tactics probe,
+bench_prosthetics.py with tiny sizes, the wired parallel learner step and the rollout-precision mismatch."""
 
 from __future__ import annotations
 
@@ -124,3 +124,23 @@ def test_bench_prosthetics_without_opensim_says_so_and_exits_2(monkeypatch, caps
     assert B.main(["--only", "env"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "opensim is not installed" in err[0] and "arena[opensim]" in err[0]
+
+
+def test_bench_parallel_learner_quick_prints_every_mode_equal_to_one_process():
+    proc = _run([str(BENCH / "bench_parallel_learner.py"), "--quick"], timeout=600)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in proc.stdout.splitlines() if line.startswith("| ") and "learner step" not in line}
+    assert set(rows) == {"one process", "one process, every core", "odc", "fsdp (FSDP2)", "pipeline 1f1b",
+                         "pipeline zbv"}
+    assert rows["one process"][1] == "1.00x"
+    for label, cols in rows.items():
+        assert float(cols[3]) < 1e-5, label  # every mode computes the one-process update
+
+
+def test_precision_mismatch_quick_orders_the_precisions():
+    proc = _run([str(BENCH / "precision_mismatch.py"), "--quick"], timeout=600)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in proc.stdout.splitlines() if line.startswith("| rollout ") and "precision" not in line}
+    first = {k.split()[1]: float(v[0]) for k, v in rows.items()}
+    assert set(first) == {"fp32", "fp16", "bf16"}
+    assert first["fp32"] < 1e-6 < first["fp16"] < first["bf16"]  # fp16 keeps more mantissa than bf16
