@@ -1,5 +1,6 @@
 """`arena train` from the terminal: a config error writes nothing; Ctrl-C checkpoints the finished
-iterations and says how to continue; the same command resumes and says from where."""
+iterations and says how to continue (a parallel run too: its serving rank outlives the Ctrl-C); the same
+command resumes and says from where."""
 
 import json
 import os
@@ -27,9 +28,9 @@ def _cfg(tmp_path: Path, **changes) -> Path:
     return p
 
 
-def _train(cfg: Path, run: Path, **kw) -> subprocess.Popen:
+def _train(cfg: Path, run: Path, *args: str, **kw) -> subprocess.Popen:
     env = dict(os.environ, COLUMNS="200", OMP_WAIT_POLICY="PASSIVE")
-    return subprocess.Popen([sys.executable, "-m", "arena.cli", "train", str(cfg), "--dir", str(run)],
+    return subprocess.Popen([sys.executable, "-m", "arena.cli", "train", str(cfg), "--dir", str(run), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **kw)
 
 
@@ -75,6 +76,37 @@ def test_ctrl_c_saves_the_finished_iterations_and_the_same_command_resumes(tmp_p
     assert f"resuming from iteration {stopped_at} of 6" in out, out
     # every iteration trained exactly once: none redone, none skipped
     assert _steps(run) == list(range(1, 7)), _steps(run)
+
+
+def test_ctrl_c_at_the_terminal_stops_a_parallel_run_cleanly(tmp_path):
+    # A terminal's Ctrl-C reaches every process of the foreground group: the serving rank too. It
+    # must not die mid-step; rank 0 finishes the iteration, checkpoints it and stops it.
+    cfg, run = _cfg(tmp_path, iterations=40, tiny_sizes={"hidden": 32, "layers": 2, "heads": 2,
+                                                          "intermediate": 64}), tmp_path / "run"
+    p = _train(cfg, run, "--parallel", "odc", "--world-size", "2", start_new_session=True)
+    deadline = time.time() + 600
+    while len(_steps(run)) < 2 and time.time() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()[0]
+    os.killpg(p.pid, signal.SIGINT)  # as a terminal does
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 130 and "Traceback" not in out and "failed" not in out, out
+    stopped_at = _steps(run)[-1]
+    assert f"stopped after iteration {stopped_at} of 40: iteration {stopped_at} is saved" in out, out
+    # nothing of the run outlives it (an orphan's zombie under an init that does not reap is no process)
+    deadline = time.time() + 30
+    while True:
+        ps = subprocess.run(["ps", "-o", "stat=,args=", "-g", str(p.pid)], capture_output=True, text=True).stdout
+        alive = [line for line in ps.splitlines() if line.strip() and not line.strip().startswith("Z")]
+        if not alive or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert not alive, alive
+    # and it resumes on one process
+    p = _train(cfg, run, "--iterations", str(stopped_at + 1))
+    out, _ = p.communicate(timeout=600)
+    assert p.returncode == 0 and f"resuming from iteration {stopped_at} of {stopped_at + 1}" in out, out
+    assert _steps(run) == list(range(1, stopped_at + 2))
 
 
 def test_the_imitation_warm_start_shows_progress(tmp_path):

@@ -388,10 +388,22 @@ def _torch_threads(n: int):
 
 
 def serve(info: RankInfo) -> None:
-    """Ranks 1 .. N-1: build the engine rank 0 describes, then run its commands until ``stop``."""
+    """Ranks 1 .. N-1: build the engine rank 0 describes, then run its commands until ``stop``.
+
+    Rank 0 alone decides when the run ends. A Ctrl-C at a terminal reaches every process of the
+    foreground group, and torchrun passes SIGTERM to all its ranks; a serving rank ignores both, so
+    rank 0 can finish its iteration, checkpoint it and send ``stop``. If rank 0 dies instead, the
+    next broadcast fails here and this rank ends too.
+    """
+    import signal
+    import threading
+
     import torch
     import torch.distributed as dist
 
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
     cmds = _command_group(1800.0)
 
     def recv():
