@@ -532,8 +532,9 @@ def train(
     model: Optional[str] = typer.Option(None, "--model", help="tiny, smollm2 or a local Hugging Face folder."),
     loss: Optional[str] = typer.Option(None, "--loss", help="ppo_clip, dppo_binary_tv, dppo_topk_kl, drpo, ..."),
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Train to this iteration (overrides the config)."),
-    parallel: Optional[str] = typer.Option(None, "--parallel", help="The language-model learner's step on several "
-                                           "processes: pipeline, odc (sharded, on-demand), fsdp (FSDP2), none."),
+    parallel: Optional[str] = typer.Option(None, "--parallel", help="The learner's step on several processes: "
+                                           "pipeline (language models), odc (sharded, on-demand), fsdp (FSDP2), "
+                                           "none."),
     world_size: Optional[int] = typer.Option(None, "--world-size", help="Ranks for --parallel odc or fsdp."),
     stages: Optional[int] = typer.Option(None, "--stages", help="Pipeline ranks for --parallel pipeline."),
     schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: gpipe, 1f1b, "
@@ -553,7 +554,8 @@ def train(
     trainer = entry.builder()(cfg, directory)
     pcfg = getattr(cfg, "parallel", None)
     if pcfg is not None and pcfg.mode != "none":
-        what = f"schedule {pcfg.schedule}" if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
+        what = (f"schedule {pcfg.schedule}" if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
+                if entry.name == "spiral" else "each minibatch shared out")
         console.print(f"learner step: {pcfg.mode} on {pcfg.world_size} ranks ({what}); rollouts on rank 0")
     if trainer.iteration > 0:
         console.print(f"resuming from iteration {trainer.iteration} of {cfg.iterations} ({directory}/latest)")

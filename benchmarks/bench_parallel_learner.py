@@ -68,7 +68,7 @@ def _model(args):
 def _run(label, section, args, batches):
     import torch
 
-    from arena.trainers.llm.config import ParallelConfig
+    from arena.trainers.parallel.config import ParallelConfig
     from arena.trainers.llm.learner import LearnerSettings, LLMLearner
     from arena.trainers.parallel.learner import ParallelLearner
 

@@ -96,7 +96,7 @@ def read_train_config(path: str | Path, **overrides: Any) -> tuple[TrainerEntry,
             data[k] = {**data[k], **v}
         elif isinstance(v, dict) and k not in data and k not in {f.name for f in fields(entry.config_class())}:
             raise ConfigError(f"{path}: trainer {entry.name} has no {k}: section (the {k} options are for "
-                              f"trainer: spiral)" if k == "parallel" else f"{path}: trainer {entry.name} has no {k}:")
+                              f"trainers spiral, scc and ppo)" if k == "parallel" else f"{path}: trainer {entry.name} has no {k}:")
         else:
             data[k] = v
     try:

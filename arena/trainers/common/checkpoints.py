@@ -64,8 +64,23 @@ def named_optimizer_state(native: dict[str, Any], names: list[str]) -> dict[str,
             "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in native["param_groups"]]}
 
 
-def native_optimizer_state(named: dict[str, Any], names: list[str]) -> dict[str, Any]:
-    """:func:`named_optimizer_state` inverted for an optimizer whose i-th parameter is ``names[i]``.
+#: The hyper-parameters a saved optimizer state brings along; the live optimizer keeps its other
+#: options (fused, foreach, ...: how it runs, which differs between parallel settings).
+HYPER = ("lr", "betas", "eps", "weight_decay")
+
+
+def optimizer_groups(saved: list[dict[str, Any]], live: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The live optimizer's param groups with the saved groups' :data:`HYPER` (and their ``params``)."""
+    if len(saved) != len(live):
+        raise ValueError(f"the saved optimizer has {len(saved)} parameter groups, this one {len(live)}")
+    return [{**{k: v for k, v in lg.items() if k != "params"}, **{k: sg[k] for k in HYPER if k in sg},
+             "params": sg["params"]} for sg, lg in zip(saved, live)]
+
+
+def native_optimizer_state(named: dict[str, Any], names: list[str],
+                           live: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """:func:`named_optimizer_state` inverted for an optimizer whose i-th parameter is ``names[i]``
+    (``live``: its param groups, whose run options are kept; see :func:`optimizer_groups`).
 
     A saved parameter name the optimizer lacks (or the other way round) is a ``ValueError``
     naming it: the checkpoint is of another model.
@@ -76,6 +91,7 @@ def native_optimizer_state(named: dict[str, Any], names: list[str]) -> dict[str,
     if missing or extra:
         raise ValueError("the saved optimizer state is of another model: "
                          + (f"it lacks {missing[:3]}" if missing else f"it has {extra[:3]} this model lacks"))
+    groups = named["param_groups"] if live is None else optimizer_groups(named["param_groups"], live)
     return {"state": {index[n]: s for n, s in named["state"].items()},
             # torch pairs saved and live parameters by position: each group in the live order
-            "param_groups": [{**g, "params": sorted(index[n] for n in g["params"])} for g in named["param_groups"]]}
+            "param_groups": [{**g, "params": sorted(index[n] for n in g["params"])} for g in groups]}

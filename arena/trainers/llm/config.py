@@ -8,6 +8,7 @@ from typing import Any, Literal, Optional
 
 from arena.trainers.common.device import Device, Precision
 from arena.trainers.common.schedules import lr_at
+from arena.trainers.parallel.config import ParallelConfig
 
 
 @dataclass
@@ -46,39 +47,6 @@ class EvalConfig:
         if self.confirm_top < 0 or self.confirm_games < 1:
             raise ValueError(f"eval.confirm_top must be >= 0 and eval.confirm_games >= 1, got "
                              f"{self.confirm_top} and {self.confirm_games}")
-
-
-@dataclass
-class ParallelConfig:
-    """The learner's step on several processes (``parallel:``; ``arena train --parallel ...``); see
-    `arena.trainers.parallel.learner`. Rollouts stay on rank 0."""
-
-    #: "none" (one process), "pipeline" (stages), "odc" (on-demand sharded) or "fsdp" (FSDP2, the baseline).
-    mode: Literal["none", "pipeline", "odc", "fsdp"] = "none"
-    #: Ranks (processes). Under torchrun, torchrun's ``--nproc-per-node`` decides.
-    world_size: int = 2
-    #: Pipeline schedule: gpipe, 1f1b, interleaved_1f1b, zb1p, zbv, dualpipev (the last four put two
-    #: model stages on each rank).
-    schedule: str = "1f1b"
-    #: Microbatches per minibatch (pipeline) or per rank and minibatch (odc, fsdp).
-    microbatches: int = 4
-    #: ODC's transport: shm (one machine), pg (the process group, any machines), auto.
-    transport: Literal["auto", "shm", "pg"] = "auto"
-    #: Torch threads of each rank during a step.
-    threads: int = 1
-    #: How long a collective may wait for a rank, seconds.
-    timeout_s: float = 1800.0
-
-    def __post_init__(self):
-        from arena.trainers.parallel.pipeline import SCHEDULES
-
-        if self.mode != "none" and self.world_size < 2:
-            raise ValueError(f"world_size must be >= 2 with mode {self.mode}, got {self.world_size} "
-                             "(mode: none trains on one process)")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
-        if self.microbatches < 1 or self.threads < 1 or self.timeout_s <= 0:
-            raise ValueError("microbatches and threads must be >= 1 and timeout_s > 0")
 
 
 @dataclass

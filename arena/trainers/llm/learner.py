@@ -228,7 +228,7 @@ class LLMLearner:
 
         opt = state["optimizer"]
         if opt.get("format") == NAMED_OPTIMIZER:
-            opt = native_optimizer_state(opt, self.optimizer_names())
+            opt = native_optimizer_state(opt, self.optimizer_names(), self.opt.param_groups)
         self.opt.load_state_dict(opt)  # a checkpoint written before names: torch's own index form
         if state.get("scaler"):  # a parallel run (fp32 only) saves none
             self.scaler.load_state_dict(state["scaler"])

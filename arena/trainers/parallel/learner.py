@@ -43,7 +43,7 @@ from arena.errors import ConfigError
 from arena.trainers.parallel.launch import ParallelError, RankInfo
 
 if TYPE_CHECKING:  # pragma: no cover
-    from arena.trainers.llm.config import ParallelConfig
+    from arena.trainers.parallel.config import ParallelConfig
     from arena.trainers.llm.learner import Batch, LearnerSettings
 
 MODES = ("pipeline", "odc", "fsdp")
@@ -150,9 +150,15 @@ def _load_local(opt, named: dict[str, Any], params: list[tuple[Any, str]]) -> No
     if len(groups) != 1:
         raise ParallelError(f"the saved optimizer has {len(groups)} parameter groups (a critic's?); a parallel "
                             "learner has one: resume it on one process (without --parallel)")
-    hyper = {k: v for k, v in groups[0].items() if k != "params"}
     state = {i: named["state"][n] for i, (_, n) in enumerate(params) if n in named["state"]}
-    opt.load_state_dict({"state": state, "param_groups": [{**hyper, "params": list(range(len(params)))}]})
+    opt.load_state_dict({"state": state, "param_groups": _groups(groups, opt, len(params))})
+
+
+def _groups(saved: list[dict[str, Any]], opt, n: int) -> list[dict[str, Any]]:
+    """One param group of ``n`` parameters: the live optimizer's options with the saved hyper-parameters."""
+    from arena.trainers.common.checkpoints import optimizer_groups
+
+    return optimizer_groups([{**saved[0], "params": list(range(n))}], opt.param_groups)
 
 
 class PipelineEngine(Engine):
@@ -218,17 +224,19 @@ class PipelineEngine(Engine):
 class ShardedEngine(Engine):
     """ODC or FSDP2 (``ps.mode``): every rank holds a shard of every parameter and of its optimizer state."""
 
-    def __init__(self, model, settings, ps, info, group=None):
+    def __init__(self, model, settings, ps, info, group=None, *, units=None, eps: float = 1e-8):
         from arena.trainers.parallel import odc as O
 
         super().__init__(model, settings, ps, info, group)
         self.names = [n for n, _ in model.named_parameters()]
+        params = set(self.canon)
+        self.buffers = [n for n in model.state_dict() if n not in params]  # persistent buffers (a normaliser's)
         if ps.mode == "odc":
             self.eng = O.ODCSharded(model, settings=settings, n_microbatches=ps.microbatches, transport=ps.transport,
-                                    group=group, device=info.device)
+                                    group=group, device=info.device, units=units, eps=eps)
         else:
             self.eng = O.FSDP2Sharded(model, settings=settings, n_microbatches=ps.microbatches, group=group,
-                                      best=True, device=info.device)
+                                      best=True, device=info.device, units=units, eps=eps)
         self.opt = self.eng.opt
 
     def step(self, batch, pad_id):
@@ -240,10 +248,13 @@ class ShardedEngine(Engine):
         state = self.eng.full_state_dict()  # FSDP2: a collective; ODC: local reads
         return state if self.info.rank == 0 else None
 
-    def push(self, state):
+    def push(self, state, broadcast: bool = True):
+        """Load rank 0's state dict (``broadcast=False``: every rank already has it) into the shards;
+        buffers (a normaliser's statistics) into each rank's module."""
         import torch
 
-        state = self._broadcast(state)
+        if broadcast:
+            state = self._broadcast(state)
         if self.ps.mode == "fsdp":
             from torch.distributed.tensor import distribute_tensor
 
@@ -265,6 +276,8 @@ class ShardedEngine(Engine):
                     flat[off:off + t.numel()] = t
                 mine.copy_(flat[unit.owned(self.info.rank).start - unit.base:
                                 unit.owned(self.info.rank).stop - unit.base])
+            if self.buffers:
+                e.module.load_state_dict({k: state[k] for k in self.buffers}, strict=False)
         e.transport.publish()
         e.version += 1  # every unit is gathered again before its next use
 
@@ -314,7 +327,9 @@ class ShardedEngine(Engine):
             if len(groups) != 1:
                 raise ParallelError(f"the saved optimizer has {len(groups)} parameter groups (a critic's?); a "
                                     "parallel learner has one: resume it on one process (without --parallel)")
-            self.opt.param_groups[0].update({k: v for k, v in groups[0].items() if k != "params"})
+            from arena.trainers.common.checkpoints import HYPER
+
+            self.opt.param_groups[0].update({k: groups[0][k] for k in HYPER if k in groups[0]})
             self.opt.state.clear()
             for name, p in self.eng.module.named_parameters():
                 s = named["state"].get(name)
@@ -346,9 +361,10 @@ class ShardedEngine(Engine):
             out["step"] = torch.as_tensor(named["state"][unit.params[0]]["step"], dtype=torch.float32).clone()
             per_unit[ui] = out
         groups = named["param_groups"]
-        hyper = {k: v for k, v in groups[0].items() if k != "params"}
-        n = len(e.layout.units)
-        self.opt.load_state_dict({"state": per_unit, "param_groups": [{**hyper, "params": list(range(n))}]})
+        if len(groups) != 1:
+            raise ParallelError(f"the saved optimizer has {len(groups)} parameter groups (a critic's?); a "
+                                "parallel learner has one: resume it on one process (without --parallel)")
+        self.opt.load_state_dict({"state": per_unit, "param_groups": _groups(groups, self.opt, len(e.layout.units))})
 
     def close(self):
         self.eng.close()
@@ -388,7 +404,7 @@ def _torch_threads(n: int):
 
 
 def serve(info: RankInfo) -> None:
-    """Ranks 1 .. N-1: build the engine rank 0 describes, then run its commands until ``stop``.
+    """Ranks 1 .. N-1: build the engines rank 0 describes, then run their commands until ``stop``.
 
     Rank 0 alone decides when the run ends. A Ctrl-C at a terminal reaches every process of the
     foreground group, and torchrun passes SIGTERM to all its ranks; a serving rank ignores both, so
@@ -398,7 +414,6 @@ def serve(info: RankInfo) -> None:
     import signal
     import threading
 
-    import torch
     import torch.distributed as dist
 
     if threading.current_thread() is threading.main_thread():
@@ -411,33 +426,155 @@ def serve(info: RankInfo) -> None:
         dist.broadcast_object_list(box, src=0, group=cmds)
         return box[0]
 
-    _, model_cls, config, settings, ps = recv()
-    torch.set_num_threads(ps.threads)
-    with torch.random.fork_rng(devices=[]):
-        model = model_cls(config)  # the weights come with the first "load"
-    engine = build_engine(model, settings, ps, info)
-    del model
+    engines: dict[str, Any] = {}
     try:
         while True:
             cmd = recv()
             op = cmd[0]
             if op == "stop":
                 return
-            if op == "step":
-                engine.step(cmd[1], cmd[2])
-                engine.pull()
-            elif op == "load":
-                engine.push(None)
-            elif op == "lr":
-                engine.set_lr(cmd[1])
-            elif op == "optimizer":
-                engine.optimizer_pull()
-            elif op == "load_optimizer":
-                engine.optimizer_push(None)
-            else:  # pragma: no cover - rank 0 sends only the above
-                raise ParallelError(f"unknown command {op!r} from rank 0")
+            if op == "init":  # ("init", key, kind, args): an engine for one learner
+                _, key, kind, args = cmd
+                engines[key] = SERVED[kind](info, *args)
+            else:  # (op, key, *args)
+                engines[cmd[1]].serve(op, cmd[2:])
     finally:
-        engine.close()
+        for e in engines.values():
+            e.close()
+
+
+class LMServed:
+    """A serving rank's part of the language-model learner: the engine and its commands."""
+
+    def __init__(self, info: RankInfo, model_cls, config, settings, ps):
+        import torch
+
+        torch.set_num_threads(ps.threads)
+        with torch.random.fork_rng(devices=[]):
+            model = model_cls(config)  # the weights come with the first "load"
+        self.engine = build_engine(model, settings, ps, info)
+
+    def serve(self, op: str, args: tuple) -> None:
+        e = self.engine
+        if op == "step":
+            e.step(*args)
+            e.pull()
+        elif op == "load":
+            e.push(None)
+        elif op == "lr":
+            e.set_lr(*args)
+        elif op == "optimizer":
+            e.optimizer_pull()
+        elif op == "load_optimizer":
+            e.optimizer_push(None)
+        else:  # pragma: no cover - rank 0 sends only the above
+            raise ParallelError(f"unknown command {op!r} from rank 0")
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _policy_served(info, *args):
+    from arena.trainers.parallel.policy import PolicyServed
+
+    return PolicyServed(info, *args)
+
+
+#: What a serving rank builds for each kind of learner.
+SERVED: dict[str, Any] = {"lm": LMServed, "policy": _policy_served}
+
+
+class Ranks:
+    """Rank 0's handle on the group: the other ranks (started here, or torchrun's), the command group.
+
+    Several learners of one trainer share it (an SCC run's main agent and exploiters):
+    :meth:`acquire` starts it on first use, :meth:`release` stops the ranks when the last learner
+    lets go.
+    """
+
+    current: "Ranks | None" = None
+
+    def __init__(self, ps: ParallelConfig, backend: str):
+        from arena.trainers.parallel.launch import in_torchrun, join_torchrun, start_workers
+
+        self.ps, self.users, self.closed = ps, 0, False
+        if in_torchrun():
+            self.info, _ = join_torchrun(backend, ps.timeout_s, ps.threads)
+            if self.info.rank != 0:
+                raise ParallelError("a parallel learner runs on rank 0; the other ranks run serve()")
+            self.workers = None
+        else:
+            self.workers = start_workers(_served, ps.world_size, backend=backend, timeout_s=ps.timeout_s,
+                                         threads=ps.threads)
+            self.info = self.workers.info
+        try:
+            self.cmds = _command_group(ps.timeout_s)
+        except BaseException:
+            self._abandon()
+            raise
+
+    @classmethod
+    def acquire(cls, ps: ParallelConfig, backend: str) -> "Ranks":
+        r = cls.current
+        if r is None or r.closed:
+            r = cls.current = cls(ps, backend)
+        elif (r.ps.world_size, r.ps.threads) != (ps.world_size, ps.threads):
+            raise ParallelError("the learners of one run must share one parallel setting (world_size, threads)")
+        r.users += 1
+        return r
+
+    def release(self) -> None:
+        """One learner is done; the last one stops the other ranks and leaves the group."""
+        import torch.distributed as dist
+
+        self.users -= 1
+        if self.users > 0 or self.closed:
+            return
+        self.closed = True
+        try:
+            self.send(("stop",))
+        except ParallelError:
+            pass
+        if self.workers is not None:
+            self.workers.join()
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        if Ranks.current is self:
+            Ranks.current = None
+
+    def send(self, cmd) -> None:
+        import torch.distributed as dist
+
+        if self.workers is not None:
+            why = self.workers.failure()
+            if why:
+                raise ParallelError(why)
+        try:
+            dist.broadcast_object_list([cmd], src=0, group=self.cmds)
+        except RuntimeError as e:
+            raise self.lost(e) from None
+
+    def lost(self, e: BaseException) -> ParallelError:
+        why = self.workers.failure() if self.workers is not None else None
+        return ParallelError(why or f"a rank was lost during a collective: {e}")
+
+    def guard(self, fn, *args):
+        """``fn(*args)`` (this rank's part of a collective); a lost rank is one :class:`ParallelError`."""
+        try:
+            return fn(*args)
+        except RuntimeError as e:
+            if isinstance(e, ParallelError):
+                raise
+            raise self.lost(e) from None
+
+    def _abandon(self) -> None:
+        import torch.distributed as dist
+
+        if self.workers is not None:
+            self.workers.join(0)
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        self.closed = True
 
 
 class ParallelLearner:
@@ -449,8 +586,10 @@ class ParallelLearner:
     torchrun formed).
     """
 
-    def __init__(self, model, tokenizer, settings: "LearnerSettings", ps: ParallelConfig, info: RankInfo,
-                 workers=None, critic=None):
+    key = "lm"
+
+    def __init__(self, model, tokenizer, settings: "LearnerSettings", ps: ParallelConfig, ranks: Ranks,
+                 critic=None):
         import torch
 
         from arena.trainers.common.device import grad_scaler
@@ -459,19 +598,19 @@ class ParallelLearner:
         if critic is not None:
             raise ConfigError("critic: bpco is not supported with --parallel yet: use critic: none, or train on "
                               "one process")
-        self.settings, self.ps, self.info, self.workers = settings, ps, info, workers
-        self.device = torch.device(info.device)
+        self.settings, self.ps, self.ranks = settings, ps, ranks
+        self.info, self.workers = ranks.info, ranks.workers
+        self.device = torch.device(self.info.device)
         self.model = model.to(self.device)
         self.tok = tokenizer
         self.critic = None
         self.needs_topk = settings.loss in TOPK_LOSSES
-        self.scaler = grad_scaler(info.device, "fp32")  # a no-op: fp32 only
+        self.scaler = grad_scaler(self.info.device, "fp32")  # a no-op: fp32 only
         self.closed = False
-        self.cmds = _command_group(ps.timeout_s)
-        self._send(("init", type(model), model.config, settings, ps))
+        self.ranks.send(("init", self.key, "lm", (type(model), model.config, settings, ps)))
         with torch.random.fork_rng(devices=[]):
             mine = copy.deepcopy(self.model)
-        self.engine = build_engine(mine, settings, ps, info)
+        self.engine = build_engine(mine, settings, ps, self.info)
         del mine
         self.model_changed()
         #: seconds of the last step: the engine, and the weight copy to the rollout model
@@ -480,55 +619,25 @@ class ParallelLearner:
     @classmethod
     def start(cls, model, tokenizer, settings: "LearnerSettings", ps: ParallelConfig, critic=None):
         """Rank 0 of a new local group (ranks 1 .. N-1 started here), or of torchrun's group."""
-        from arena.trainers.parallel.launch import in_torchrun, join_torchrun, start_workers
-
         if critic is not None:
             raise ConfigError("critic: bpco is not supported with --parallel yet: use critic: none, or train on "
                               "one process")
-        backend = "nccl" if str(settings.device).startswith("cuda") else "gloo"
-        if in_torchrun():
-            info, _ = join_torchrun(backend, ps.timeout_s, ps.threads)
-            if info.rank != 0:
-                raise ParallelError("ParallelLearner.start runs on rank 0; the other ranks run serve()")
-            return cls(model, tokenizer, settings, ps, info, critic=critic)
-        workers = start_workers(_served, ps.world_size, backend=backend, timeout_s=ps.timeout_s, threads=ps.threads)
+        ranks = Ranks.acquire(ps, "nccl" if str(settings.device).startswith("cuda") else "gloo")
         try:
-            return cls(model, tokenizer, settings, ps, workers.info, workers=workers, critic=critic)
+            return cls(model, tokenizer, settings, ps, ranks, critic=critic)
         except BaseException:
-            cls._abandon(workers)
+            ranks._abandon()
             raise
 
-    # -- commands ---------------------------------------------------------------------
-    def _send(self, cmd) -> None:
-        import torch.distributed as dist
-
-        if self.workers is not None:
-            why = self.workers.failure()
-            if why:
-                raise ParallelError(why)
-        try:
-            dist.broadcast_object_list([cmd], src=0, group=self.cmds)
-        except RuntimeError as e:
-            raise self._lost(e) from None
-
-    def _lost(self, e: BaseException) -> ParallelError:
-        why = self.workers.failure() if self.workers is not None else None
-        return ParallelError(why or f"a rank was lost during a collective: {e}")
-
-    def _guard(self, fn, *args):
-        try:
-            return fn(*args)
-        except RuntimeError as e:
-            if isinstance(e, ParallelError):
-                raise
-            raise self._lost(e) from None
+    def _send(self, op: str, *args) -> None:
+        self.ranks.send((op, self.key, *args))
 
     # -- LLMLearner's interface ---------------------------------------------------------
     def autocast(self):
         return contextlib.nullcontext()  # fp32 only
 
     def set_lr(self, lr: float) -> None:
-        self._send(("lr", lr))
+        self._send("lr", lr)
         self.engine.set_lr(lr)
 
     def values(self, texts: list[str]) -> list[float]:
@@ -543,11 +652,11 @@ class ParallelLearner:
             raise ValueError(f"loss {self.settings.loss} needs top-K rollout log-probs: set top_k > 0")
         pad = self.tok.pad_token_id or 0
         t0 = time.perf_counter()
-        self._send(("step", batch, pad))
+        self._send("step", batch, pad)
         with _torch_threads(self.ps.threads):
-            stats = self._guard(self.engine.step, batch, pad)
+            stats = self.ranks.guard(self.engine.step, batch, pad)
             t1 = time.perf_counter()
-            state = self._guard(self.engine.pull)
+            state = self.ranks.guard(self.engine.pull)
         self.model.load_state_dict(state)
         self.model.eval()
         self.timing = {"step_s": t1 - t0, "weights_s": time.perf_counter() - t1}
@@ -555,9 +664,9 @@ class ParallelLearner:
 
     def model_changed(self) -> None:
         """Copy the rollout model's weights into the engine on every rank."""
-        self._send(("load",))
+        self._send("load")
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        self._guard(self.engine.push, state)
+        self.ranks.guard(self.engine.push, state)
 
     def save_weights(self, folder) -> None:
         self.model.save_pretrained(folder)
@@ -573,8 +682,8 @@ class ParallelLearner:
 
     def state_dict(self) -> dict[str, Any]:
         """As ``LLMLearner.state_dict``: the optimizer keyed by name (assembled from the ranks), no scaler."""
-        self._send(("optimizer",))
-        named = self._guard(self.engine.optimizer_pull)
+        self._send("optimizer")
+        named = self.ranks.guard(self.engine.optimizer_pull)
         return {"optimizer": named, "scaler": {}, "critic": None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -586,33 +695,16 @@ class ParallelLearner:
         if state.get("critic") is not None:
             raise ConfigError("this checkpoint has a critic (critic: bpco), which --parallel does not support yet: "
                               "resume it on one process")
-        self._send(("load_optimizer",))
-        self._guard(self.engine.optimizer_push, opt)
+        self._send("load_optimizer")
+        self.ranks.guard(self.engine.optimizer_push, opt)
 
     def close(self) -> None:
-        """Stop the other ranks and leave the process group (idempotent)."""
-        import torch.distributed as dist
-
+        """Let go of the ranks (the last learner stops them and leaves the process group; idempotent)."""
         if self.closed:
             return
         self.closed = True
-        try:
-            self._send(("stop",))
-        except ParallelError:
-            pass
         self.engine.close()
-        if self.workers is not None:
-            self.workers.join()
-            if dist.is_initialized():
-                dist.destroy_process_group()
-
-    @staticmethod
-    def _abandon(workers) -> None:
-        import torch.distributed as dist
-
-        workers.join(0)
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self.ranks.release()
 
 
 def _served(info: RankInfo) -> None:

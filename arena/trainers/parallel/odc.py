@@ -350,15 +350,24 @@ def _unit_modules(model) -> list[tuple[str, list[Any]]]:
     return out
 
 
-def make_layout(model, world_size: int) -> Layout:
-    """The units of a Llama-style causal LM: the embedding, each decoder layer, the final norm with the head.
+def module_units(model) -> list[tuple[str, list[Any]]]:
+    """The units of any module that is not a causal LM: each direct child that holds parameters.
+
+    (A policy network: its torso, heads, normaliser; parameters of the module itself go into ``rest``.)
+    """
+    return [(name, [child]) for name, child in model.named_children() if any(True for _ in child.parameters())]
+
+
+def make_layout(model, world_size: int, units: list[tuple[str, list[Any]]] | None = None) -> Layout:
+    """The units of ``model`` (default: a Llama-style causal LM's embedding, each decoder layer, and the
+    final norm with the head; or the ``(name, modules)`` given), flat and sharded.
 
     A parameter in none of them (there are none in a Hugging Face Llama) goes into a last unit ``rest``.
     """
     names = {id(p): n for n, p in model.named_parameters()}  # first name of each parameter
     seen: set[int] = set()
     groups = []
-    for uname, modules in _unit_modules(model):
+    for uname, modules in (units if units is not None else _unit_modules(model)):
         ps = []
         for mod in modules:
             for p in mod.parameters():
@@ -622,7 +631,7 @@ class StepResult:
     padded: list[list[int]] = field(default_factory=list)  # [rank][microbatch] rows x length
 
 
-def _check(settings, model, device: str) -> None:
+def _check(settings, model, device: str, causal_lm: bool = True) -> None:
     from arena.trainers.parallel.pipeline import _llama_parts
 
     if settings.precision != "fp32":
@@ -630,14 +639,15 @@ def _check(settings, model, device: str) -> None:
                        "set train_precision: fp32")
     if device != "cpu":
         raise ODCError(f"sharded training runs on the CPU only for now, got device {device!r}: use device cpu")
-    _llama_parts(model)  # a PipelineError naming what a Llama-style causal LM has
+    if causal_lm:
+        _llama_parts(model)  # a PipelineError naming what a Llama-style causal LM has
 
 
-def _exchange(loss_obj, extra: dict[str, float], group) -> tuple[float, dict[str, float], list[dict[str, float]]]:
-    """Sum the ranks' weighted microbatch losses and stats (rank order, so every rank gets the same floats)."""
+def _exchange(mine: tuple[float, dict[str, float]], extra: dict[str, float],
+              group) -> tuple[float, dict[str, float], list[dict[str, float]]]:
+    """Sum the ranks' weighted losses and stats (rank order, so every rank gets the same floats)."""
     import torch.distributed as dist
 
-    mine = loss_obj.collect()
     parts: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(parts, (mine[0], mine[1], extra), group=group)
     loss, stats = 0.0, {}
@@ -670,7 +680,7 @@ class _Sharded:
 
     kind = "base"
 
-    def _setup(self, model, settings, n_microbatches, group, pad_to, balance, device):
+    def _setup(self, model, settings, n_microbatches, group, pad_to, balance, device, causal_lm=True):
         import torch.distributed as dist
 
         from arena.trainers.common.losses import TOPK_LOSSES
@@ -680,7 +690,7 @@ class _Sharded:
         if not dist.is_initialized():
             raise ODCError("no process group: run inside arena.trainers.parallel.launch.launch (or torchrun)")
         self.settings = settings or LearnerSettings()
-        _check(self.settings, model, device)
+        _check(self.settings, model, device, causal_lm)
         if balance not in BALANCE:
             raise ODCError(f"unknown balance {balance!r}: use one of {', '.join(BALANCE)}")
         if int(n_microbatches) < 1:
@@ -690,10 +700,17 @@ class _Sharded:
         self.world_size = dist.get_world_size(group)
         self.n_microbatches = int(n_microbatches)
         self.pad_to, self.balance, self.device = pad_to, balance, device
-        self.config, self.model_cls = model.config, type(model)
+        self.config, self.model_cls = getattr(model, "config", None), type(model)
         self.topk = self.settings.loss in TOPK_LOSSES
         self.loss = PipelineLoss(self.settings)
         self.last: StepResult | None = None  # the last step's result
+
+    def _start(self, samples, pad_id: int) -> Plan:
+        """The common start of a language-model step: the plan, the loss reset for it."""
+        plan = self.plan(samples, pad_id)
+        self.loss.topk = plan.topk
+        self.loss.reset()
+        return plan
 
     def plan(self, samples, pad_id: int = 0) -> Plan:
         return plan_minibatch(samples, self.world_size, self.n_microbatches, agg=self.settings.agg, topk=self.topk,
@@ -731,13 +748,14 @@ class ODCSharded(_Sharded):
 
     def __init__(self, model, *, settings: "LearnerSettings | None" = None, n_microbatches: int = 1,
                  transport: str | Transport = "auto", group=None, pad_to: int = 8, balance: str = "tokens",
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, device: str = "cpu"):
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, device: str = "cpu",
+                 units: list[tuple[str, list[Any]]] | None = None):
         import torch
         from torch import nn
 
-        self._setup(model, settings, n_microbatches, group, pad_to, balance, device)
+        self._setup(model, settings, n_microbatches, group, pad_to, balance, device, causal_lm=units is None)
         self.module = model.train()
-        self.layout = make_layout(model, self.world_size)
+        self.layout = make_layout(model, self.world_size, units)
         self.transport = transport if isinstance(transport, Transport) else make_transport(transport, group)
         L = self.layout
         params = dict(model.named_parameters())
@@ -770,7 +788,7 @@ class ODCSharded(_Sharded):
         self._gather_s = 0.0
         unit_of = {id(p): i for i, u in enumerate(L.units) for p in (replace[id(params[n])] for n in u.params)}
         self._hooks = []
-        hooked = [mod for _, mods in _unit_modules(model) for mod in mods]
+        hooked = [mod for _, mods in (units if units is not None else _unit_modules(model)) for mod in mods]
         for mod in hooked:
             need = sorted({unit_of[id(p)] for p in mod.parameters() if id(p) in unit_of})
             if need:
@@ -803,20 +821,33 @@ class ODCSharded(_Sharded):
     # -- the step ---------------------------------------------------------------------
     def step(self, samples: Sequence["Sample"], pad_id: int = 0) -> StepResult:
         """One minibatch update (all ranks call it with the same samples; see the module doc)."""
+        t_start = time.perf_counter()
+        plan = self._start(samples, pad_id)
+        mbs = plan.ranks[self.rank]
+
+        def compute():
+            _forward_backward(self.module, self.loss, mbs)
+            return self.loss.collect()
+
+        out = self.run_step(compute, t_start)
+        out.tokens, out.padded = plan.tokens(), plan.tokens(True)
+        return out
+
+    def run_step(self, compute, t_start: float | None = None) -> StepResult:
+        """One update around ``compute()``, which runs this rank's forward and backward and returns its
+        (weighted loss, weighted stats): the gradients reduced, the global norm clipped, AdamW on the
+        shards, the new shards published. All ranks call it; any module (see ``units``)."""
         import torch
 
         st = self.settings
-        t_start = time.perf_counter()
-        plan = self.plan(samples, pad_id)
-        self.loss.topk = plan.topk
-        self.loss.reset()
+        t_start = time.perf_counter() if t_start is None else t_start
         for p, _, _ in self._params:
             p.grad = None
         self._gather_s = 0.0
         syncs0 = self.transport.syncs
         self._ensure(self._rest)
         t0 = time.perf_counter()
-        _forward_backward(self.module, self.loss, plan.ranks[self.rank])
+        mine = compute()
         t1 = time.perf_counter()
         buf = self.transport.grad_buffer()
         with torch.no_grad():
@@ -829,7 +860,7 @@ class ODCSharded(_Sharded):
         grads = self.transport.reduce()  # meeting 1
         t2 = time.perf_counter()
         sumsq = float(sum(float(g.double().pow(2).sum()) for g in grads))
-        loss, stats, extras = _exchange(self.loss, {"sumsq": sumsq}, self.group)  # meeting 2
+        loss, stats, extras = _exchange(mine, {"sumsq": sumsq}, self.group)  # meeting 2
         t3 = time.perf_counter()
         norm = math.sqrt(sum(e["sumsq"] for e in extras))
         coef = torch.clamp(torch.tensor(st.grad_clip / (norm + 1e-6), dtype=torch.float32), max=1.0)
@@ -847,7 +878,7 @@ class ODCSharded(_Sharded):
                   "gather_s": self._gather_s, "reduce_s": t2 - t1, "wait_s": self.transport.wait_s,
                   "exchange_s": t3 - t2, "optimizer_s": t4 - t3, "publish_s": t5 - t4,
                   "syncs": float(self.transport.syncs - syncs0 + 1)}
-        self.last = StepResult(loss=loss, stats=stats, timing=timing, tokens=plan.tokens(), padded=plan.tokens(True))
+        self.last = StepResult(loss=loss, stats=stats, timing=timing)
         return self.last
 
     # -- whole-model views ------------------------------------------------------------
@@ -894,7 +925,8 @@ class FSDP2Sharded(_Sharded):
 
     def __init__(self, model, *, settings: "LearnerSettings | None" = None, n_microbatches: int = 1, group=None,
                  pad_to: int = 8, balance: str = "tokens", best: bool = True,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, device: str = "cpu"):
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, device: str = "cpu",
+                 units: list[tuple[str, list[Any]]] | None = None):
         import torch
 
         try:
@@ -906,12 +938,12 @@ class FSDP2Sharded(_Sharded):
 
         from arena.trainers.parallel.pipeline import _llama_parts
 
-        self._setup(model, settings, n_microbatches, group, pad_to, balance, device)
+        self._setup(model, settings, n_microbatches, group, pad_to, balance, device, causal_lm=units is None)
         self.best = bool(best)
         mesh = (init_device_mesh(device, (self.world_size,)) if group is None
                 else DeviceMesh.from_group(group, device))
-        body = _llama_parts(model)
-        for layer in body.layers:
+        inner = _llama_parts(model).layers if units is None else [m for _, mods in units for m in mods]
+        for layer in inner:
             fully_shard(layer, mesh=mesh, reshard_after_forward=not self.best)
         fully_shard(model, mesh=mesh, reshard_after_forward=not self.best)
         for mod in model.modules():
@@ -925,23 +957,35 @@ class FSDP2Sharded(_Sharded):
 
     def step(self, samples: Sequence["Sample"], pad_id: int = 0) -> StepResult:
         """One minibatch update (all ranks call it with the same samples)."""
-        import torch
-
-        st = self.settings
         t_start = time.perf_counter()
-        plan = self.plan(samples, pad_id)
-        self.loss.topk = plan.topk
-        self.loss.reset()
+        plan = self._start(samples, pad_id)
         m = max(len(r) for r in plan.ranks)
         mbs = list(plan.ranks[self.rank])
         mbs += [_empty_microbatch(plan.topk, pad_id, self.pad_to) for _ in range(m - len(mbs))]
+
+        def compute():
+            for i, mb in enumerate(mbs):
+                last = i == m - 1
+                if self.best:
+                    self.module.set_requires_gradient_sync(last)
+                    self.module.set_reshard_after_backward(last)
+                _forward_backward(self.module, self.loss, [mb])
+            return self.loss.collect()
+
+        out = self.run_step(compute, t_start)
+        out.tokens, out.padded = plan.tokens(), plan.tokens(True)
+        return out
+
+    def run_step(self, compute, t_start: float | None = None) -> StepResult:
+        """One update around ``compute()`` (this rank's forward and backward; returns its weighted loss
+        and stats): FSDP2 reduces the gradients in the backward; then the global norm is clipped and
+        AdamW steps the shards. All ranks call it; any module (see ``units``)."""
+        import torch
+
+        st = self.settings
+        t_start = time.perf_counter() if t_start is None else t_start
         t0 = time.perf_counter()
-        for i, mb in enumerate(mbs):
-            last = i == m - 1
-            if self.best:
-                self.module.set_requires_gradient_sync(last)
-                self.module.set_reshard_after_backward(last)
-            _forward_backward(self.module, self.loss, [mb])
+        mine = compute()
         t1 = time.perf_counter()
         norm = torch.nn.utils.clip_grad_norm_(list(self.module.parameters()), st.grad_clip)
         if hasattr(norm, "full_tensor"):
@@ -949,13 +993,13 @@ class FSDP2Sharded(_Sharded):
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         t2 = time.perf_counter()
-        loss, stats, _ = _exchange(self.loss, {}, self.group)
+        loss, stats, _ = _exchange(mine, {}, self.group)
         t3 = time.perf_counter()
         stats["grad_norm"] = float(norm)
         stats["loss"] = loss
         timing = {"step_s": t3 - t_start, "plan_s": t0 - t_start, "compute_s": t1 - t0, "optimizer_s": t2 - t1,
                   "exchange_s": t3 - t2}
-        self.last = StepResult(loss=loss, stats=stats, timing=timing, tokens=plan.tokens(), padded=plan.tokens(True))
+        self.last = StepResult(loss=loss, stats=stats, timing=timing)
         return self.last
 
     def full_state_dict(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any, Literal, Optional
 
 from arena.league.config import RolesConfig
 from arena.trainers.common.device import Device
+from arena.trainers.parallel.config import ParallelConfig
 
 
 @dataclass
@@ -126,6 +127,8 @@ class SCCConfig:
     #: Returns are multiplied by this before learning (poker: chips to about [-1, 1]).
     reward_scale: float = 1.0
     eval: EvalConfig = field(default_factory=EvalConfig)
+    #: Every learner's step data parallel over ranks (mode odc or fsdp; `arena.trainers.parallel.policy`).
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
     #: A frozen snapshot of each learner is also taken every this many iterations (0: by the role rules only).
     snapshot_every: int = 0
 

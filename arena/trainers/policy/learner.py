@@ -184,7 +184,13 @@ class PolicyLearner:
         kl = anchor.kl(dist) if self.s.kl_direction == "anchor_to_policy" else dist.kl(anchor)
         return ent, (kl * w).sum() / n
 
-    def _apply(self, loss, stats: dict, **terms: float) -> None:
+    def _part(self, n: int) -> tuple[slice, bool]:
+        """This process's share of a minibatch of ``n`` rows, and whether it is empty (all of it here;
+        a data-parallel learner, `arena.trainers.parallel.policy`, takes a slice per rank)."""
+        return slice(None), False
+
+    def _apply(self, loss, stats: dict, weight: float = 1.0, **terms: float) -> None:
+        """Backward, clip, step; ``weight`` is this share's part of the minibatch (1 here)."""
         torch = self.torch
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -198,6 +204,10 @@ class PolicyLearner:
 
     def _minibatch(self, b, idx, stats, kl_coef, *, adv, ret, upgo) -> None:
         s = self.s
+        n = len(idx)
+        part, empty = self._part(n)
+        idx, adv, ret, upgo = idx[part], adv[part], ret[part], upgo[part]
+        weight = 0.0 if empty else len(idx) / n  # the losses are means over the moves
         dist, value, act, anchor = self._forward(b, idx)
         mask = b.mask.reshape(-1, b.mask.shape[-1])[idx] if b.mask is not None else None
         logp = dist.log_prob(act)
@@ -208,7 +218,7 @@ class PolicyLearner:
         vloss, vst = rl.value_loss(value, ret)
         ent, kl = self._terms(dist, anchor, mask, kl_coef)
         loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
-        self._apply(loss, stats, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
+        self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
                     approx_kl=pst["approx_kl"], clip_frac=pst["clip_frac"],
                     explained_variance=vst["explained_variance"])
@@ -217,6 +227,10 @@ class PolicyLearner:
         torch = self.torch
         s = self.s
         T = b.valid.shape[0]
+        total = b.valid[:, cols].sum().clamp(min=1)
+        part, empty = self._part(len(cols))
+        cols = cols[part]
+        weight = 0.0 if empty else float(b.valid[:, cols].sum() / total)  # the losses are means over valid moves
         sub = RolloutBatch(*(x[:, cols] if x is not None and getattr(x, "dim", None) and x.dim() >= 2 else x
                              for x in (b.obs, b.mask, b.actions, b.behaviour_logp, b.behaviour_value, b.rewards,
                                        b.discounts, b.valid, b.privileged)))
@@ -237,18 +251,54 @@ class PolicyLearner:
         ent, kl = self._terms(dist, anchor, mask, kl_coef, sub.valid.reshape(-1))
         loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
         n = valid.sum().clamp(min=1)
-        self._apply(loss, stats, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
+        self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
                     rho_mean=float((vt.rhos * valid).sum() / n), explained_variance=vst["explained_variance"])
 
     # -- state ----------------------------------------------------------------------------------
+    def optimizer_names(self) -> list[str]:
+        return [n for n, _ in self.net.named_parameters()]
+
     def state_dict(self) -> dict:
-        return {"net": self.net.state_dict(), "opt": self.opt.state_dict(), "version": self.version}
+        """Network, optimizer (keyed by parameter name: any parallel setting loads it) and version."""
+        from arena.trainers.common.checkpoints import named_optimizer_state
+
+        return {"net": self.net.state_dict(), "opt": named_optimizer_state(self.opt.state_dict(), self.optimizer_names()),
+                "version": self.version}
 
     def load_state_dict(self, state: dict) -> None:
+        from arena.trainers.common.checkpoints import NAMED_OPTIMIZER, native_optimizer_state
+
         self.net.load_state_dict(state["net"])
-        self.opt.load_state_dict(state["opt"])
+        opt = state["opt"]
+        if opt.get("format") == NAMED_OPTIMIZER:
+            opt = native_optimizer_state(opt, self.optimizer_names(), self.opt.param_groups)
+        self.opt.load_state_dict(opt)  # a checkpoint written before names: torch's own index form
         self.version = int(state.get("version", 0))
+
+    def close(self) -> None:
+        """Nothing to release (a parallel learner lets go of its ranks)."""
+
+
+def check_parallel(parallel: Any) -> None:
+    """A ``parallel:`` section the neural-policy learner can run (a `ConfigError` naming the fix)."""
+    from arena.errors import ConfigError
+
+    if parallel is not None and parallel.mode not in ("none", "odc", "fsdp"):
+        raise ConfigError(f"parallel.mode: {parallel.mode} is for the language-model learner (trainer: spiral); "
+                          "the neural-policy learner takes odc or fsdp")
+
+
+def make_policy_learner(net: Any, settings: LearnerSettings, *, lr: float, device: str = "cpu", anchor: Any = None,
+                        parallel: Any = None, key: str = "policy") -> Any:
+    """A `PolicyLearner`, or with ``parallel.mode`` odc/fsdp its data-parallel form on several ranks
+    (`arena.trainers.parallel.policy.ParallelPolicyLearner`, the same interface)."""
+    check_parallel(parallel)
+    if parallel is None or parallel.mode == "none":
+        return PolicyLearner(net, settings, lr=lr, anchor=anchor, device=device)
+    from arena.trainers.parallel.policy import ParallelPolicyLearner
+
+    return ParallelPolicyLearner(net, settings, lr=lr, anchor=anchor, device=device, ps=parallel, key=key)
 
 
 def _to(b: RolloutBatch, device: str) -> RolloutBatch:

@@ -44,6 +44,7 @@ from arena.errors import ConfigError
 from arena.fsio import atomic_write_bytes
 from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
 from arena.trainers.common.metrics import MetricsLogger, plot_curves
+from arena.trainers.parallel.config import ParallelConfig
 
 
 @dataclass
@@ -93,6 +94,8 @@ class PPOConfig:
     #: Rewards are multiplied by this before learning (the prosthetics task: about 10 a step).
     reward_scale: float = 0.05
     eval: PPOEvalConfig = field(default_factory=PPOEvalConfig)
+    #: The learner's step data parallel over ranks (mode odc or fsdp; `arena.trainers.parallel.policy`).
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     def __post_init__(self):
         if self.envs < 1 or self.steps_per_env < 1 or self.iterations < 0:
@@ -116,10 +119,11 @@ class PPOTrainer:
     def __init__(self, cfg: PPOConfig, directory: str | Path):
         from arena.envs.registry import make_core
         from arena.inference.policy_nets import build_policy, spec_from_core
-        from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+        from arena.trainers.policy.learner import LearnerSettings, check_parallel, make_policy_learner
 
         import torch
 
+        check_parallel(cfg.parallel)
         self.cfg, self.dir, self.torch = cfg, Path(directory), torch
         torch.set_num_threads(int(cfg.threads))
         core = make_core(cfg.game, **cfg.game_kwargs)
@@ -136,7 +140,7 @@ class PPOTrainer:
         settings = LearnerSettings(algo="ppo", epochs=cfg.epochs, minibatch=cfg.minibatch, gamma=cfg.gamma,
                                    lam=cfg.lam, clip=cfg.clip, target_kl=cfg.target_kl, value_coef=cfg.value_coef,
                                    entropy_coef=cfg.entropy_coef, upgo_coef=0.0, max_grad_norm=cfg.max_grad_norm)
-        self.learner = PolicyLearner(self.net, settings, lr=cfg.lr)
+        self.learner = make_policy_learner(self.net, settings, lr=cfg.lr, parallel=cfg.parallel)
         self.iteration = 0
         self.env_steps = 0
         self.envs = None
@@ -387,4 +391,5 @@ class PPOTrainer:
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+        self.learner.close()
         self.metrics.close()

@@ -48,7 +48,7 @@ from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_
 from arena.trainers.common.metrics import MetricsLogger, plot_curves
 from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, play_pairings, to_batch
 from arena.trainers.policy.config import SCCConfig
-from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+from arena.trainers.policy.learner import LearnerSettings, PolicyLearner, make_policy_learner
 
 IL_NAME = "main@il"
 
@@ -84,8 +84,9 @@ class SCCTrainer:
         torch.manual_seed(cfg.seed)
         self.learners: dict[str, PolicyLearner] = {}
         for e in cfg.learners:
-            self.learners[e.name] = PolicyLearner(build_policy(self.spec, cfg.arch, **cfg.sizes), settings, lr=cfg.lr,
-                                                  device=cfg.device)
+            self.learners[e.name] = make_policy_learner(build_policy(self.spec, cfg.arch, **cfg.sizes), settings,
+                                                        lr=cfg.lr, device=cfg.device, parallel=cfg.parallel,
+                                                        key=e.name)
         self.anchor_net = None
         self.iteration = 0
         self.il_done = False
@@ -560,6 +561,8 @@ class SCCTrainer:
 
     def close(self) -> None:
         self.actors.close()
+        for lrn in self.learners.values():
+            lrn.close()
         self.metrics.close()
 
 
@@ -570,6 +573,12 @@ def validate(cfg: SCCConfig) -> None:
     from arena.errors import ArenaError, ConfigError, IncompatibleAgent
     from arena.inference.policy_nets import build_policy, spec_from_core
 
+    from arena.trainers.policy.learner import check_parallel
+
+    check_parallel(cfg.parallel)
+    if cfg.parallel.mode != "none" and cfg.device != "cpu":
+        raise ConfigError(f"parallel: the neural-policy learner's parallel step runs on the CPU for now, got "
+                          f"device: {cfg.device}")
     try:
         core = make_core(cfg.game, **cfg.game_kwargs)
     except ArenaError as e:

@@ -166,9 +166,13 @@ def test_what_parallel_does_not_support_yet_is_one_line(tmp_path):
         make_trainer(cfg, tmp_path / "a", critic="bpco")
     with pytest.raises(ConfigError, match="fp32 only"):
         make_trainer(cfg, tmp_path / "b", train_precision="bf16")
-    scc = Path(__file__).parents[3] / "configs" / "train" / "scc_leduc.yaml"
-    r = _cli("train", str(scc), "--dir", str(tmp_path / "c"), "--parallel", "odc", cwd=tmp_path)
-    assert r.returncode == 2 and "trainer scc has no parallel: section" in r.stderr, r.stderr
+    configs = Path(__file__).parents[3] / "configs" / "train"
+    r = _cli("train", str(configs / "mixed_tictactoe.yaml"), "--dir", str(tmp_path / "c"), "--parallel", "odc",
+             cwd=tmp_path)
+    assert r.returncode == 2 and "trainer mixed has no parallel: section" in r.stderr, r.stderr
+    r = _cli("train", str(configs / "scc_leduc.yaml"), "--dir", str(tmp_path / "c"), "--parallel", "pipeline",
+             "--stages", "2", cwd=tmp_path)
+    assert r.returncode == 2 and "pipeline is for the language-model learner" in r.stderr, r.stderr
     r = subprocess.run([sys.executable, "-m", "arena.trainers.run", str(cfg), "--dir", str(tmp_path / "d")],
                        capture_output=True, text=True, timeout=120, env=ENV)
     assert r.returncode == 2 and "runs under torchrun" in r.stderr, r.stderr

@@ -1,0 +1,40 @@
+"""The ``parallel:`` section of a training config (no torch at import)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class ParallelConfig:
+    """The learner's step on several processes (``parallel:``; ``arena train --parallel ...``); see
+    `arena.trainers.parallel.learner` (the language-model learner: every mode) and
+    `arena.trainers.parallel.policy` (the neural-policy learner: odc, fsdp). Rollouts stay on rank 0."""
+
+    #: "none" (one process), "pipeline" (stages), "odc" (on-demand sharded) or "fsdp" (FSDP2, the baseline).
+    mode: Literal["none", "pipeline", "odc", "fsdp"] = "none"
+    #: Ranks (processes). Under torchrun, torchrun's ``--nproc-per-node`` decides.
+    world_size: int = 2
+    #: Pipeline schedule: gpipe, 1f1b, interleaved_1f1b, zb1p, zbv, dualpipev (the last four put two
+    #: model stages on each rank).
+    schedule: str = "1f1b"
+    #: Microbatches per minibatch (pipeline) or per rank and minibatch (odc, fsdp).
+    microbatches: int = 4
+    #: ODC's transport: shm (one machine), pg (the process group, any machines), auto.
+    transport: Literal["auto", "shm", "pg"] = "auto"
+    #: Torch threads of each rank during a step.
+    threads: int = 1
+    #: How long a collective may wait for a rank, seconds.
+    timeout_s: float = 1800.0
+
+    def __post_init__(self):
+        from arena.trainers.parallel.pipeline import SCHEDULES
+
+        if self.mode != "none" and self.world_size < 2:
+            raise ValueError(f"world_size must be >= 2 with mode {self.mode}, got {self.world_size} "
+                             "(mode: none trains on one process)")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if self.microbatches < 1 or self.threads < 1 or self.timeout_s <= 0:
+            raise ValueError("microbatches and threads must be >= 1 and timeout_s > 0")
