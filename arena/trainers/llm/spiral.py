@@ -591,9 +591,9 @@ def validate(cfg: SpiralConfig) -> None:
         if cfg.train_precision != "fp32":
             raise ConfigError(f"parallel.mode: {par.mode} trains fp32 only for now, got train_precision: "
                               f"{cfg.train_precision}; set train_precision: fp32")
-        if par.mode == "odc" and cfg.device != "cpu":
-            raise ConfigError(f"parallel.mode: odc runs on the CPU only for now (its shards live in host shared "
-                              f"memory), got device: {cfg.device}; use mode: fsdp or pipeline on GPUs")
+        if par.mode == "odc" and cfg.device != "cpu" and par.transport == "shm":
+            raise ConfigError(f"parallel.transport: shm keeps ODC's shards in host shared memory, but device is "
+                              f"{cfg.device}: use transport: pg (or auto) on GPUs")
     if cfg.model not in ("tiny", "smollm2") and not Path(cfg.model).is_dir():
         raise ConfigError(f"model: {cfg.model!r} is not tiny, smollm2 or a local Hugging Face model folder")
 

@@ -188,6 +188,9 @@ def _spawned(rank: int, fn, args, world_size: int, backend: str, port: int, out:
         tmp = Path(out) / f".rank{rank}.pt"
         torch.save(result, tmp)
         os.replace(tmp, Path(out) / f"rank{rank}.pt")
+        # every rank done before any tears its group down: a rank destroying its group while a peer's
+        # last transfer is in flight can abort the peer in native code ("terminate called ...")
+        dist.barrier()
     except BaseException:
         # When one rank fails its peers fail soon after (a closed connection): the first
         # failure in time is the cause, so each failure is stamped.

@@ -30,7 +30,8 @@ The engines (:class:`Engine`; one per rank, all built from rank 0's model):
 * ``fsdp``: :class:`~arena.trainers.parallel.odc.FSDP2Sharded` at its best settings, the
   baseline.
 
-Not yet: the BPCO critic, fp16/bf16 training, and ODC on CUDA (each a one-line error naming it).
+Not yet: the BPCO critic and fp16/bf16 training (each a one-line error naming it). On GPUs (NCCL) the
+pipeline and FSDP2 run as they are; ODC takes its process-group transport (``shm`` is host memory).
 """
 
 from __future__ import annotations
@@ -228,6 +229,7 @@ class ShardedEngine(Engine):
         from arena.trainers.parallel import odc as O
 
         super().__init__(model, settings, ps, info, group)
+        model = model.to(info.device)
         self.names = [n for n, _ in model.named_parameters()]
         params = set(self.canon)
         self.buffers = [n for n in model.state_dict() if n not in params]  # persistent buffers (a normaliser's)

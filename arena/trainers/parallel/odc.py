@@ -70,8 +70,10 @@ give the unsharded model's state dict (its own names, a tied weight under each);
 loads (``arena.inference.models.load_model``, ``LLMLearner.load_weights``), and a sharded
 run starts from any such folder by loading the model and wrapping it.
 
-CPU only for now (ODC's ``shm`` maps host memory; fp32). Every rank must build the same
-model and pass the same samples; ODC takes rank 0's weights.
+fp32 only for now. On GPUs (NCCL), FSDP2 runs as it is and ODC takes the ``pg`` transport (its
+meetings' collectives over NCCL); ``shm`` maps host memory, and one-sided reads of another GPU's
+memory (NVSHMEM) are not built. Every rank must build the same model and pass the same samples;
+ODC takes rank 0's weights.
 """
 
 from __future__ import annotations
@@ -554,16 +556,17 @@ class ProcessGroupTransport(Transport):
         dist.broadcast(full, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
         self.syncs += 1
         self.offsets = np.cumsum([0] + [u.shard for u in layout.units]).tolist()  # units in [rank][unit] rows
-        self.mine = torch.empty(S, dtype=torch.float32)
+        dev = init.device  # the process group's device: the CPU for gloo, the rank's GPU for NCCL
+        self.mine = torch.empty(S, dtype=torch.float32, device=dev)
         self._owned = [self.mine[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
         for unit, o in zip(layout.units, self._owned):
             o.copy_(full[unit.owned(rank)])
-        self.stage = torch.empty((W, S), dtype=torch.float32)  # every rank's shards, as all_gather leaves them
+        self.stage = torch.empty((W, S), dtype=torch.float32, device=dev)  # every rank's shards, as all_gather leaves them
         for unit, a in zip(layout.units, self.offsets):
             self.stage[:, a:a + unit.shard] = full[unit.span(W)].view(W, unit.shard)
-        self.grad = torch.zeros(layout.total, dtype=torch.float32)
-        self.send = torch.empty((W, S), dtype=torch.float32)
-        self.recv = torch.empty(S, dtype=torch.float32)
+        self.grad = torch.zeros(layout.total, dtype=torch.float32, device=dev)
+        self.send = torch.empty((W, S), dtype=torch.float32, device=dev)
+        self.recv = torch.empty(S, dtype=torch.float32, device=dev)
 
     def owned(self) -> list[Any]:
         return self._owned
@@ -608,12 +611,17 @@ class ProcessGroupTransport(Transport):
         self.syncs += 1
 
 
-def make_transport(name: str, group=None) -> Transport:
-    """A transport by name (``auto``: ``shm`` when every rank of ``group`` is on this machine)."""
+def make_transport(name: str, group=None, device: str = "cpu") -> Transport:
+    """A transport by name (``auto``: ``shm`` when every rank of ``group`` is on this machine and the
+    shards live in host memory, else ``pg``: on GPUs the process group's NCCL collectives)."""
     if name not in TRANSPORTS:
         raise ODCError(f"unknown ODC transport {name!r}: use one of {', '.join(TRANSPORTS)}")
+    on_host = str(device) == "cpu"
+    if name == "shm" and not on_host:
+        raise ODCError(f"the shm transport keeps the shards in host shared memory, but the device is {device}: use "
+                       "transport pg (or auto) on GPUs")
     if name == "auto":
-        name = "shm" if _same_host(group) else "pg"
+        name = "shm" if on_host and _same_host(group) else "pg"
     return SharedMemoryTransport() if name == "shm" else ProcessGroupTransport()
 
 
@@ -637,8 +645,6 @@ def _check(settings, model, device: str, causal_lm: bool = True) -> None:
     if settings.precision != "fp32":
         raise ODCError(f"sharded training runs fp32 only for now, got train precision {settings.precision!r}: "
                        "set train_precision: fp32")
-    if device != "cpu":
-        raise ODCError(f"sharded training runs on the CPU only for now, got device {device!r}: use device cpu")
     if causal_lm:
         _llama_parts(model)  # a PipelineError naming what a Llama-style causal LM has
 
@@ -658,10 +664,10 @@ def _exchange(mine: tuple[float, dict[str, float]], extra: dict[str, float],
     return loss, stats, [p[2] for p in parts]
 
 
-def _forward_backward(module, loss_obj, mbs: Sequence[Microbatch]) -> None:
+def _forward_backward(module, loss_obj, mbs: Sequence[Microbatch], device: str = "cpu") -> None:
     for mb in mbs:
-        logits = module(input_ids=mb.ids, use_cache=False).logits
-        loss_obj(logits, mb.target).backward()
+        logits = module(input_ids=mb.ids.to(device), use_cache=False).logits
+        loss_obj(logits, mb.target.to(device)).backward()
 
 
 def _save_folder(state: dict[str, Any], model_cls, config, folder, tokenizer) -> None:
@@ -756,13 +762,14 @@ class ODCSharded(_Sharded):
         self._setup(model, settings, n_microbatches, group, pad_to, balance, device, causal_lm=units is None)
         self.module = model.train()
         self.layout = make_layout(model, self.world_size, units)
-        self.transport = transport if isinstance(transport, Transport) else make_transport(transport, group)
+        self.transport = transport if isinstance(transport, Transport) else make_transport(transport, group, device)
         L = self.layout
         params = dict(model.named_parameters())
         # one buffer per unit: autograd's version counter is shared by all views of a buffer, so a
         # gather into one big buffer would look like an in-place change of the layers already run
-        self.full = [torch.zeros(L.world_size * u.shard, dtype=torch.float32) for u in L.units]
-        init = torch.zeros(L.total, dtype=torch.float32)
+        dev = torch.device(device)
+        self.full = [torch.zeros(L.world_size * u.shard, dtype=torch.float32, device=dev) for u in L.units]
+        init = torch.zeros(L.total, dtype=torch.float32, device=dev)
         self._params: list[tuple[Any, int, int]] = []  # (parameter, flat offset, numel)
         replace: dict[int, Any] = {}
         for ui, unit in enumerate(L.units):
@@ -826,7 +833,7 @@ class ODCSharded(_Sharded):
         mbs = plan.ranks[self.rank]
 
         def compute():
-            _forward_backward(self.module, self.loss, mbs)
+            _forward_backward(self.module, self.loss, mbs, self.device)
             return self.loss.collect()
 
         out = self.run_step(compute, t_start)
@@ -863,7 +870,8 @@ class ODCSharded(_Sharded):
         loss, stats, extras = _exchange(mine, {"sumsq": sumsq}, self.group)  # meeting 2
         t3 = time.perf_counter()
         norm = math.sqrt(sum(e["sumsq"] for e in extras))
-        coef = torch.clamp(torch.tensor(st.grad_clip / (norm + 1e-6), dtype=torch.float32), max=1.0)
+        coef = torch.clamp(torch.tensor(st.grad_clip / (norm + 1e-6), dtype=torch.float32,
+                                        device=grads[0].device if grads else "cpu"), max=1.0)
         for shard, g in zip(self.transport.owned(), grads):
             shard.grad = g.mul_(coef)
         self.opt.step()
@@ -885,7 +893,7 @@ class ODCSharded(_Sharded):
     def full_state_dict(self) -> dict[str, Any]:
         """The unsharded model's state dict on every rank (CPU copies; no collective)."""
         self.ensure_all()
-        return {k: v.detach().clone() for k, v in self.module.state_dict().items()}
+        return {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()}
 
     def logits(self, ids):
         """The model's logits for right-padded rows ``ids`` on this rank (no collective)."""
@@ -940,8 +948,9 @@ class FSDP2Sharded(_Sharded):
 
         self._setup(model, settings, n_microbatches, group, pad_to, balance, device, causal_lm=units is None)
         self.best = bool(best)
-        mesh = (init_device_mesh(device, (self.world_size,)) if group is None
-                else DeviceMesh.from_group(group, device))
+        kind = torch.device(device).type  # a mesh takes the device type ("cuda"), not "cuda:1"
+        mesh = (init_device_mesh(kind, (self.world_size,)) if group is None
+                else DeviceMesh.from_group(group, kind))
         inner = _llama_parts(model).layers if units is None else [m for _, mods in units for m in mods]
         for layer in inner:
             fully_shard(layer, mesh=mesh, reshard_after_forward=not self.best)
@@ -969,7 +978,7 @@ class FSDP2Sharded(_Sharded):
                 if self.best:
                     self.module.set_requires_gradient_sync(last)
                     self.module.set_reshard_after_backward(last)
-                _forward_backward(self.module, self.loss, [mb])
+                _forward_backward(self.module, self.loss, [mb], self.device)
             return self.loss.collect()
 
         out = self.run_step(compute, t_start)
