@@ -1,8 +1,9 @@
 """``torchrun --nproc-per-node N -m arena.trainers.run CONFIG --dir RUN --parallel odc|fsdp|pipeline``.
 
 Each process torchrun starts joins its process group (``env://``). Rank 0 trains: it builds the
-trainer the config names, with the learner's step on every rank
-(`arena.trainers.parallel.learner.ParallelLearner`), and runs it to the end, printing a line per
+trainer the config names (spiral, scc or ppo), with the learner's step on every rank
+(`arena.trainers.parallel.learner.ParallelLearner`, `arena.trainers.parallel.policy.ParallelPolicyLearner`),
+and runs it to the end, printing a line per
 iteration; ranks 1 .. N-1 serve rank 0's steps (`arena.trainers.parallel.learner.serve`). The
 world size is torchrun's. The run folder is rank 0's alone (ranks on other machines need no shared
 file system: the weights and the optimizer state travel through the process group). SIGINT or
@@ -25,9 +26,10 @@ import sys
 def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m arena.trainers.run",
                                  description="Train under torchrun: rank 0 trains, the other ranks serve its steps.")
-    ap.add_argument("config", help="training YAML (trainer: spiral)")
+    ap.add_argument("config", help="training YAML (trainer: spiral, scc or ppo)")
     ap.add_argument("--dir", required=True, help="run folder on rank 0 (resumed if it exists)")
-    ap.add_argument("--parallel", default=None, help="pipeline, odc or fsdp (default: the config's parallel.mode)")
+    ap.add_argument("--parallel", default=None, help="pipeline (spiral), odc or fsdp (default: the config's "
+                    "parallel.mode)")
     ap.add_argument("--schedule", default=None, help="pipeline schedule")
     ap.add_argument("--microbatches", type=int, default=None)
     ap.add_argument("--transport", default=None, help="odc transport: shm, pg or auto")

@@ -79,9 +79,9 @@ def runs(tmp_path_factory):
                       "ppo-none": _ppo(tmp, "e"), "ppo-fsdp": _ppo(tmp, "f", mode="fsdp"),
                       "ppo-odc": _ppo(tmp, "g", mode="odc")}.items():
         _train(cfg, tmp / name)
-    # one process for iteration 1, then 2 ranks (odc) for iteration 2, against one process resumed. (An SCC
-    # run resumed at iteration 1 does not replay a straight run's iteration 2 to the bit: it lands 2.4e-4
-    # away on one process too, so the resumed runs are compared with each other.)
+    # one process for iteration 1, then 2 ranks (odc) for iteration 2, against one process resumed. (A run
+    # that goes on plays iteration 2 while iteration 1 learns, with the older weights -- SCC's overlap --
+    # and a run that ends at 1 does not, so a continued run is compared with a continued run.)
     _train(_scc(tmp, "h", "ppo"), tmp / "scc-ppo-none1", iterations=1)
     for name, cfg in (("scc-ppo-none-none", _scc(tmp, "h", "ppo")), ("scc-ppo-none-odc", _scc(tmp, "b2", "ppo",
                                                                                             mode="odc"))):
