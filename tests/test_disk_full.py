@@ -164,16 +164,21 @@ def test_league_replay_write_on_a_full_disk_in_a_pool_worker(tmp_path):
                            {"name": "full", "agent": f"test_disk_full:FullDisk:marker='{marker}'"}])
     d = tmp_path / "L"
     cfg = load_league_config(c)
-    League(cfg, d, backend="local").run(matches=6)
-    marker.write_text("")
-    deadline = time.time() + 120  # re-queueing every failed write would go on for ever
-    with pytest.raises(DiskFull) as e:  # the worker's DiskFull, not a re-queued failure
-        League(cfg, d, backend="local").run(matches=20, stop=lambda: time.time() > deadline)
-    assert str(d / "replays") in str(e.value)
-    store = open_league(d)
-    assert store.result_count() == 6 and not store.matches(status="failed")
-    assert _tmp_files(d) == []
-    marker.unlink()
+    try:
+        League(cfg, d, backend="local").run(matches=6)
+        marker.write_text("")
+        deadline = time.time() + 120  # re-queueing every failed write would go on for ever
+        with pytest.raises(DiskFull) as e:  # the worker's DiskFull, not a re-queued failure
+            League(cfg, d, backend="local").run(matches=20, stop=lambda: time.time() > deadline)
+        assert str(d / "replays") in str(e.value)
+        store = open_league(d)
+        assert store.result_count() == 6 and not store.matches(status="failed")
+        assert _tmp_files(d) == []
+    finally:
+        # The agent also patched this process when the league checked its spec: a failure above must
+        # not leave every later write of this test process on a "full disk".
+        marker.unlink(missing_ok=True)
+        fsio.__dict__.pop("open", None)
     League(cfg, d, backend="local").run(matches=20)
     assert_consistent(d, 20)
     assert max(m.attempts for m in open_league(d).matches()) <= 2
