@@ -147,12 +147,18 @@ def _named_from_parts(parts: list[dict[str, Any]], names: list[str]) -> dict[str
 
 def _load_local(opt, named: dict[str, Any], params: list[tuple[Any, str]]) -> None:
     """Load the named state of the parameters ``params`` ((parameter, canonical name), in the optimizer's order)."""
+    groups = _one_group(named)
+    state = {i: named["state"][n] for i, (_, n) in enumerate(params) if n in named["state"]}
+    opt.load_state_dict({"state": state, "param_groups": _groups(groups, opt, len(params))})
+
+
+def _one_group(named: dict[str, Any]) -> list[dict[str, Any]]:
+    """The saved param groups, which must be one: a parallel learner has no critic group."""
     groups = named["param_groups"]
     if len(groups) != 1:
         raise ParallelError(f"the saved optimizer has {len(groups)} parameter groups (a critic's?); a parallel "
                             "learner has one: resume it on one process (without --parallel)")
-    state = {i: named["state"][n] for i, (_, n) in enumerate(params) if n in named["state"]}
-    opt.load_state_dict({"state": state, "param_groups": _groups(groups, opt, len(params))})
+    return groups
 
 
 def _groups(saved: list[dict[str, Any]], opt, n: int) -> list[dict[str, Any]]:
@@ -325,10 +331,7 @@ class ShardedEngine(Engine):
             from torch.distributed.tensor import distribute_tensor
 
             named = self._broadcast(named)
-            groups = named["param_groups"]
-            if len(groups) != 1:
-                raise ParallelError(f"the saved optimizer has {len(groups)} parameter groups (a critic's?); a "
-                                    "parallel learner has one: resume it on one process (without --parallel)")
+            groups = _one_group(named)
             from arena.trainers.common.checkpoints import HYPER
 
             self.opt.param_groups[0].update({k: groups[0][k] for k in HYPER if k in groups[0]})
@@ -362,10 +365,7 @@ class ShardedEngine(Engine):
                 out[k] = flat[sl].clone()
             out["step"] = torch.as_tensor(named["state"][unit.params[0]]["step"], dtype=torch.float32).clone()
             per_unit[ui] = out
-        groups = named["param_groups"]
-        if len(groups) != 1:
-            raise ParallelError(f"the saved optimizer has {len(groups)} parameter groups (a critic's?); a "
-                                "parallel learner has one: resume it on one process (without --parallel)")
+        groups = _one_group(named)
         self.opt.load_state_dict({"state": per_unit, "param_groups": _groups(groups, self.opt, len(e.layout.units))})
 
     def close(self):
@@ -590,16 +590,12 @@ class ParallelLearner:
 
     key = "lm"
 
-    def __init__(self, model, tokenizer, settings: "LearnerSettings", ps: ParallelConfig, ranks: Ranks,
-                 critic=None):
+    def __init__(self, model, tokenizer, settings: "LearnerSettings", ps: ParallelConfig, ranks: Ranks):
         import torch
 
         from arena.trainers.common.device import grad_scaler
         from arena.trainers.common.losses import TOPK_LOSSES
 
-        if critic is not None:
-            raise ConfigError("critic: bpco is not supported with --parallel yet: use critic: none, or train on "
-                              "one process")
         self.settings, self.ps, self.ranks = settings, ps, ranks
         self.info, self.workers = ranks.info, ranks.workers
         self.device = torch.device(self.info.device)
@@ -626,7 +622,7 @@ class ParallelLearner:
                               "one process")
         ranks = Ranks.acquire(ps, "nccl" if str(settings.device).startswith("cuda") else "gloo")
         try:
-            return cls(model, tokenizer, settings, ps, ranks, critic=critic)
+            return cls(model, tokenizer, settings, ps, ranks)
         except BaseException:
             ranks._abandon()
             raise

@@ -241,7 +241,7 @@ def _pack_one(chunk, K: int, pad_id: int, agg: str, pad_to: int):
 def plan_minibatch(samples: Sequence["Sample"], world_size: int, n_microbatches: int, *, agg: str = "token_mean",
                    topk: bool = False, pad_id: int = 0, pad_to: int = 8, balance: str = "tokens") -> Plan:
     """Split one minibatch over ``world_size`` ranks and each rank's share into microbatches (see the module doc)."""
-    from arena.trainers.parallel.pipeline import _WLOSS, _WTOK
+    from arena.trainers.parallel.pipeline import _WLOSS, _WTOK, check_samples
 
     samples = list(samples)
     n, W, m = len(samples), int(world_size), int(n_microbatches)
@@ -251,15 +251,7 @@ def plan_minibatch(samples: Sequence["Sample"], world_size: int, n_microbatches:
         raise ODCError(f"n_microbatches must be >= 1, got {n_microbatches}")
     if balance not in BALANCE:
         raise ODCError(f"unknown balance {balance!r}: use one of {', '.join(BALANCE)}")
-    for i, s in enumerate(samples):
-        if not s.prompt_ids:
-            raise ODCError(f"sample {i} has an empty prompt: the first response token must be predicted from something")
-    K = 0
-    if topk:
-        s0 = next((s for s in samples if s.topk_ids), None)
-        if s0 is None or any(s.topk_ids is None for s in samples):
-            raise ODCError("a top-K loss needs every sample's rollout top-K ids and log-probs: set top_k > 0")
-        K = len(s0.topk_ids[0])
+    K = check_samples(samples, topk, ODCError)
     if balance == "tokens":
         rank_of = _groups_by_tokens(samples, W)
     else:

@@ -340,6 +340,21 @@ def _agg_weights(groups: list[list[int]], samples, rows: int, agg: str) -> list[
     return [p / total for p in part]
 
 
+def check_samples(samples: Sequence["Sample"], topk: bool, error: type | None = None) -> int:
+    """Every sample has a prompt (its first response token is predicted from it) and, for a top-K loss,
+    rollout top-K ids; returns K (0 without top-K). ``error``: the exception class to raise."""
+    error = error or PipelineError
+    for i, s in enumerate(samples):
+        if not s.prompt_ids:
+            raise error(f"sample {i} has an empty prompt: the first response token must be predicted from something")
+    if not topk:
+        return 0
+    s0 = next((s for s in samples if s.topk_ids), None)
+    if s0 is None or any(s.topk_ids is None for s in samples):
+        raise error("a top-K loss needs every sample's rollout top-K ids and log-probs: set top_k > 0")
+    return len(s0.topk_ids[0])
+
+
 def pack_samples(samples: Sequence["Sample"], n_microbatches: int, *, pad_id: int = 0, agg: str = "token_mean",
                  topk: bool = False, pad_to: int = 8) -> Packed:
     """Pack ``samples`` into ``n_microbatches`` microbatches balanced by token count (see the module doc)."""
@@ -350,16 +365,7 @@ def pack_samples(samples: Sequence["Sample"], n_microbatches: int, *, pad_id: in
         raise PipelineError("no samples to pack")
     if m < 1:
         raise PipelineError(f"need at least one microbatch, got {n_microbatches}")
-    for i, s in enumerate(samples):
-        if not s.prompt_ids:
-            raise PipelineError(f"sample {i} has an empty prompt: the first response token must be predicted "
-                                "from something")
-    K = 0
-    if topk:
-        s0 = next((s for s in samples if s.topk_ids), None)
-        if s0 is None or any(s.topk_ids is None for s in samples):
-            raise PipelineError("a top-K loss needs every sample's rollout top-K ids and log-probs: set top_k > 0")
-        K = len(s0.topk_ids[0])
+    K = check_samples(samples, topk, PipelineError)
     cap = math.ceil(n / m)
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     groups: list[list[int]] = [[] for _ in range(m)]

@@ -185,11 +185,6 @@ class ParallelPolicyLearner:
             raise
 
     # -- PolicyLearner's interface ----------------------------------------------------------------
-    @property
-    def opt(self):
-        """The optimizer's hyper-parameters (its state lives in the shards: see :meth:`state_dict`)."""
-        return self.inner.opt
-
     def set_lr(self, lr: float) -> None:
         self._lr = lr
 
