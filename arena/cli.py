@@ -265,10 +265,10 @@ def _play_league_player(game: str, vs: str, seat: int, seed: int, with_players: 
 
 @replay_app.command("list")
 def replay_list(
-    folder: Path = typer.Argument(..., help="Folder of replays (searched recursively)."),
+    folder: Path = typer.Argument(..., help="Folder of replays (searched recursively), or a league folder."),
     plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
 ):
-    """The replays in a folder: id, game, agents, result.
+    """The replays in a folder or a league (its database and its replay files): id, game, agents, result.
 
     Ids are printed whole (never cut to the terminal's width): `arena replay show FOLDER ID` and `arena replay verify FOLDER ID` take one, or a unique start of one.
 
@@ -344,7 +344,7 @@ def replay_show(
     A drawable single-agent game with continuous moves (arena/Prosthetics-v0), or any drawable game with --render: the match re-simulated, a row every 25 steps (reward, return, the env's text line) and the re-simulated return against the recorded one, instead of the pages (--step and --all still show them).
     """
     from arena.errors import ReplayError
-    from arena.replays import find_replay, read_replay
+    from arena.replays import find_replay, is_replay_source, read_replay
     from arena.ui.replay_viewer import view_replay
     from arena.ui.video import check_video_path, frame_plan
 
@@ -352,7 +352,7 @@ def replay_show(
     if render is not None:
         check_video_path(render)
         frame_plan(None, fps)
-    if path.is_dir():
+    if is_replay_source(path):
         if replay is None:
             raise ReplayError(f"{path} is a folder: give a replay id too, arena replay show {path} ID "
                               f"(arena replay list {path} shows them)")
@@ -380,14 +380,15 @@ def replay_verify(
 
     from arena.errors import ReplayError
     from arena.match.verify import verify_replay
-    from arena.replays import find_replay, list_replays, read_replay
+    from arena.replays import find_replay, is_replay_source, list_replays, read_replay
 
     _plugins(plugin)
-    if path.is_dir():
+    if is_replay_source(path):
         paths = [find_replay(path, i) for i in ids] if ids else list_replays(path)
     elif ids:
         raise ReplayError(f"{path} is not a folder: ids go with a folder of replays")
-    elif not path.exists() and not any(path.with_name(path.name + s).exists() for s in (".jsonl", ".jsonl.gz")):
+    elif not path.exists() and "#" not in path.name and \
+            not any(path.with_name(path.name + s).exists() for s in (".jsonl", ".jsonl.gz")):
         raise ReplayError(f"no replay or folder at {path}")
     else:
         paths = [path]

@@ -41,7 +41,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
     report = write_report(store)
     console.print(f"{summary['results']} matches, {summary['new']} new in {summary['seconds']:.1f}s "
                   f"({summary['matches_per_s']:.1f} matches/s)")
-    console.print(f"Replays: {store.replay_dir}   (arena replay list {store.replay_dir})")
+    console.print(f"Replays: {store.db_path}   (arena replay list {cfg.out})")
     console.print(f"Plots:   {plots[0].parent}")
     console.print(f"Report:  {report}   (open it in a browser)")
     console.print(f"More:    arena league status {cfg.out} · arena ratings {cfg.out} --payoff · "

@@ -6,13 +6,14 @@ random 0.3-3 s, ``--kills`` times, and started again each time with the same com
 last start runs to the end. Then, on the league folder:
 
 * the result count equals the budget, with no match id twice;
-* every result has its replay file, and the replay's returns are the result's;
+* every result has its replay (in the league's database, or its file with ``--replays files``),
+  and the replay's returns are the result's;
 * the live Elo and OpenSkill ratings equal a recompute from the result log to the last bit;
 * SQLite's ``integrity_check`` says ok.
 
 (That no process of a killed run is left is tests/league/test_processes.py's check.)
 
-Run:  .venv/bin/python benchmarks/soak_league.py [--matches 100000] [--kills 20] [--seed 0]
+Run:  .venv/bin/python benchmarks/soak_league.py [--matches 100000] [--kills 20] [--seed 0] [--replays files]
 (tests/league/test_soak.py runs it, marked slow.)
 """
 
@@ -38,6 +39,7 @@ players:
 {players}
 matches: {matches}
 pairing: uniform
+replays: {replays}
 workers: 2
 in_flight: 16
 """
@@ -47,16 +49,17 @@ def _arena() -> list[str]:
     return [sys.executable, "-m", "arena.cli"]
 
 
-def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0, log=print) -> dict:
+def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0, log=print,
+         replays: str = "database") -> dict:
     from arena.league.manager import open_league
     from arena.league.queries import recompute_rows
-    from arena.replays import read_replay
+    from arena.replays import ReplayError
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     cfg = directory / "soak.yaml"
     players = "\n".join(f"  - {{name: p{i}, agent: {a}}}" for i, a in enumerate(PLAYERS))
-    cfg.write_text(CONFIG.format(seed=seed, players=players, matches=matches))
+    cfg.write_text(CONFIG.format(seed=seed, players=players, matches=matches, replays=replays))
     league = directory / "league"
     rng = random.Random(seed)
     env = dict(os.environ, COLUMNS="120")
@@ -88,10 +91,12 @@ def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0
     ids = [r.match_id for r in results]
     missing_replay = bad_replay = 0
     for r in results:
-        if not r.replay or not Path(r.replay).exists():
+        try:
+            replay = store.read_replay(r.match_id)
+        except ReplayError:
             missing_replay += 1
             continue
-        if read_replay(r.replay).result["returns"] != r.returns:
+        if replay.result["returns"] != r.returns:
             bad_replay += 1
     rows = recompute_rows(store)
     store.close()
@@ -111,11 +116,13 @@ def main() -> None:
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dir", type=Path, help="league folder (default: a temporary one)")
+    p.add_argument("--replays", choices=("database", "files"), default="database", help="where the league keeps replays")
     args = p.parse_args()
     d = args.dir or Path(tempfile.mkdtemp(prefix="arena-soak-"))
-    out = soak(d, args.matches, args.kills, args.seed)
+    out = soak(d, args.matches, args.kills, args.seed, replays=args.replays)
     print()
     print("| measure | value |\n|---|---:|")
+    print(f"replays kept in: {args.replays}")
     for k in ("matches", "kills", "results", "duplicates", "missing_replays", "replays_disagreeing", "ratings",
               "ratings_equal", "integrity"):
         print(f"| {k.replace('_', ' ')} | {out[k]} |")

@@ -159,7 +159,9 @@ class FullDisk:
 
 def test_league_replay_write_on_a_full_disk_in_a_pool_worker(tmp_path):
     marker = tmp_path / "full"
-    c = write_cfg(tmp_path / "c.yaml", matches=20, games=[{"id": "openspiel/tic_tac_toe-v0"}],
+    # replays as files: a worker writes them (kept in the database, they are part of the league's
+    # transaction: SQLite's own full disk, the test above)
+    c = write_cfg(tmp_path / "c.yaml", matches=20, games=[{"id": "openspiel/tic_tac_toe-v0"}], replays="files",
                   players=[{"name": "random", "agent": "random"},
                            {"name": "full", "agent": f"test_disk_full:FullDisk:marker='{marker}'"}])
     d = tmp_path / "L"

@@ -118,6 +118,11 @@ class LeagueConfig:
     max_attempts: int = 3
     elo_k: float = 32.0
     payoff_decay: float = 0.99
+    #: Where replays are kept: "database" (gzipped, in the league's database, in the transaction that
+    #: records the match: the faster, docs/benchmarks.md) or "files" (one file each under DIR/replays/,
+    #: made durable a batch at a time before the batch is recorded). Readers take either.
+    replays: Literal["database", "files"] = "database"
+    #: With replays: files, gzip each file (.jsonl.gz); a database always keeps them gzipped.
     compress_replays: bool = True
     #: What each match's replay holds: "actions" (what re-simulation needs; `arena replay show` and
     #: `verify` re-simulate) or "text" (each player's observation text too, what tabular learners and
@@ -143,6 +148,8 @@ class LeagueConfig:
             raise ValueError("workers and in_flight must be >= 1 and matches >= 0")
         if self.seeds < 1:
             raise ValueError(f"seeds: must be >= 1 (episodes per player in a round of a one-player game), got {self.seeds}")
+        if self.replays not in ("database", "files"):
+            raise ValueError(f"replays: {self.replays!r} is not one of 'database', 'files'")
         if self.record is None:
             self.record = "text" if self.learners else "actions"
         elif self.record not in ("actions", "text"):

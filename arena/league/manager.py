@@ -1,12 +1,13 @@
 """The league: who plays whom, results recorded exactly once, ratings, snapshots, resume.
 
 `League.run` keeps up to ``in_flight`` matches queued on the executor, commits
-each finished match (result, replay path, Elo, OpenSkill, payoff) in one
+each batch of finished matches (results, replays, Elo, OpenSkill, payoff) in one
 transaction, feeds learning players, snapshots and resets them by their
 role's rules, and stops at the match budget. Stop it at any moment (Ctrl-C,
 kill -9, a crashed worker) and run it again: matches that were in flight are
-committed from their replay if it was written, else re-queued with the same
-id and seed; nothing is lost or counted twice, and ratings continue from the
+committed from their replay file if it was written (``replays: files``), else
+re-queued with the same id and seed (a replay kept in the database is written
+with its result, never without it); nothing is lost or counted twice, and ratings continue from the
 database.
 
 `League` is a `arena.league.protocols.LeagueClient`: the run loop, external
@@ -23,6 +24,7 @@ no Elo, OpenSkill or payoff.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -41,7 +43,7 @@ from arena.league.roles import Member, branch_source, choose_opponent, ready_to_
 from arena.league.storage import OVERALL, LeagueStore, MatchRow
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.runner import MatchJob
-from arena.replays.format import ReplayError, read_replay, replay_path
+from arena.replays.format import ReplayError, parse_replay, read_replay, replay_bytes, replay_path, write_replay
 
 
 @dataclass
@@ -206,7 +208,7 @@ class League:
                 for r in store.results(since=since):
                     for seat, name in enumerate(r.players):
                         if name == entry.name and r.replay:
-                            learner.learn(read_replay(r.replay), seat)
+                            learner.learn(store.read_replay(r.match_id), seat)
             self.learners[entry.name] = learner
 
     def _version_path(self, name: str, version: int) -> Path:
@@ -354,7 +356,7 @@ class League:
         once), then the learning players are fed, in commit order."""
         if not items:
             return []
-        if any(r.replay_path for _, r in items):
+        if any(r.replay_path and r.replay_blob is None for _, r in items):
             # The batch's replay files become durable in one flush before the transaction that points at
             # them: a result is never committed without its replay, even after a power loss.
             sync_folder(self.store.replay_dir)
@@ -363,6 +365,20 @@ class League:
             if new:
                 self._feed_learners(match_id, result)
         return fresh
+
+    def attach_replay(self, match_id: str, result: MatchResult) -> MatchResult:
+        """Ready `result`'s in-memory replay (played outside `job`, e.g. by a trainer) to be kept as
+        the league keeps replays, under `match_id`, by the next `commit_many`."""
+        if result.replay is None:
+            return result
+        result.replay.header["match_id"] = match_id
+        if self.cfg.replays == "database":
+            result.replay_blob = replay_bytes(result.replay)
+        else:
+            result.replay_path = str(write_replay(result.replay, replay_path(self.store.replay_dir, match_id,
+                                                                               self.cfg.compress_replays),
+                                                  durable=False))
+        return result
 
     def add_snapshot(self, parent: str, spec: str, name: str | None = None) -> str:
         """Freeze `spec` (weights of learning player `parent`) as a historical player."""
@@ -386,7 +402,12 @@ class League:
         touched = [n for n in dict.fromkeys(row.players) if n in self.learners]
         if not touched:
             return
-        replay = result.replay if result.replay is not None else read_replay(result.replay_path)
+        if result.replay is not None:
+            replay = result.replay
+        elif result.replay_blob is not None:
+            replay = parse_replay(result.replay_blob, match_id)
+        else:
+            replay = read_replay(result.replay_path)
         for seat, name in enumerate(row.players):
             if name in self.learners:
                 self.learners[name].learn(replay, seat)
@@ -418,13 +439,17 @@ class League:
                 self.store.add_event("reset", name, branched_from=source, after_snapshot=snap)
 
     # -- running ---------------------------------------------------------------------------
-    def _job(self, row: MatchRow) -> MatchJob:
-        return MatchJob(match_id=row.match_id, game=row.game, specs=tuple(row.specs), seed=row.seed,
+    def job(self, row: MatchRow, **changes) -> MatchJob:
+        """The job that plays match `row` as the league plays it (its settings, where its replay goes);
+        `changes` override `MatchJob` fields (e.g. a person's ``move_time_limit``)."""
+        job = MatchJob(match_id=row.match_id, game=row.game, specs=tuple(row.specs), seed=row.seed,
                         game_kwargs=self._game_kwargs(row.game),
                         policy=InvalidMovePolicy(allowance=self.cfg.invalid_allowance),
-                        move_time_limit=self.cfg.move_time_limit, replay_dir=str(self.store.replay_dir),
-                        compress=self.cfg.compress_replays, record=self.cfg.record,
-                        durable=False)  # synced per batch: commit_many
+                        move_time_limit=self.cfg.move_time_limit, record=self.cfg.record,
+                        replay_dir=str(self.store.replay_dir) if self.cfg.replays == "files" else None,
+                        replay_blob=self.cfg.replays == "database", compress=self.cfg.compress_replays,
+                        durable=False)  # files: synced per batch, in commit_many
+        return dataclasses.replace(job, **changes) if changes else job
 
     def recover(self) -> dict[str, int]:
         """Matches left running by a stopped process: commit from their replay, else re-queue."""
@@ -476,7 +501,7 @@ class League:
                             rows.append(row)
                     for row in rows:
                         inflight[row.match_id] = row
-                        executor.submit(self._job(row))
+                        executor.submit(self.job(row))
                 finished = []
                 for mid, out in executor.wait(timeout=0.5):
                     inflight.pop(mid, None)

@@ -35,6 +35,7 @@ from arena.fsio import disk_full_as_error
 from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
 from arena.match.loop import MatchResult
+from arena.replays.format import BLOB_SCHEMA, BLOB_TABLE, Replay, ReplayError, blob_ref, parse_replay, read_replay
 
 def record_kinds(returns: Sequence[float]) -> list[str]:
     """"w", "d" or "l" per seat. Two players: the same 1 / 0.5 / 0 scores the ratings use. More: a
@@ -69,6 +70,10 @@ CREATE TABLE IF NOT EXISTS results (
     outcome TEXT NOT NULL, reason TEXT, moves INTEGER NOT NULL, invalid TEXT, duration REAL, replay TEXT,
     committed REAL NOT NULL
 );
+-- The match list's filters (the web pages): a game's, and a player's (first two seats), newest first.
+CREATE INDEX IF NOT EXISTS results_game ON results(game, commit_seq);
+CREATE INDEX IF NOT EXISTS results_seat0 ON results(json_extract(players, '$[0]'), commit_seq);
+CREATE INDEX IF NOT EXISTS results_seat1 ON results(json_extract(players, '$[1]'), commit_seq);
 CREATE TABLE IF NOT EXISTS ratings (
     system TEXT NOT NULL, game TEXT NOT NULL, player TEXT NOT NULL, value TEXT NOT NULL,
     PRIMARY KEY (system, game, player)
@@ -88,7 +93,7 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, kind TEXT NOT NULL,
     player TEXT, data TEXT);
-"""
+""" + BLOB_SCHEMA  # replays kept in the database (LeagueConfig.replays: database), one row a committed match
 
 
 @dataclass
@@ -343,6 +348,9 @@ class LeagueStore:
         returns, winner, draw, outcome = result.returns, result.winner, result.draw, result.outcome
         moves, reason, invalid, duration, replay = (result.moves, result.reason, result.invalid, result.duration,
                                                     result.replay_path)
+        blob = result.replay_blob
+        if blob is not None:
+            replay = blob_ref(self.db_path, match_id)
         m = c.execute("SELECT game, players FROM matches WHERE match_id=?", (match_id,)).fetchone()
         if m is None:
             raise KeyError(f"unknown match id {match_id!r}")
@@ -357,6 +365,9 @@ class LeagueStore:
         if cur.rowcount == 0:
             return False
         commit_seq = cur.lastrowid
+        if blob is not None:  # the replay in the same transaction as its result: both or neither
+            c.execute(f"INSERT INTO {BLOB_TABLE} VALUES(?,?) ON CONFLICT(match_id) DO NOTHING", (match_id, blob))
+            result.replay_path = replay
         c.execute("UPDATE matches SET status='done', finished=? WHERE match_id=?", (time.time(), match_id))
         if len(set(players)) == len(players) and len(players) >= 2:  # self-play is not rated
             scores = scores_from_returns(returns)
@@ -430,6 +441,22 @@ class LeagueStore:
     def result_for(self, match_id: str) -> ResultRow | None:
         row = self.conn.execute("SELECT * FROM results WHERE match_id=?", (match_id,)).fetchone()
         return _result(row) if row else None
+
+    def read_replay(self, match_id: str) -> Replay:
+        """The replay of committed match `match_id`, wherever the league keeps it. ReplayError when the
+        league has no result or no replay of that id (an id is looked up, never used as a path)."""
+        row = self.result_for(match_id) if isinstance(match_id, str) else None
+        if row is None:
+            raise ReplayError(f"no match {match_id!r} in the league at {self.dir}")
+        blob = self.conn.execute(f"SELECT data FROM {BLOB_TABLE} WHERE match_id=?", (match_id,)).fetchone()
+        if blob is not None:
+            return parse_replay(bytes(blob[0]), blob_ref(self.db_path, match_id))
+        if not row.replay:
+            raise ReplayError(f"match {match_id} has no replay")
+        # This folder's own copy first (the folder may have moved since the path was stored).
+        stored = Path(row.replay)
+        local = self.replay_dir / stored.name
+        return read_replay(local if local.exists() else stored)
 
     # -- ratings and payoff --------------------------------------------------------------
     def elo(self, game: str = OVERALL) -> dict[str, float]:

@@ -89,7 +89,7 @@ def _play_jobs_lockstep(game: str, specs: Sequence[str], jobs: Sequence[MatchJob
     for i in range(0, len(jobs), chunk):
         part = list(jobs[i:i + chunk])
         first = part[0]
-        write = first.replay_dir is not None
+        write = first.replay_dir is not None or first.replay_blob
 
         def done(res: MatchResult, part=part) -> None:
             finish_job(next(j for j in part if j.match_id == res.match_id), res)

@@ -102,6 +102,9 @@ class MatchResult:
     replay_path: str | None = None
     #: For batch play: which original agent sits in each seat.
     seats: list[int] | None = None
+    #: The replay as the gzipped bytes of its file, for a league that keeps replays in its database
+    #: (`MatchJob.replay_blob`): written in the transaction that records the match.
+    replay_blob: bytes | None = None
 
     def score(self, seat: int) -> float:
         """1 for a win, 0.5 for a draw, 0 for a loss (two or more players)."""

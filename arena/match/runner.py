@@ -17,7 +17,7 @@ from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
 from arena.envs.registry import load_plugin, make_core
 from arena.match.loop import InvalidMovePolicy, MatchResult, play_match
-from arena.replays.format import RECORD_MODES, replay_path, write_replay
+from arena.replays.format import RECORD_MODES, replay_bytes, replay_path, write_replay
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class MatchJob:
     #: fsync the replay before returning (False: the caller syncs a batch of them at once; the
     #: league's group commit does, before the batch's one transaction).
     durable: bool = True
+    #: Set ``result.replay_blob`` to the replay's gzipped bytes (for a league that keeps replays in its
+    #: database) instead of writing a file; the in-memory replay is then dropped unless ``keep_replay``.
+    replay_blob: bool = False
     #: What a recorded replay holds: "text" (each player's observation text and the move's text too:
     #: what imitation and the league's tabular learners read) or "actions" (what re-simulation needs;
     #: `arena replay show` re-simulates the views).
@@ -73,7 +76,7 @@ def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any 
     for seat, spec in enumerate(job.specs):
         if seated[seat] is None:
             seated[seat] = make_agent(spec, core, derive_seed(job.seed, seat))
-    write = job.replay_dir is not None
+    write = job.replay_dir is not None or job.replay_blob
     res = play_match(core, seated, seed=job.seed, policy=job.policy, move_time_limit=job.move_time_limit,
                      max_moves=job.max_moves, match_id=job.match_id,
                      record=job.record if write or job.keep_replay else False, game_kwargs=job.game_kwargs or None)
@@ -87,6 +90,10 @@ def finish_job(job: MatchJob, res: MatchResult) -> MatchResult:
     if job.replay_dir is not None:
         res.replay_path = str(write_replay(res.replay, replay_path(job.replay_dir, job.match_id, job.compress),
                                            durable=job.durable))
-        if not job.keep_replay:
-            res.replay = None  # on disk now: keep what crosses process boundaries small
+    elif job.replay_blob:
+        res.replay_blob = replay_bytes(res.replay)
+    else:
+        return res
+    if not job.keep_replay:
+        res.replay = None  # on disk or in bytes now: keep what crosses process boundaries small
     return res

@@ -1,4 +1,4 @@
-"""Replays: the single versioned record of a match (JSONL, gzip optional)."""
+"""Replays: the single versioned record of a match (JSONL, gzip optional; a file or a row of a league database)."""
 
 from arena.replays.format import (
     FORMAT,
@@ -7,10 +7,14 @@ from arena.replays.format import (
     Replay,
     encode_action,
     find_replay,
+    is_replay_source,
+    league_db,
     list_replays,
     load_hint,
+    parse_replay,
     new_match_id,
     read_replay,
+    replay_bytes,
     replay_id,
     replay_path,
     write_replay,
@@ -23,10 +27,14 @@ __all__ = [
     "Replay",
     "encode_action",
     "find_replay",
+    "is_replay_source",
+    "league_db",
     "list_replays",
     "load_hint",
+    "parse_replay",
     "new_match_id",
     "read_replay",
+    "replay_bytes",
     "replay_id",
     "replay_path",
     "write_replay",

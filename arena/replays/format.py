@@ -38,6 +38,13 @@ agents.
 Files are written atomically: a temporary file in the same folder, fsync,
 rename, fsync of the folder. A killed process leaves at most a ``.tmp-*`` file,
 never a partial replay under a replay name.
+
+A league keeps its replays either as such files (``DIR/replays/``) or, by default, as the same
+gzipped bytes in a table of its database (`BLOB_TABLE`: ``replays(match_id, data)``), written in
+the transaction that records the match. A replay in a database is named ``DB#MATCH_ID``
+(``runs/quick/league.db#m00000001``): `read_replay` takes that name like a path, and
+`list_replays` / `find_replay` given a league folder (or its ``replays`` folder, or the
+database) see both forms.
 """
 
 from __future__ import annotations
@@ -62,6 +69,13 @@ MAX_STORED_ACTION = 4096
 
 
 RECORD_MODES = ("actions", "text")
+
+#: The table a league database keeps replays in: the gzipped bytes a ``.jsonl.gz`` file holds.
+BLOB_TABLE = "replays"
+BLOB_SCHEMA = f"CREATE TABLE IF NOT EXISTS {BLOB_TABLE} (match_id TEXT PRIMARY KEY, data BLOB NOT NULL);"
+#: A league folder's database (its replays table), and the folder of its replay files.
+LEAGUE_DB, LEAGUE_REPLAYS = "league.db", "replays"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class Replay:
@@ -227,26 +241,104 @@ def write_replay(replay: Replay, path: str | os.PathLike, durable: bool = True) 
     from arena.fsio import atomic_write_bytes
 
     path = Path(path)
+    return atomic_write_bytes(path, replay_bytes(replay, path.name.endswith(".gz")), durable=durable)
+
+
+def replay_bytes(replay: Replay, compress: bool = True) -> bytes:
+    """The bytes of a replay file (gzipped: a ``.jsonl.gz`` file's, the form a league database keeps)."""
     data = replay.to_text().encode("utf-8")
-    if path.name.endswith(".gz"):
-        data = gzip.compress(data, compresslevel=6, mtime=0)
-    return atomic_write_bytes(path, data, durable=durable)
+    return gzip.compress(data, compresslevel=6, mtime=0) if compress else data
+
+
+def blob_ref(db: str | os.PathLike, match_id: str) -> str:
+    """The name of the replay of `match_id` kept in database `db`: ``DB#MATCH_ID``."""
+    return f"{db}#{match_id}"
+
+
+def _is_db(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _split_ref(path: Path) -> tuple[Path, str] | None:
+    """(database, match id) when `path` names a replay in a database (``DB#ID``), else None."""
+    db, sep, mid = str(path).rpartition("#")
+    if not sep or not mid or "/" in mid:
+        return None
+    return (Path(db), mid) if _is_db(Path(db)) else None
+
+
+def _connect(db: Path):
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+        has = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (BLOB_TABLE,)).fetchone()
+    except sqlite3.Error as e:
+        raise ReplayError(f"{db}: cannot be read as a league database ({e})") from e
+    if has is None:
+        conn.close()
+        return None
+    return conn
+
+
+def _read_blob(db: Path, match_id: str) -> bytes:
+    conn = _connect(db)
+    try:
+        row = conn.execute(f"SELECT data FROM {BLOB_TABLE} WHERE match_id=?", (match_id,)).fetchone() if conn else None
+    finally:
+        if conn is not None:
+            conn.close()
+    if row is None:
+        raise ReplayError(f"no replay {match_id!r} in {db}: `arena replay list {db.parent}` shows the ids")
+    return bytes(row[0])
+
+
+def league_db(directory: str | os.PathLike) -> Path | None:
+    """The league database that keeps replays for `directory`: the database itself, a league folder's
+    ``league.db``, or (for a league's ``replays`` folder) its parent's; None if there is none."""
+    d = Path(directory)
+    for cand in (d, d / LEAGUE_DB, d.parent / LEAGUE_DB if d.name == LEAGUE_REPLAYS else None):
+        if cand is not None and cand.is_file() and _is_db(cand):
+            return cand
+    return None
+
+
+def is_replay_source(path: str | os.PathLike) -> bool:
+    """Whether `path` holds many replays (a folder, or a league's database or its replays folder)."""
+    return Path(path).is_dir() or league_db(path) is not None
 
 
 def read_replay(path: str | os.PathLike) -> Replay:
+    """A replay file (``.jsonl``, ``.jsonl.gz``; the suffix may be left out) or a replay in a league
+    database (``DB#MATCH_ID``)."""
     path = Path(path)
     if path.is_dir():
         raise ReplayError(f"{path} is a folder; give a replay file (arena replay list {path})")
     if not path.exists():
+        ref = _split_ref(path)
+        if ref is not None:
+            return parse_replay(_read_blob(*ref), str(path))
         cands = [path.with_name(path.name + s) for s in SUFFIXES]
         found = [c for c in cands if c.exists()]
         if not found:
             raise ReplayError(f"no replay at {path}")
         path = found[0]
+    elif _is_db(path):
+        raise ReplayError(f"{path} is a league database; give a replay in it, {path}#ID "
+                          f"(arena replay list {path.parent} shows the ids)")
     try:
         raw = path.read_bytes()
     except OSError as e:
         raise ReplayError(f"{path}: cannot be read ({e.strerror or e})") from e
+    return parse_replay(raw, str(path))
+
+
+def parse_replay(raw: bytes, path: str = "replay") -> Replay:
+    """A replay from the bytes of a replay file (gzipped or not); `path` names it in errors."""
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
@@ -298,10 +390,31 @@ _REQUIRED_RESULT = ("returns", "moves", "outcome")
 
 
 def list_replays(directory: str | os.PathLike) -> list[Path]:
+    """The replays under `directory`, sorted: its replay files (searched recursively) and, for a league
+    (its folder, its ``replays`` folder or its database), the replays its database keeps, as
+    ``DB#MATCH_ID``. A league folder's files are those under its ``replays`` folder."""
     d = Path(directory)
-    if not d.is_dir():
+    db = league_db(d)
+    if not d.is_dir() and db is None:
         raise ReplayError(f"no replay folder at {d}")
-    return sorted(p for p in d.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES) and not p.name.startswith("."))
+    files = d / LEAGUE_REPLAYS if db is not None and db.parent == d else d
+    found = sorted(p for p in files.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES)
+                   and not p.name.startswith(".")) if files.is_dir() else []
+    return found + [Path(blob_ref(db, mid)) for mid in _blob_ids(db)] if db is not None else found
+
+
+def _blob_ids(db: Path, prefix: str | None = None) -> list[str]:
+    conn = _connect(db)
+    if conn is None:
+        return []
+    try:
+        if prefix is None:
+            return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} ORDER BY match_id")]
+        # a prefix range over the primary key: no scan of a million ids
+        return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} WHERE match_id >= ? AND "
+                                           "match_id < ? ORDER BY match_id LIMIT 4", (prefix, prefix + "\U0010ffff"))]
+    finally:
+        conn.close()
 
 
 def replay_id(path: str | os.PathLike, directory: str | os.PathLike) -> str:
@@ -309,7 +422,14 @@ def replay_id(path: str | os.PathLike, directory: str | os.PathLike) -> str:
 
     For replays the arena writes this is the match id (plus the sub-folder, if any).
     """
-    rel = Path(path).relative_to(directory).as_posix()
+    ref = _split_ref(Path(path))
+    if ref is not None:
+        return ref[1]
+    d = Path(directory)
+    db = league_db(d)
+    if db is not None and db.parent == d:  # a league folder: its files' ids are under its replays folder
+        d = d / LEAGUE_REPLAYS
+    rel = Path(path).relative_to(d).as_posix()
     for suffix in sorted(SUFFIXES, key=len, reverse=True):
         if rel.endswith(suffix):
             return rel[: -len(suffix)]
@@ -319,6 +439,22 @@ def replay_id(path: str | os.PathLike, directory: str | os.PathLike) -> str:
 def find_replay(directory: str | os.PathLike, ident: str) -> Path:
     """A replay in `directory` by its id (as `arena replay list` shows it), its file name, or a unique id prefix."""
     d = Path(directory)
+    db = league_db(d)
+    if db is not None:  # a league: blobs in its database and files in its replays folder
+        files = d / LEAGUE_REPLAYS if db.parent == d else d
+        if ident and ".." not in ident.split("/") and not Path(ident).is_absolute():  # an id, not a path
+            if "/" not in ident and _blob_ids(db, ident)[:1] == [ident]:
+                return Path(blob_ref(db, ident))
+            for suffix in ("",) + SUFFIXES:
+                if (files / (ident + suffix)).is_file():
+                    return files / (ident + suffix)
+        hits = sorted(set(_blob_ids(db, ident) if "/" not in ident else []) | set(_file_ids(files, ident)))
+        if len(hits) == 1:
+            return find_replay(d, hits[0])
+        if hits:
+            shown = ", ".join(hits[:3]) + (", ..." if len(hits) > 3 else "")
+            raise ReplayError(f"{ident!r} is the start of several replay ids in {d} ({shown}): give more of the id")
+        raise ReplayError(f"no replay {ident!r} in {d}: `arena replay list {d}` shows the ids")
     exact = d / ident
     if exact.is_file():
         return exact
@@ -336,6 +472,12 @@ def find_replay(directory: str | os.PathLike, ident: str) -> Path:
         shown = ", ".join(hits[:3]) + (", ..." if len(hits) > 3 else "")
         raise ReplayError(f"{ident!r} is the start of {len(hits)} replay ids in {d} ({shown}): give more of the id")
     raise ReplayError(f"no replay {ident!r} in {d}: `arena replay list {d}` shows the ids")
+
+
+def _file_ids(files: Path, prefix: str) -> list[str]:
+    if not files.is_dir() or not prefix:
+        return []
+    return [i for i in (replay_id(p, files) for p in list_replays(files)) if i.startswith(prefix)]
 
 
 def load_hint(header: dict[str, Any]) -> str:

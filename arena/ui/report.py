@@ -174,6 +174,10 @@ def _players_html(store: LeagueStore) -> str:
 
 
 def _replay_link(store: LeagueStore, r: ResultRow, out_dir: Path) -> str:
+    if r.replay and "#" in Path(r.replay).name and not Path(r.replay).exists():
+        # kept in the league's database: no file to link to; the id is what `arena replay show` takes
+        return (f'<td title="arena replay show {_e(store.dir)} {_e(r.match_id)}"><code>{_e(r.match_id)}</code>'
+                ' <span class="muted">(in league.db)</span></td>')
     compress = bool((store.get_meta("config") or {}).get("compress_replays", True))
     stored = Path(r.replay) if r.replay else None
     name = stored.name if stored else r.match_id + (".jsonl.gz" if compress else ".jsonl")

@@ -15,7 +15,7 @@ from arena.errors import ConfigError
 from arena.league.config import LeagueConfig, load_league_config
 from arena.league.play import play_against
 from arena.league.manager import League, open_league
-from arena.replays import list_replays, replay_path
+from arena.replays import list_replays, replay_id, replay_path
 from arena.match.verify import verify_replay
 
 ARENA = str(Path(sys.executable).with_name("arena"))
@@ -52,8 +52,10 @@ def assert_consistent(directory: Path, expected: int):
     assert store.status_counts().get("done", 0) == expected
     assert store.result_count("league") + store.result_count("external") == expected
     assert not store.matches(status=["running"])
-    replays = list_replays(store.replay_dir)
-    assert sorted(p.name.split(".")[0] for p in replays) == sorted(ids)
+    replays = list_replays(directory)
+    assert sorted(replay_id(p, directory) for p in replays) == sorted(ids)
+    for r in results[:20]:
+        assert store.read_replay(r.match_id).result["returns"] == r.returns
     for game in store.rated_games():
         elo, ts = store.recompute(game)
         assert elo.ratings() == store.elo(game)
@@ -110,7 +112,7 @@ def test_inline_league_records_every_match_once(tmp_path):
     for r in store.results():
         assert not ("mcts" in r.players and r.game.endswith("kuhn_poker-v0"))
         assert not ("cfr" in r.players and r.game.endswith("tic_tac_toe-v0"))
-    assert all(verify_replay(p).ok for p in list_replays(store.replay_dir)[:10])
+    assert all(verify_replay(p).ok for p in list_replays(tmp_path / "L")[:10])
     # a second run with the same budget does nothing; a bigger budget continues
     assert League(cfg, tmp_path / "L", backend="inline").run()["new"] == 0
     assert League(cfg, tmp_path / "L", backend="inline").run(matches=50)["new"] == 10
@@ -263,10 +265,13 @@ League(load_league_config(sys.argv[1]), sys.argv[2], backend="inline").run()
 """
 
 
-def test_kill_9_between_the_replays_and_the_commit_of_a_batch(tmp_path):
-    """Group commit: a batch's replay files are durable before its one transaction. Killed between the
-    two, none of the batch is recorded; the next run commits each of them once, from its replay."""
-    cfg = write_cfg(tmp_path / "c.yaml", matches=40, in_flight=4, workers=1)
+@pytest.mark.parametrize("replays", ["files", "database"])
+def test_kill_9_between_the_replays_and_the_commit_of_a_batch(tmp_path, replays):
+    """Group commit. Files: a batch's replay files are durable before its one transaction; killed between
+    the two, none of the batch is recorded, and the next run commits each of them once, from its replay.
+    Database: a replay is written in its result's transaction; killed before it, neither is, and the next
+    run plays the batch's matches again (same ids and seeds), each recorded once."""
+    cfg = write_cfg(tmp_path / "c.yaml", matches=40, in_flight=4, workers=1, replays=replays)
     d = tmp_path / "league"
     p = subprocess.run([sys.executable, "-c", KILL_AT_COMMIT, str(cfg), str(d)], capture_output=True, text=True,
                        timeout=300)
@@ -275,10 +280,16 @@ def test_kill_9_between_the_replays_and_the_commit_of_a_batch(tmp_path):
     recorded = store.result_count()
     running = store.matches(status="running")
     assert recorded == 2 * 4 and len(running) == 4  # two batches committed; the third batch in flight
-    assert all(replay_path(store.replay_dir, m.match_id).exists() for m in running)  # its replays made it
+    on_disk = [replay_path(store.replay_dir, m.match_id).exists() for m in running]
+    blobs = store.conn.execute("SELECT COUNT(*) FROM replays").fetchone()[0]
     store.close()
     summary = League(load_league_config(cfg), d, backend="inline").run()
-    assert summary["committed_from_replay"] == 4 and summary["requeued"] == 0
+    if replays == "files":
+        assert all(on_disk) and blobs == 0  # its replays made it to disk
+        assert summary["committed_from_replay"] == 4 and summary["requeued"] == 0
+    else:
+        assert not any(on_disk) and blobs == 8  # the two committed batches' replays, not the third's
+        assert summary["committed_from_replay"] == 0 and summary["requeued"] == 4
     assert_consistent(d, 40)
 
 

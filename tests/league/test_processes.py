@@ -9,6 +9,7 @@ none of them is left 5 s later.
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -108,11 +109,14 @@ def test_kill_9_of_a_league_leaves_no_process(tmp_path):
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def ready(procs):
-        # the forkserver's two workers are up and at least one match is being played
+        # the forkserver's two workers are up and matches are being played (one is recorded)
         if _workers_of_forkserver(procs) < 2 or not (d / "league.db").exists():
             return False
-        replays = d / "replays"
-        return replays.is_dir() and any(replays.iterdir())
+        try:
+            with sqlite3.connect(d / "league.db", timeout=1) as conn:
+                return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] > 0
+        except sqlite3.Error:
+            return False
 
     _kill_9_and_check(proc, ready, "arena league run")
 

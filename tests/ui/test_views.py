@@ -21,7 +21,7 @@ from arena.ui.plots import plot_all, plot_payoff, plot_ratings
 from arena.league.ratings import alpharank, scores_from_returns
 from arena.ui.report import write_report
 from arena.league.storage import OVERALL, LeagueStore
-from arena.league.queries import rating_rows
+from arena.league.queries import rating_rows, recent_results
 from arena.ui.views import (
     payoff_view,
     ratings_per_game_views,
@@ -39,7 +39,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 @pytest.fixture(scope="module")
 def league_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("league")
-    cfg = load_league_config(ROOT / "configs/leagues/quickstart.yaml", matches=30)
+    # replays as files: the report links to them (a league keeping them in its database: below)
+    cfg = load_league_config(ROOT / "configs/leagues/quickstart.yaml", matches=30, replays="files")
     out = League(cfg, d, backend="inline").run()
     assert out["results"] == 30 and out["failures"] == 0
     return d
@@ -302,6 +303,21 @@ def test_report_elsewhere_links_relative_and_escapes(league_dir, tmp_path):
         assert links and all(link.startswith("../league/replays/") for link in links)
         # The copied league's replays, not the original's absolute paths.
         assert all((out.parent / link).resolve().exists() for link in links)
+    finally:
+        s.close()
+
+
+def test_report_of_a_league_keeping_replays_in_its_database_names_them(tmp_path):
+    cfg = load_league_config(ROOT / "configs/leagues/quickstart.yaml", matches=6)
+    assert cfg.replays == "database"
+    League(cfg, tmp_path / "L", backend="inline").run()
+    s = open_league(tmp_path / "L")
+    try:
+        text = write_report(s).read_text(encoding="utf-8")
+        assert not re.findall(r'href="([^"#][^"]*)"', text)  # no file to link to
+        for r in recent_results(s, 6):
+            assert f"<code>{r.match_id}</code> <span class=\"muted\">(in league.db)</span>" in text
+            assert f'title="arena replay show {s.dir} {r.match_id}"' in text
     finally:
         s.close()
 

@@ -234,10 +234,9 @@ class SpiralTrainer:
         return out
 
     def _report(self, episodes: list[Episode], learner_name: str, evaluation: bool = False,
-                replay_dir: Path | None = None) -> None:
+                keep_replays: bool = False) -> None:
         """Commit the episodes to the league as external matches (rated; never part of a budget)."""
         from arena.league.manager import Pairing
-        from arena.replays.format import replay_path, write_replay
 
         for ep in episodes:
             names = [learner_name if s == LEARNER else ep.opponent for s in ep.seats]
@@ -247,9 +246,8 @@ class SpiralTrainer:
             row = self.league.begin(Pairing(self.cfg.game, names, specs), status="running", source="external",
                                     seed=ep.result.seed or 0, note="evaluation" if evaluation else "training")
             result: MatchResult = ep.result
-            if replay_dir is not None and result.replay is not None:
-                result.replay.header["match_id"] = row.match_id
-                result.replay_path = str(write_replay(result.replay, replay_path(replay_dir, row.match_id)))
+            if keep_replays:
+                self.league.attach_replay(row.match_id, result)
             self.league.commit(row.match_id, result)
 
     # -- the learning player (arena.league.protocols.LearningPlayer) ----------------------------
@@ -391,7 +389,7 @@ class SpiralTrainer:
             invalid += sum(e.invalid_moves() for e in eps)
             moves += sum(e.moves() for e in eps)
             if snapshot is not None:
-                self._report(eps, snapshot, evaluation=True, replay_dir=self.league.store.replay_dir)
+                self._report(eps, snapshot, evaluation=True, keep_replays=True)
         out["eval/invalid_rate"] = invalid / max(moves, 1)
         self.metrics.log(it, **out)
         if snapshot is not None:

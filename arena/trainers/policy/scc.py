@@ -183,7 +183,6 @@ class SCCTrainer:
         from arena.inference.policy_nets import save_policy
         from arena.league.manager import Pairing as LeaguePairing
         from arena.match.batch import play_matches
-        from arena.replays.format import read_replay
         from arena.trainers.policy.imitation import behaviour_cloning, demonstrations, split
 
         cfg, il = self.cfg, self.cfg.il
@@ -195,7 +194,7 @@ class SCCTrainer:
             other = open_league(il.league)
             for r in other.results(game=cfg.game):
                 if r.replay and (il.players is None or set(il.players) & set(r.players)):
-                    items.append((read_replay(r.replay), r.players))
+                    items.append((other.read_replay(r.match_id), r.players))
         prior = [m for m in store.matches(source="external") if m.note == "imitation"] if il.matches else []
         if prior:
             # A run stopped after its teacher matches were committed (one transaction, below): they are
@@ -204,7 +203,7 @@ class SCCTrainer:
             for m in prior:
                 r = store.result_for(m.match_id)
                 if r is not None and r.replay:
-                    items.append((read_replay(r.replay), r.players))
+                    items.append((store.read_replay(r.match_id), r.players))
             wanted = set(il.players) if il.players else set(teachers)
         elif il.matches:
             teachers = [_slug(s) for s in il.teachers]
@@ -221,18 +220,13 @@ class SCCTrainer:
             results = play_matches(cfg.game, il.teachers, il.matches, seed=cfg.seed + 17, workers=il.workers,
                                    record="actions", game_kwargs=cfg.game_kwargs, on_result=played)
             # Into the league as rated matches with their replays (the league's replays are the data).
-            from arena.replays.format import replay_path, write_replay
-
             commits = []
             with store.tx():
                 for res in results:
                     names = [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a) for a in res.agents]
                     row = self.league.begin(LeaguePairing(cfg.game, names, list(res.agents), "imitation"),
                                             status="running", source="external", seed=res.seed or 0, note="imitation")
-                    res.replay.header["match_id"] = row.match_id
-                    res.replay_path = str(write_replay(res.replay, replay_path(store.replay_dir, row.match_id),
-                                                       durable=False))
-                    commits.append((row.match_id, res))
+                    commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
                 self.league.commit_many(commits)
             wanted = set(il.players) if il.players else set(teachers)
             items += [(res.replay, [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a)
@@ -320,7 +314,6 @@ class SCCTrainer:
     def _apply(self, bundle: dict) -> None:
         """Write an iteration's effects into the league in ONE transaction (see the module docstring)."""
         from arena.league.manager import Pairing as LeaguePairing
-        from arena.replays.format import replay_path, write_replay
 
         store, it = self.league.store, bundle["iteration"]
         if int(store.get_meta("scc_applied", -1)) >= it:
@@ -330,11 +323,7 @@ class SCCTrainer:
             for names, specs, why, note, res in bundle["matches"]:
                 row = self.league.begin(LeaguePairing(self.cfg.game, names, specs, why), status="running",
                                         source="external", seed=res.seed or 0, note=note)
-                if res.replay is not None:
-                    res.replay.header["match_id"] = row.match_id
-                    res.replay_path = str(write_replay(res.replay, replay_path(store.replay_dir, row.match_id),
-                                                       durable=False))
-                commits.append((row.match_id, res))
+                commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
             self.league.commit_many(commits)
             for name in self.learners:
                 store.update_player(name, spec=self._weights_spec(name, it), version=it)
