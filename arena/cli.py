@@ -437,21 +437,64 @@ def league_run(
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (with --backend ray)."),
     matches: Optional[int] = typer.Option(None, "--matches", help="Total results to reach (overrides the config)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (overrides the config)."),
+    serve: bool = typer.Option(False, "--serve", help="Serve the live web pages while the league runs (as `arena serve`)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="With --serve: address to listen on."),
+    port: int = typer.Option(8000, "--port", help="With --serve: port to listen on."),
+    token: Optional[str] = typer.Option(None, "--token", help="With --serve: a token people must give to play."),
 ):
     """Run (or resume) a league: progress bar and a live top-5 table. Ctrl-C is safe; run again to continue."""
     from arena.league.config import load_league_config
     from arena.ui.progress import run_with_progress
 
     cfg = load_league_config(config, workers=workers, backend=backend)
+    server = _serve_while_running(cfg, directory, host, port, token) if serve else None
     try:
         summary = run_with_progress(cfg, directory, backend=backend, address=address, matches=matches, console=console)
     except KeyboardInterrupt:
         console.print(f"[yellow]stopped[/]: run the same command again to continue ({directory})")
         raise typer.Exit(130)
+    finally:
+        if server is not None:
+            server.stop()
     console.print(f"{summary['new']} new matches in {summary['seconds']:.1f}s ({summary['matches_per_s']:.1f}/s); "
                   f"{summary['results']} results in {directory}"
                   + (f"; recovered {summary['committed_from_replay']} from replays, re-queued {summary['requeued']}"
                      if summary["committed_from_replay"] or summary["requeued"] else ""))
+
+
+def _serve_while_running(cfg, directory: Path, host: str, port: int, token: Optional[str]):
+    """`league run --serve`: the league's store made first (the server reads it), then the server on a thread."""
+    from arena.league.storage import LeagueStore
+
+    LeagueStore(directory, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay).close()
+    from arena.ui.web import host_warning, start_in_background
+
+    warn = host_warning(host)
+    if warn:
+        console.print(f"[yellow]{escape(warn)}[/]")
+    server = start_in_background(directory, host, port, token)
+    console.print(f"serving {directory} at {server.url}" + (" (token required to play)" if token else ""))
+    return server
+
+
+@app.command("serve")
+def serve_cmd(
+    directory: Path = typer.Argument(..., help="League folder."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface; warns)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    token: Optional[str] = typer.Option(None, "--token", help="A token people must give to play (and to write)."),
+    move_time_limit: float = typer.Option(300.0, "--move-time-limit", help="Seconds a person has for a move."),
+    idle_timeout: float = typer.Option(20.0, "--idle-timeout",
+                                       help="Seconds without the page before a person's match is forfeited."),
+):
+    """Web pages of a league at http://127.0.0.1:8000: live leaderboard, matches, replays, play its players."""
+    if not (directory / "league.db").exists():
+        raise ArenaError(f"no league at {directory} (no league.db); start one with "
+                         f"`arena league run CONFIG --dir {directory}`")
+    from arena.ui.web import PlaySettings, serve
+
+    serve(directory, host, port, token, echo=lambda line: console.print(escape(line)),
+          play=PlaySettings(move_time_limit=move_time_limit, idle_timeout=idle_timeout))
 
 
 @league_app.command("status")

@@ -144,3 +144,18 @@ def test_precision_mismatch_quick_orders_the_precisions():
     first = {k.split()[1]: float(v[0]) for k, v in rows.items()}
     assert set(first) == {"fp32", "fp16", "bf16"}
     assert first["fp32"] < 1e-6 < first["fp16"] < first["bf16"]  # fp16 keeps more mantissa than bf16
+
+
+def test_bench_web_smoke_prints_latency_table():
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    proc = _run([str(BENCH / "bench_web.py"), "--players", "6", "--matches", "40", "--clients", "3",
+                 "--requests", "12"], timeout=300)
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| endpoint")]
+    assert [r.split("|")[1].strip() for r in rows] == ["leaderboard", "match page (newest)", "match page (middle)",
+                                                       "match page (a player)", "one match"]
+    for r in rows:
+        cells = [c.strip() for c in r.strip("|").split("|")]
+        assert cells[1] == "12" and cells[2] == "0"  # every request answered
+        assert float(cells[4]) > 0 and float(cells[5]) >= float(cells[4])
+    assert "fastapi" in proc.stdout

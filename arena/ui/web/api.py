@@ -1,0 +1,232 @@
+"""The JSON API under the pages: /api/league, /api/players, /api/matches, /api/replays/<id>, /api/play.
+
+Everything the pages show comes from here, so other tools read a league the same way (the
+schema is FastAPI's, at /openapi.json). Ids in paths are looked up in the league's store,
+never used as file paths: an id that is not a committed match is a 404 with a JSON error.
+With a token set, playing and everything else that writes needs it (``Authorization: Bearer
+TOKEN`` or ``X-Arena-Token: TOKEN``).
+
+The match list and a match are answered on the server's event loop (`async` handlers: a few
+indexed SQLite reads, well under a millisecond at a million matches); the thread pool's hop
+and its threads' contention for the interpreter cost more than that (``benchmarks/bench_web.py``:
+p99 of a page of the list 193 -> 60 ms under 50 clients). What can take longer (the leaderboard
+when the league moved on: payoff and alpha-rank; a replay, re-simulated) stays on the pool.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hmac
+import json
+import re
+import threading
+from collections import OrderedDict
+from datetime import datetime, timezone
+from typing import Annotated, Any, Optional, Union
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field, StringConstraints
+
+from arena.errors import ArenaError, ReplayError
+from arena.league.storage import OVERALL
+
+from arena.ui.web.data import MAX_PAGE, OUTCOMES, LeagueData
+from arena.ui.web.play import PlayManager, SessionGone
+from arena.ui.web.replays import replay_json
+
+#: What a match id may look like before it is looked up (the league's are m00000042).
+MATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+#: Longest move a person may send (the replay format keeps this much of a move verbatim).
+MAX_MOVE = 4096
+MAX_NAME = 40
+REPLAY_CACHE = 32
+
+
+class StartPlay(BaseModel):
+    game: Optional[str] = Field(None, max_length=200, description="Game id (default: the player's first game).")
+    player: str = Field(..., max_length=200, description="The league player to play against.")
+    seat: int = Field(0, ge=0, le=16, description="Your seat (0 moves first).")
+    name: str = Field("human", min_length=1, max_length=MAX_NAME, description="The name you play (and are rated) under.")
+    seed: Optional[int] = Field(None, ge=0, lt=2**31)
+
+
+class Move(BaseModel):
+    move: Union[int, Annotated[str, StringConstraints(max_length=MAX_MOVE)]] = Field(
+        ..., description="An action id, a legal move's text, or free text.")
+
+
+def _date(x: Optional[str]) -> Optional[float]:
+    """An ISO date or time (UTC where no zone is given) or Unix seconds, as Unix seconds."""
+    if x is None or x == "":
+        return None
+    try:
+        return float(x)
+    except ValueError:
+        pass
+    try:
+        d = datetime.fromisoformat(x)
+    except ValueError:
+        raise HTTPException(400, f"not a date: {x!r} (write 2025-01-31, 2025-01-31T12:00 or Unix seconds)") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return d.timestamp()
+
+
+def _json(obj: Any) -> Response:
+    """A JSON response serialised once, straight from plain data (the API's data is plain already)."""
+    return Response(_dumps(obj), media_type="application/json")
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+
+
+def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> APIRouter:
+    router = APIRouter(prefix="/api")
+    replays: OrderedDict[str, dict] = OrderedDict()
+    replay_lock = threading.Lock()
+
+    def require_token(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("x-arena-token") or ""
+        auth = request.headers.get("authorization") or ""
+        if auth.lower().startswith("bearer "):
+            given = given or auth[7:].strip()
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            raise HTTPException(401, "this server needs its token to play: give it as 'Authorization: Bearer TOKEN'")
+
+    def checked_id(match_id: str) -> str:
+        if not MATCH_ID.match(match_id) or ".." in match_id:
+            raise HTTPException(404, f"no match {match_id[:80]!r} in this league")
+        return match_id
+
+    def load_replay(match_id: str):
+        try:
+            return data.store.read_replay(checked_id(match_id))
+        except (ReplayError, OSError) as e:
+            raise HTTPException(404, str(e) if isinstance(e, ReplayError) else f"match {match_id}: replay unreadable")
+
+    @router.get("/league", summary="The league: name, counts, and its version (it moves with every commit)")
+    def league() -> dict:
+        out = data.summary()
+        out["token_required"] = token is not None
+        out["playing"] = len(plays.active())
+        return out
+
+    @router.get("/games", summary="Rating scopes ('*' is every game) and one-player games")
+    def games() -> dict:
+        return data.games()
+
+    @router.get("/players", summary="The leaderboard of one rating scope (default '*': every game)")
+    def players(game: str = Query(OVERALL, max_length=200),
+                sort: str = Query("elo", pattern="^(elo|mu|conservative|games|win_rate|name)$")) -> Response:
+        body = data.cached(("leaderboard-json", game, sort), lambda: _dumps(data.leaderboard(game, sort)))
+        return Response(body, media_type="application/json")
+
+    @router.get("/roster", summary="Every player of the league: kind, role, games, version")
+    def roster() -> list:
+        return data.players()
+
+    @router.get("/payoff", summary="The payoff matrix (decayed win rates) of the top players by Elo, with alpha-rank")
+    def payoff(game: str = Query(OVERALL, max_length=200)) -> dict:
+        return data.payoff(game)
+
+    @router.get("/history", summary="Rating curves (Elo and OpenSkill mu - 3 sigma by commit) of the top players")
+    def history(game: str = Query(OVERALL, max_length=200), top: int = Query(8, ge=1, le=50)) -> dict:
+        return data.history(game, top)
+
+    @router.get("/matches", summary="Committed matches, newest first: filters and keyset paging")
+    async def matches(game: Optional[str] = Query(None, max_length=200), player: Optional[str] = Query(None, max_length=200),
+                outcome: Optional[str] = Query(None, pattern="^(" + "|".join(OUTCOMES) + ")$"),
+                since: Optional[str] = Query(None, max_length=40), until: Optional[str] = Query(None, max_length=40),
+                before: Optional[int] = Query(None, ge=0), after: Optional[int] = Query(None, ge=0),
+                limit: int = Query(50, ge=1, le=MAX_PAGE)) -> Response:
+        return _json(data.matches(game or None, player or None, outcome, _date(since), _date(until), before, after,
+                                  limit))
+
+    @router.get("/matches/{match_id}", summary="One committed match")
+    async def match(match_id: str) -> dict:
+        m = data.match(checked_id(match_id))
+        if m is None:
+            raise HTTPException(404, f"no match {match_id!r} in this league")
+        return m
+
+    @router.get("/replays/{match_id}", summary="A replay: steps, and every player's view at every frame")
+    def replay(match_id: str) -> dict:
+        with replay_lock:
+            hit = replays.get(match_id)
+            if hit is not None:
+                replays.move_to_end(match_id)
+                return hit
+        rep = load_replay(match_id)
+        row = data.store.result_for(match_id)
+        out = replay_json(rep, match_id, row.players if row else None)
+        with replay_lock:
+            replays[match_id] = out
+            while len(replays) > REPLAY_CACHE:
+                replays.popitem(last=False)
+        return out
+
+    @router.get("/replays/{match_id}/download", summary="The replay file (JSONL; gzip with ?gzip=1)",
+                response_class=Response)
+    def download(match_id: str, gzip_: bool = Query(False, alias="gzip")) -> Response:
+        rep = load_replay(match_id)
+        body = rep.to_text().encode()
+        name = f"{match_id}.jsonl"
+        if gzip_:
+            body, name = gzip.compress(body, mtime=0), name + ".gz"
+        return Response(body, media_type="application/gzip" if gzip_ else "application/x-ndjson",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    # -- play -----------------------------------------------------------------------------------
+    @router.get("/play/options", summary="What can be played: each game and the league players that play it")
+    def play_options() -> dict:
+        by_game: dict[str, list[str]] = {}
+        for p in data.players():
+            if p["kind"] == "human":
+                continue
+            for g in p["games"]:
+                by_game.setdefault(g, []).append(p["name"])
+        return {"games": [{"game": g, "players": names} for g, names in by_game.items()],
+                "token_required": token is not None}
+
+    @router.post("/play", summary="Start a match against a league player", dependencies=[Depends(require_token)])
+    def play_start(req: StartPlay) -> dict:
+        if any(ch in req.name for ch in "\r\n\t\x00"):
+            raise HTTPException(400, "a name is one line of text")
+        try:
+            s = plays.start(req.game, req.player, req.seat, req.name.strip() or "human", req.seed)
+        except ArenaError as e:
+            raise HTTPException(400, str(e)) from None
+        return s.state()
+
+    def session(sid: str):
+        try:
+            return plays.get(sid)
+        except SessionGone as e:
+            raise HTTPException(404, str(e)) from None
+
+    @router.get("/play/{sid}", summary="A play session's state (polling it says the player is still there)",
+                dependencies=[Depends(require_token)])
+    def play_state(sid: str) -> dict:
+        return session(sid).state()
+
+    @router.post("/play/{sid}/move", summary="Your move: an action id, a legal move's text, or free text",
+                 dependencies=[Depends(require_token)])
+    def play_move(sid: str, req: Move) -> Any:
+        s = session(sid)
+        why = s.submit(req.move)
+        if why is not None:
+            return JSONResponse({"error": why, "state": s.state()}, status_code=409 if "turn" in why or "over" in why
+                                else 400)
+        return s.state()
+
+    @router.post("/play/{sid}/resign", summary="Give up the match (a forfeit; on the other side's turn, at your next turn)", dependencies=[Depends(require_token)])
+    def play_resign(sid: str) -> dict:
+        s = session(sid)
+        s.resign()
+        return s.state()
+
+    return router

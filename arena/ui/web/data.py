@@ -1,0 +1,295 @@
+"""What the web pages read from a league: plain JSON-ready data, cached per league version.
+
+The server reads the league's SQLite database with one connection per thread (WAL: readers
+never block the league's commits, nor it them) and never writes through them. Views of
+the whole league (the leaderboard, the payoff with its alpha-rank, the rating curves) are
+cached under the league's version (its last commit and its players), and one that is under a
+second old is served while a newer one is computed: a running league commits many times a
+second, and fifty pages polling it must not recompute the leaderboard fifty times.
+
+Matches are listed with SQL and keyset paging on the results' commit order (``before`` /
+``after`` a commit number): a page costs the same at the first result as at the millionth.
+The player filter reads the store's indexes on the first two seats; the date filter is
+turned into a range of commit numbers by a binary search (results are committed in time
+order).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from arena.league.queries import describe_outcome, game_label, league_name, payoff_data, rating_rows, return_rows
+from arena.league.storage import OVERALL, LeagueStore, _result
+
+#: Most matches one page of the list holds.
+MAX_PAGE = 200
+#: Seconds a cached view stays in use after the league moved on (while a fresh one is computed).
+STALE_OK = 1.0
+#: Players drawn in the rating curves and the payoff heatmap by default (best by Elo).
+CURVE_PLAYERS = 8
+HISTORY_POINTS = 300
+OUTCOMES = ("win", "loss", "draw", "forfeit", "max_moves", "normal")
+
+
+def _num(x: Any) -> float | None:
+    """A float for JSON (NaN and infinities: None)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+class _Cached:
+    __slots__ = ("key", "value", "at", "lock")
+
+    def __init__(self):
+        self.key: Any = None
+        self.value: Any = None
+        self.at = 0.0
+        self.lock = threading.Lock()
+
+
+class LeagueData:
+    """Read access to one league for the web pages (thread-safe: a connection per thread)."""
+
+    def __init__(self, directory: str | Path):
+        self.dir = Path(directory)
+        first = LeagueStore(self.dir, create=False)  # the error for a folder that holds no league
+        self._local = threading.local()
+        self._local.store = first
+        self._stores = [first]
+        self._stores_lock = threading.Lock()
+        self._cache: dict[tuple, _Cached] = {}
+        self._cache_lock = threading.Lock()
+        self._wide: bool | None = None  # are there results of more than two players?
+
+    # -- connections and the version ---------------------------------------------------------
+    @property
+    def store(self) -> LeagueStore:
+        s = getattr(self._local, "store", None)
+        if s is None:
+            s = self._local.store = LeagueStore(self.dir, create=False)
+            with self._stores_lock:
+                self._stores.append(s)
+        return s
+
+    def close(self) -> None:
+        with self._stores_lock:
+            for s in self._stores:
+                try:
+                    s.close()
+                except Exception:
+                    pass
+            self._stores.clear()
+
+    def version(self) -> list[int]:
+        """Moves when a result is committed or a player is added or changed."""
+        row = self.store.conn.execute(
+            "SELECT (SELECT IFNULL(MAX(commit_seq), 0) FROM results), (SELECT COUNT(*) FROM players), "
+            "(SELECT IFNULL(SUM(version + active), 0) FROM players)").fetchone()
+        return [int(x) for x in row]
+
+    def cached(self, name: tuple, compute: Callable[[], Any]) -> Any:
+        key = tuple(self.version())
+        with self._cache_lock:
+            entry = self._cache.setdefault(name, _Cached())
+        if entry.key == key:
+            return entry.value
+        if entry.key is not None and time.monotonic() - entry.at < STALE_OK and entry.lock.locked():
+            return entry.value  # being recomputed: the one from a moment ago
+        with entry.lock:
+            if entry.key != key:
+                entry.value = compute()
+                entry.key, entry.at = key, time.monotonic()
+            return entry.value
+
+    # -- the league ----------------------------------------------------------------------------
+    def summary(self) -> dict:
+        s = self.store
+        c = s.conn
+        results = c.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]
+        running = c.execute("SELECT COUNT(*) FROM matches WHERE status='running'").fetchone()[0]
+        cfg = s.get_meta("config") or {}
+        games = [g.get("id") if isinstance(g, dict) else g for g in cfg.get("games", [])]
+        return {"name": league_name(s), "version": self.version(), "last_commit": results,
+                "players": c.execute("SELECT COUNT(*) FROM players WHERE kind != 'human'").fetchone()[0],
+                "running": running, "games": games}
+
+    def games(self) -> dict:
+        def compute():
+            s = self.store
+            return {"rated": [OVERALL, *s.rated_games()] if s.rated_games() else [OVERALL],
+                    "solo": s.one_player_games(), "labels": {OVERALL: game_label(OVERALL)}}
+        return self.cached(("games",), compute)
+
+    def leaderboard(self, game: str = OVERALL, sort: str = "elo") -> dict:
+        return self.cached(("leaderboard", game, sort), lambda: self._leaderboard(game, sort))
+
+    def _leaderboard(self, game: str, sort: str) -> dict:
+        s = self.store
+        kinds = {p.name: (p.kind, p.role, p.active) for p in s.players()}
+        if game in s.one_player_games():
+            rows = [{"player": r.player, "kind": kinds.get(r.player, ("?",))[0], "mean": _num(r.mean),
+                     "std": _num(r.std), "episodes": r.episodes, "common_seeds": r.common_seeds,
+                     "forfeits": r.forfeits} for r in return_rows(s, game)]
+            return {"game": game, "label": game_label(game), "kind": "returns", "rows": rows}
+        pay = self.payoff(game)
+        mass = dict(zip(pay["players"], pay["alpharank"] or []))
+        rows = []
+        for r in rating_rows(s, game, sort):
+            kind, role, active = kinds.get(r.player, ("?", None, True))
+            rows.append({"player": r.player, "kind": kind, "role": role, "active": bool(active),
+                         "elo": _num(r.elo), "mu": _num(r.mu), "sigma": _num(r.sigma),
+                         "conservative": _num(r.conservative), "games": r.games, "wins": r.wins, "draws": r.draws,
+                         "losses": r.losses, "win_rate": _num(r.win_rate), "alpharank": _num(mass.get(r.player))})
+        return {"game": game, "label": game_label(game), "kind": "rated", "rows": rows,
+                "alpharank_note": pay["note"], "alpharank_error": pay["alpharank_error"]}
+
+    def payoff(self, game: str = OVERALL) -> dict:
+        def compute():
+            d = payoff_data(self.store, game)
+            return {"game": game, "players": d.players,
+                    "win_rate": [[_num(x) for x in row] for row in d.win_rate.tolist()],
+                    "games": [[_num(x) for x in row] for row in d.games.tolist()],
+                    "alpharank": None if d.alpharank is None else [_num(x) for x in d.alpharank.tolist()],
+                    "alpharank_error": d.alpharank_error, "note": d.capped_note,
+                    "total_players": d.total_players}
+        return self.cached(("payoff", game), compute)
+
+    def history(self, game: str = OVERALL, top: int = CURVE_PLAYERS) -> dict:
+        return self.cached(("history", game, top), lambda: self._history(game, top))
+
+    def _history(self, game: str, top: int) -> dict:
+        s = self.store
+        elo = s.elo(game)
+        players = sorted(elo, key=lambda p: (-elo[p], p))[:max(0, top)]
+        if not players:
+            return {"game": game, "players": [], "series": {}}
+        marks = ",".join("?" * len(players))
+        rows = s.conn.execute(f"SELECT commit_seq, player, elo, mu, sigma FROM rating_history WHERE game=? AND "
+                              f"player IN ({marks}) ORDER BY commit_seq", (game, *players)).fetchall()
+        series: dict[str, list] = {p: [] for p in players}
+        for seq, p, e, mu, sigma in rows:
+            series[p].append([seq, _num(e), _num(mu - 3 * sigma) if mu is not None and sigma is not None else None])
+        for p, pts in series.items():
+            if len(pts) > HISTORY_POINTS:
+                step = len(pts) / HISTORY_POINTS
+                series[p] = [pts[int(i * step)] for i in range(HISTORY_POINTS - 1)] + [pts[-1]]
+        return {"game": game, "players": players, "series": series}
+
+    # -- matches ------------------------------------------------------------------------------
+    def _seq_at(self, ts: float) -> int:
+        """The first commit number committed at or after `ts` (past the end: the last + 1)."""
+        c = self.store.conn
+        lo, hi = c.execute("SELECT IFNULL(MIN(commit_seq), 1), IFNULL(MAX(commit_seq), 0) FROM results").fetchone()
+        hi += 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = c.execute("SELECT committed FROM results WHERE commit_seq >= ? ORDER BY commit_seq LIMIT 1",
+                            (mid,)).fetchone()
+            if row is None or row[0] >= ts:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _has_wide(self) -> bool:
+        if self._wide is None:
+            self._wide = self.store.conn.execute(
+                "SELECT 1 FROM results WHERE json_array_length(players) > 2 LIMIT 1").fetchone() is not None
+        return self._wide
+
+    def matches(self, game: str | None = None, player: str | None = None, outcome: str | None = None,
+                since: float | None = None, until: float | None = None, before: int | None = None,
+                after: int | None = None, limit: int = 50) -> dict:
+        """One page of committed matches, newest first, filtered; `before` / `after`: keyset cursors."""
+        limit = max(1, min(int(limit), MAX_PAGE))
+        where, args = [], []
+        lo, hi = None, None  # commit_seq bounds: lo <= seq < hi
+        if since is not None:
+            lo = self._seq_at(since)
+        if until is not None:
+            hi = self._seq_at(until)
+        if before is not None:
+            hi = before if hi is None else min(hi, before)
+        if after is not None:
+            lo = after + 1 if lo is None else max(lo, after + 1)
+        if lo is not None:
+            where.append("commit_seq >= ?")
+            args.append(lo)
+        if hi is not None:
+            where.append("commit_seq < ?")
+            args.append(hi)
+        if game:
+            where.append("game = ?")
+            args.append(game)
+        if outcome:
+            if outcome == "draw":
+                where.append("draw = 1")
+            elif outcome in ("win", "loss"):
+                where.append("winner IS NOT NULL")
+                if player:
+                    op = "=" if outcome == "win" else "!="
+                    where.append(f"json_extract(players, '$[' || winner || ']') {op} ?")
+                    args.append(player)
+            elif outcome in ("forfeit", "max_moves", "normal"):
+                where.append("outcome = ?")
+                args.append(outcome)
+        order = "ASC" if after is not None and before is None else "DESC"
+        cond = " AND ".join(where) or "1"
+        c = self.store.conn
+        if player:
+            seats = ["json_extract(players, '$[0]') = ?", "json_extract(players, '$[1]') = ?"]
+            if self._has_wide():
+                seats.append("(json_array_length(players) > 2 AND EXISTS (SELECT 1 FROM json_each(results.players) "
+                             "WHERE json_each.key >= 2 AND json_each.value = ?))")
+            parts = [f"SELECT * FROM (SELECT * FROM results WHERE {seat} AND {cond} "
+                     f"ORDER BY commit_seq {order} LIMIT ?)" for seat in seats]
+            sql = " UNION ".join(parts) + f" ORDER BY commit_seq {order} LIMIT ?"
+            params = [x for _ in seats for x in (player, *args, limit)] + [limit]
+            rows = c.execute(sql, params).fetchall()
+        else:
+            rows = c.execute(f"SELECT * FROM results WHERE {cond} ORDER BY commit_seq {order} LIMIT ?",
+                             (*args, limit)).fetchall()
+        results = [_result(r) for r in rows]
+        if order == "ASC":
+            results.reverse()
+        items = [self.match_item(r) for r in results]
+        full = len(results) == limit
+        newest = results[0].commit_seq if results else None
+        oldest = results[-1].commit_seq if results else None
+        return {"matches": items, "limit": limit,
+                "older": oldest if results and (full or order == "ASC") else None,
+                "newer": newest if results and (order == "DESC" and before is not None or order == "ASC" and full)
+                else None,
+                "last_commit": c.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]}
+
+    @staticmethod
+    def match_item(r) -> dict:
+        return {"match_id": r.match_id, "commit_seq": r.commit_seq, "game": r.game, "players": r.players,
+                "returns": [_num(x) for x in r.returns], "winner": r.winner, "draw": r.draw, "outcome": r.outcome,
+                "reason": r.reason, "moves": r.moves, "committed": r.committed,
+                "date": datetime.fromtimestamp(r.committed, timezone.utc).isoformat(timespec="seconds"),
+                "text": describe_outcome(r), "replay": bool(r.replay)}
+
+    def match(self, match_id: str) -> dict | None:
+        r = self.store.result_for(match_id)
+        if r is None:
+            return None
+        item = self.match_item(r)
+        m = self.store.conn.execute("SELECT seed, specs, source, created, started, finished FROM matches "
+                                    "WHERE match_id=?", (match_id,)).fetchone()
+        if m:
+            item.update(seed=m[0], specs=json.loads(m[1]), source=m[2], created=m[3], started=m[4], finished=m[5])
+        return item
+
+    def players(self) -> list[dict]:
+        return self.cached(("players",), lambda: [
+            {"name": p.name, "kind": p.kind, "role": p.role, "games": p.games, "active": p.active,
+             "version": p.version, "steps": p.steps, "parent": p.parent} for p in self.store.players()])

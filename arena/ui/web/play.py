@@ -1,0 +1,253 @@
+"""People playing league players from the browser: one session (one match) per page.
+
+A session schedules its match through the league's own path (`schedule_human_match`), plays
+it on a thread of its own with `run_match_job`, a `WebHumanAgent` in the person's seat, and
+commits it with `League.commit`: recorded and rated like the league's own matches, at most
+once (the commit is idempotent on the match id), and never over the league's own results
+(ratings are read and written inside the commit's transaction).
+
+The agent blocks in ``act`` until the page posts a move. What the page posts is read as the
+terminal reads what a person types (`HumanAgent.parse`): a move that is no move is answered at
+once with the reason and asked again; a move the game itself refuses comes back as the match
+loop's ``feedback`` on the next ask. The page polls the session's state; when no poll came for
+``idle_timeout`` seconds (the tab was closed) or no move came within ``move_time_limit``, the
+agent raises `Forfeit` and the match ends there, a forfeit recorded once.
+"""
+
+from __future__ import annotations
+
+import queue
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arena.agents.base import BaseAgent, Forfeit
+from arena.agents.human import HumanAgent
+from arena.errors import ArenaError
+
+from arena.ui.web.boards import board_of, move_cell
+
+#: Sessions playing at once (each a thread and, for a search player, its CPU).
+MAX_SESSIONS = 32
+
+
+class SessionGone(Exception):
+    """The session ended (or was never there)."""
+
+
+@dataclass
+class PlaySettings:
+    #: Seconds a person has for one move.
+    move_time_limit: float = 300.0
+    #: Seconds without a poll from the page after which the person has left: a forfeit.
+    idle_timeout: float = 20.0
+    #: Sessions kept in memory after their match ended (their page can still show the end).
+    keep_finished: int = 200
+
+
+class WebHumanAgent(BaseAgent):
+    """A person on a web page, as an agent: `act` waits for the page's move."""
+
+    spec = "human"
+
+    def __init__(self, session: "PlaySession"):
+        self.session = session
+        self._parser = HumanAgent(max_tries=1)
+
+    def act(self, observation) -> Any:
+        s = self.session
+        if s.resigned:  # resigned while the other side was to move
+            raise Forfeit("the player resigned")
+        legal = observation.legal_actions
+        board = board_of(observation.game_id, observation.text)
+        moves = []
+        for a in legal or []:
+            label = observation.action_to_text(a) if observation.action_kind == "discrete" else str(a)
+            moves.append({"value": a, "label": label, "cell": move_cell(observation.game_id, board, a, label)})
+        asked = time.monotonic()
+        with s.lock:
+            s.turn = {"view": observation.text, "board": board, "legal": moves, "action_kind": observation.action_kind,
+                      "feedback": observation.feedback, "step": observation.step,
+                      "deadline": time.time() + s.settings.move_time_limit, "free_text": observation.action_kind == "text"
+                      and not legal}
+            s.status = "your_turn"
+        try:
+            while True:
+                try:
+                    raw, reply = s.moves.get(timeout=0.1)
+                except queue.Empty:
+                    now = time.monotonic()
+                    if s.stop.is_set():
+                        raise Forfeit("the server stopped during the match") from None
+                    if now - s.last_seen > s.settings.idle_timeout:
+                        raise Forfeit(f"the player left the page (no contact for {s.settings.idle_timeout:g}s)") from None
+                    if now - asked > s.settings.move_time_limit:
+                        raise Forfeit(f"no move within the {s.settings.move_time_limit:g}s limit") from None
+                    continue
+                if raw is None:  # resigned
+                    reply.put(None)
+                    raise Forfeit("the player resigned")
+                move, why = self._parser.parse(observation, str(raw), legal)
+                reply.put(why)
+                if why is None:
+                    with s.lock:
+                        s.log.append({"player": s.seat, "move": observation.action_to_text(move)
+                                      if observation.action_kind == "discrete" else str(move)})
+                    return move
+        finally:
+            with s.lock:
+                s.turn = None
+                if s.status == "your_turn":
+                    s.status = "opponent"
+
+    def match_over(self, view: str, result: Any, seat: int) -> None:
+        with self.session.lock:
+            self.session.final_view = view
+
+
+@dataclass
+class PlaySession:
+    id: str
+    game: str
+    opponent: str
+    human: str
+    seat: int
+    settings: PlaySettings
+    match_id: str = ""
+    players: list[str] = field(default_factory=list)
+    status: str = "starting"  # starting, your_turn, opponent, over, error
+    turn: dict | None = None
+    final_view: str | None = None
+    result: dict | None = None
+    error: str | None = None
+    log: list[dict] = field(default_factory=list)
+    elo_before: dict = field(default_factory=dict)
+    elo_after: dict = field(default_factory=dict)
+    created: float = field(default_factory=time.time)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    moves: "queue.Queue[tuple[Any, queue.Queue]]" = field(default_factory=queue.Queue)
+    stop: threading.Event = field(default_factory=threading.Event)
+    last_seen: float = field(default_factory=time.monotonic)
+    thread: threading.Thread | None = None
+    #: Resigned while it was not this person's turn: the forfeit comes at their next turn.
+    resigned: bool = False
+
+    def state(self) -> dict:
+        """What the page shows (and a poll: the person is still there)."""
+        self.last_seen = time.monotonic()
+        with self.lock:
+            turn = dict(self.turn) if self.turn else None
+            if turn is not None:
+                turn["seconds_left"] = max(0.0, turn.pop("deadline") - time.time())
+            return {"session": self.id, "match_id": self.match_id, "game": self.game, "players": self.players,
+                    "seat": self.seat, "you": self.human, "opponent": self.opponent, "status": self.status,
+                    "turn": turn, "final_view": self.final_view,
+                    "final_board": board_of(self.game, self.final_view), "result": self.result,
+                    "error": self.error, "log": list(self.log), "elo_before": self.elo_before,
+                    "elo_after": self.elo_after}
+
+    def resign(self) -> None:
+        """Give the match up: at once on this person's turn, else as soon as it is theirs."""
+        if self.status == "your_turn":
+            self.submit(None)
+        elif self.status not in ("over", "error"):
+            self.resigned = True
+
+    def submit(self, move: Any, wait: float = 10.0) -> str | None:
+        """Hand the page's move to the waiting agent: None when it is taken, else why not."""
+        self.last_seen = time.monotonic()
+        if self.status != "your_turn":
+            return "it is not your turn" if self.status in ("opponent", "starting") else "the match is over"
+        reply: queue.Queue = queue.Queue()
+        self.moves.put((move, reply))
+        try:
+            return reply.get(timeout=wait)
+        except queue.Empty:
+            return "the move was not taken in time; try again"
+
+
+class PlayManager:
+    """The server's play sessions: start one, find one, stop them all at shutdown."""
+
+    def __init__(self, directory: str | Path, settings: PlaySettings | None = None):
+        self.dir = Path(directory)
+        self.settings = settings or PlaySettings()
+        self.sessions: dict[str, PlaySession] = {}
+        self.lock = threading.Lock()
+
+    def active(self) -> list[PlaySession]:
+        return [s for s in self.sessions.values() if s.status not in ("over", "error")]
+
+    def start(self, game: str, opponent: str, seat: int = 0, human: str = "human",
+              seed: int | None = None) -> PlaySession:
+        from arena.league.manager import League
+        from arena.league.play import schedule_human_match
+
+        with self.lock:
+            if len(self.active()) >= MAX_SESSIONS:
+                raise ArenaError(f"{MAX_SESSIONS} matches are being played already: try again when one ends")
+            self._forget_finished()
+        league = League.open(self.dir)
+        try:
+            match, job, seats = schedule_human_match(league, opponent, game, seat, seed, human)
+        except BaseException:
+            league.store.close()
+            raise
+        s = PlaySession(secrets.token_urlsafe(16), match.game, opponent, human, seat, self.settings,
+                        match_id=match.match_id, players=seats)
+        elo = league.store.elo(match.game)
+        s.elo_before = {n: elo.get(n) for n in seats}
+        with self.lock:
+            self.sessions[s.id] = s
+        s.thread = threading.Thread(target=self._play, args=(s, league, job, seats), daemon=True,
+                                    name=f"arena-play-{match.match_id}")
+        s.thread.start()
+        return s
+
+    def _play(self, s: PlaySession, league, job, seats: list[str]) -> None:
+        from arena.league.queries import describe_outcome
+        from arena.match.runner import run_match_job
+
+        try:
+            agent = WebHumanAgent(s)
+            with s.lock:
+                s.status = "opponent"
+            res = run_match_job(job, agents=[agent if i == s.seat else None for i in range(len(seats))])
+            league.commit(s.match_id, res)
+            row = league.store.result_for(s.match_id)
+            elo = league.store.elo(s.game)
+            with s.lock:
+                s.elo_after = {n: elo.get(n) for n in seats}
+                s.result = {"returns": res.returns, "winner": res.winner, "draw": res.draw, "outcome": res.outcome,
+                            "reason": res.reason, "text": describe_outcome(row) if row else res.outcome,
+                            "you_won": res.winner == s.seat and not res.draw}
+                s.status = "over"
+        except Exception as e:
+            with s.lock:
+                s.error = f"{type(e).__name__}: {e}"
+                s.status = "error"
+        finally:
+            league.store.close()
+
+    def get(self, sid: str) -> PlaySession:
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None:
+            raise SessionGone(f"no play session {sid!r}")
+        return s
+
+    def _forget_finished(self) -> None:
+        done = [s for s in self.sessions.values() if s.status in ("over", "error")]
+        for s in sorted(done, key=lambda s: s.created)[: max(0, len(done) - self.settings.keep_finished)]:
+            self.sessions.pop(s.id, None)
+
+    def shutdown(self, wait: float = 10.0) -> None:
+        """Stop every match being played: each ends as its person's forfeit, committed once."""
+        for s in list(self.sessions.values()):
+            s.stop.set()
+        deadline = time.monotonic() + wait
+        for s in list(self.sessions.values()):
+            if s.thread is not None:
+                s.thread.join(max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,414 @@
+/* The pages: leaderboard (live), matches (filters, keyset paging), replay viewer, play.
+   Data comes from the JSON API of the same server; every text from it is set with textContent. */
+"use strict";
+(function () {
+  const R = window.ArenaRender;
+  const el = R.el, svg = R.svg;
+  const $ = id => document.getElementById(id);
+  const page = document.body.dataset.page;
+  const fmt = (x, d = 1) => (x === null || x === undefined || Number.isNaN(x)) ? "\u2014" : Number(x).toFixed(d);
+  const pct = x => (x === null || x === undefined) ? "\u2014" : (100 * x).toFixed(1) + "%";
+
+  function token() { return sessionStorage.getItem("arena-token") || ""; }
+  async function api(path, opts) {
+    opts = Object.assign({headers: {}}, opts || {});
+    if (token()) opts.headers["Authorization"] = "Bearer " + token();
+    if (opts.json !== undefined) {
+      opts.method = opts.method || "POST";
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(opts.json);
+    }
+    const res = await fetch(path, opts);
+    let body = null;
+    try { body = await res.json(); } catch (e) { body = null; }
+    if (!res.ok) {
+      const err = new Error((body && body.error) || `HTTP ${res.status}`);
+      err.status = res.status; err.body = body;
+      throw err;
+    }
+    return body;
+  }
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+  function option(value, label, selected) {
+    const o = el("option", null, label); o.value = value; if (selected) o.selected = true; return o;
+  }
+  function link(href, text) { const a = el("a", null, text); a.href = href; return a; }
+  function gameLabel(g) { return g === "*" ? "all games" : g; }
+
+  // -- live status (every page) -------------------------------------------------------------
+  let lastVersion = null;
+  const onChange = [];
+  async function pollLeague() {
+    try {
+      const s = await api("/api/league");
+      const v = JSON.stringify(s.version);
+      $("live").textContent = `${s.last_commit} results \u00b7 ${s.running} running \u00b7 ${new Date().toLocaleTimeString()}`;
+      if (lastVersion !== null && v !== lastVersion) onChange.forEach(f => f(s));
+      lastVersion = v;
+    } catch (e) { $("live").textContent = "offline: " + e.message; }
+  }
+  pollLeague();
+  setInterval(pollLeague, 2000);
+
+  // -- leaderboard --------------------------------------------------------------------------
+  function leaderboard() {
+    const sel = $("game");
+    const params = new URLSearchParams(location.search);
+    let game = params.get("game") || "*", sort = params.get("sort") || "elo";
+    api("/api/games").then(g => {
+      clear(sel);
+      for (const x of g.rated) sel.appendChild(option(x, gameLabel(x), x === game));
+      for (const x of g.solo) sel.appendChild(option(x, x + " (one player)", x === game));
+    });
+    sel.addEventListener("change", () => { game = sel.value; history.replaceState(null, "", `?game=${encodeURIComponent(game)}`); load(); });
+    const cols = [["#", null], ["player", "name"], ["kind", null], ["Elo", "elo"], ["mu", "mu"], ["sigma", null],
+      ["mu \u2212 3\u03c3", "conservative"], ["alpha-rank", null], ["games", "games"], ["W", null], ["D", null], ["L", null],
+      ["win rate", "win_rate"]];
+    async function load() {
+      const [b, p, h] = await Promise.all([api(`/api/players?game=${encodeURIComponent(game)}&sort=${sort}`),
+        api(`/api/payoff?game=${encodeURIComponent(game)}`).catch(() => null),
+        api(`/api/history?game=${encodeURIComponent(game)}`).catch(() => null)]);
+      $("board-title").textContent = `Leaderboard: ${b.label}`;
+      $("summary").textContent = `${b.rows.length} players`;
+      $("board-note").textContent = b.alpharank_error ? "alpha-rank: " + b.alpharank_error : (b.alpharank_note || "");
+      const t = clear($("board"));
+      const head = el("tr");
+      if (b.kind === "returns") {
+        ["#", "player", "mean return", "std", "episodes", "common seeds", "forfeits"].forEach(c => head.appendChild(el("th", null, c)));
+        t.appendChild(head);
+        b.rows.forEach((r, i) => {
+          const tr = el("tr");
+          [i + 1, r.player, fmt(r.mean, 2), fmt(r.std, 2), r.episodes, r.common_seeds, r.forfeits].forEach((v, j) =>
+            tr.appendChild(el("td", j === 1 ? "name" : "num", v)));
+          t.appendChild(tr);
+        });
+        clear($("curves")); clear($("heatmap"));
+        return;
+      }
+      for (const [label, key] of cols) {
+        const th = el("th", key ? "sortable" + (key === sort ? " sorted" : "") : null, label);
+        if (key) th.addEventListener("click", () => { sort = key; load(); });
+        head.appendChild(th);
+      }
+      t.appendChild(head);
+      b.rows.forEach((r, i) => {
+        const tr = el("tr");
+        tr.appendChild(el("td", "num", i + 1));
+        const name = el("td", "name"); name.appendChild(link(`/matches?player=${encodeURIComponent(r.player)}`, r.player));
+        tr.appendChild(name);
+        tr.appendChild(el("td", null, r.kind + (r.role ? ` (${r.role})` : "")));
+        [fmt(r.elo), fmt(r.mu, 2), fmt(r.sigma, 2), fmt(r.conservative, 2), r.alpharank === null ? "\u2014" : r.alpharank.toFixed(3),
+          r.games, r.wins, r.draws, r.losses, pct(r.win_rate)].forEach(v => tr.appendChild(el("td", "num", v)));
+        t.appendChild(tr);
+      });
+      if (h) drawCurves(clear($("curves")), h);
+      if (p) { drawHeatmap(clear($("heatmap")), p); $("payoff-note").textContent = p.note || ""; }
+    }
+    onChange.push(() => load());
+    load();
+  }
+
+  const COLORS = ["#2f5fa7", "#c0392b", "#27ae60", "#8e44ad", "#e67e22", "#16a085", "#7f8c8d", "#d35400"];
+  function drawCurves(box, h) {
+    const W = 560, H = 300, L = 48, B = 24, T = 10, Rt = 130;
+    const root = svg("svg", {width: W, height: H, class: "curves", role: "img"}, box);
+    const all = h.players.flatMap(p => h.series[p].map(pt => pt));
+    if (!all.length) { const t = svg("text", {x: 20, y: 40}, root); t.textContent = "no rated results yet"; return; }
+    const xs = all.map(p => p[0]), ys = all.map(p => p[1]).filter(y => y !== null);
+    const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(...ys) - 5, y1 = Math.max(...ys) + 5;
+    const X = x => L + (x - x0) / (x1 - x0) * (W - L - Rt), Y = y => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
+    svg("line", {x1: L, y1: H - B, x2: W - Rt, y2: H - B, stroke: "#999"}, root);
+    svg("line", {x1: L, y1: T, x2: L, y2: H - B, stroke: "#999"}, root);
+    [y0, (y0 + y1) / 2, y1].forEach(v => { const t = svg("text", {x: 4, y: Y(v) + 4, "font-size": 10}, root); t.textContent = v.toFixed(0); });
+    [x0, x1].forEach(v => { const t = svg("text", {x: X(v) - 10, y: H - 6, "font-size": 10}, root); t.textContent = String(v); });
+    h.players.forEach((p, i) => {
+      const pts = h.series[p].filter(q => q[1] !== null).map(q => `${X(q[0]).toFixed(1)},${Y(q[1]).toFixed(1)}`);
+      svg("polyline", {points: pts.join(" "), fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 1.6}, root);
+      svg("rect", {x: W - Rt + 8, y: T + i * 16, width: 10, height: 10, fill: COLORS[i % COLORS.length]}, root);
+      const t = svg("text", {x: W - Rt + 22, y: T + i * 16 + 9, "font-size": 11}, root);
+      t.textContent = p.length > 16 ? p.slice(0, 15) + "\u2026" : p;
+    });
+  }
+
+  function winColor(x) {
+    if (x === null) return "#eceff1";
+    const r = x < 0.5 ? 220 : Math.round(220 - (x - 0.5) * 2 * 170), g = x > 0.5 ? 200 : Math.round(80 + x * 2 * 120);
+    return `rgb(${r},${g},${x < 0.5 ? 90 : 110})`;
+  }
+  function drawHeatmap(box, p) {
+    const n = Math.min(p.players.length, 20), c = Math.max(14, Math.min(40, Math.floor(420 / Math.max(n, 1))));
+    const L = 110, T = 10;
+    const root = svg("svg", {width: L + n * c + 10, height: T + n * c + 110, class: "heatmap", role: "img"}, box);
+    for (let i = 0; i < n; i++) {
+      const t = svg("text", {x: L - 4, y: T + i * c + c * 0.65, "font-size": 10, "text-anchor": "end"}, root);
+      t.textContent = p.players[i].slice(0, 16);
+      const u = svg("text", {x: 0, y: 0, "font-size": 10, transform: `translate(${L + i * c + c * 0.6},${T + n * c + 4}) rotate(60)`}, root);
+      u.textContent = p.players[i].slice(0, 16);
+      for (let j = 0; j < n; j++) {
+        const v = p.win_rate[i][j];
+        const r = svg("rect", {x: L + j * c, y: T + i * c, width: c - 1, height: c - 1, fill: winColor(v)}, root);
+        const tip = svg("title", {}, r);
+        tip.textContent = `${p.players[i]} vs ${p.players[j]}: ${v === null ? "never met" : pct(v)}`;
+      }
+    }
+  }
+
+  // -- matches ------------------------------------------------------------------------------
+  function matches() {
+    const form = $("filters"), params = new URLSearchParams(location.search);
+    for (const k of ["player", "outcome", "since", "until"]) if (params.get(k)) $("f-" + k).value = params.get(k);
+    api("/api/games").then(g => {
+      const cfgGames = new Set(g.rated.filter(x => x !== "*").concat(g.solo));
+      for (const x of cfgGames) $("f-game").appendChild(option(x, x, params.get("game") === x));
+    });
+    api("/api/roster").then(ps => ps.forEach(p => $("player-names").appendChild(option(p.name, p.name))));
+    let cursor = {before: params.get("before"), after: params.get("after")};
+    let last = null;
+    function query() {
+      const q = new URLSearchParams();
+      for (const k of ["game", "player", "outcome", "since", "until"]) { const v = $("f-" + k).value.trim(); if (v) q.set(k, v); }
+      if (cursor.before) q.set("before", cursor.before);
+      if (cursor.after) q.set("after", cursor.after);
+      return q;
+    }
+    async function load() {
+      const q = query();
+      history.replaceState(null, "", "?" + q.toString());
+      let d;
+      try { d = await api("/api/matches?" + q.toString()); }
+      catch (e) { $("page-info").textContent = e.message; return; }
+      last = d;
+      const t = clear($("matches"));
+      const head = el("tr");
+      ["#", "date (UTC)", "game", "players", "result", "moves", "replay"].forEach(c => head.appendChild(el("th", null, c)));
+      t.appendChild(head);
+      for (const m of d.matches) {
+        const tr = el("tr");
+        tr.appendChild(el("td", "num", m.commit_seq));
+        tr.appendChild(el("td", null, m.date.replace("T", " ").replace("+00:00", "")));
+        tr.appendChild(el("td", null, m.game));
+        tr.appendChild(el("td", "players", m.players.join(" vs ")));
+        tr.appendChild(el("td", null, m.text));
+        tr.appendChild(el("td", "num", m.moves));
+        const td = el("td"); if (m.replay) td.appendChild(link(`/replay/${encodeURIComponent(m.match_id)}`, m.match_id)); else td.textContent = m.match_id;
+        tr.appendChild(td);
+        t.appendChild(tr);
+      }
+      $("page-info").textContent = d.matches.length ? `${d.matches[0].commit_seq} \u2013 ${d.matches[d.matches.length - 1].commit_seq} of ${d.last_commit}` : "no matches";
+      $("older").disabled = d.older === null;
+      $("newer").disabled = d.newer === null;
+    }
+    form.addEventListener("submit", ev => { ev.preventDefault(); cursor = {}; load(); });
+    $("f-clear").addEventListener("click", () => { form.reset(); cursor = {}; load(); });
+    $("older").addEventListener("click", () => { if (last && last.older !== null) { cursor = {before: last.older}; load(); } });
+    $("newer").addEventListener("click", () => { if (last && last.newer !== null) { cursor = {after: last.newer}; load(); } });
+    onChange.push(() => { if (!cursor.before && !cursor.after) load(); });
+    load();
+  }
+
+  // -- replay viewer ------------------------------------------------------------------------
+  function replay() {
+    const id = $("replay").dataset.match;
+    let rep = null, k = 0, timer = null;
+    $("r-download").href = `/api/replays/${encodeURIComponent(id)}/download`;
+    $("r-download-gz").href = `/api/replays/${encodeURIComponent(id)}/download?gzip=1`;
+    function stepsAt(f) { return rep.steps.filter(s => s.t === f); }
+    function mover(f) { const s = stepsAt(f); return s.length ? s[0].player : null; }
+    function show() {
+      const nf = rep.frames.length, f = rep.frames[k];
+      $("r-scrub").value = k;
+      $("r-pos").textContent = `move ${f.moves} of ${rep.frames[nf - 1].moves}`;
+      const choice = $("r-view").value;
+      let p = choice === "auto" ? mover(f.moves) : Number(choice);
+      if (p === null || p === undefined) p = f.views.findIndex(v => v !== null);
+      if (p < 0) p = 0;
+      const who = rep.players[p] !== undefined ? `${rep.players[p]} (player ${p})` : `player ${p}`;
+      const acting = stepsAt(f.moves);
+      $("r-step-title").textContent = k === nf - 1 ? `Final position, as ${who} sees it` :
+        `Before move ${f.moves + 1}: ${who}'s view`;
+      $("r-text").textContent = f.views[p] === null ? "(no view recorded for this player here)" : f.views[p];
+      const board = clear($("r-board"));
+      if (rep.transcript) board.appendChild(transcript(f.moves));
+      else if (f.skeleton) board.appendChild(R.skeleton(f.skeleton));
+      else { const b = R.render(f.boards[p]); if (b) board.appendChild(b); }
+      document.querySelectorAll("#r-steps li").forEach(li => li.classList.toggle("current", Number(li.dataset.t) === f.moves));
+      const cur = document.querySelector("#r-steps li.current");
+      if (cur && cur.scrollIntoView) cur.scrollIntoView({block: "nearest"});
+      $("r-result").textContent = k === nf - 1 ? resultText() : (acting.length ? "" : "");
+    }
+    function transcript(upto) {
+      const ol = el("ol", "transcript");
+      for (const s of rep.steps) {
+        if (s.t > upto) break;
+        const li = el("li", "p" + s.player + (s.t === upto ? " current" : ""));
+        li.appendChild(el("strong", null, (rep.players[s.player] || `player ${s.player}`) + ": "));
+        const text = String(s.action_text !== null && s.action_text !== undefined ? s.action_text : (s.action === null ? "" : s.action));
+        const re = /\[(Offer:[^\]]*|Accept|Deny)\]/gi;
+        let at = 0, m;
+        while ((m = re.exec(text)) !== null) {
+          if (m.index > at) li.appendChild(document.createTextNode(text.slice(at, m.index)));
+          li.appendChild(el("span", "offer", m[0]));
+          at = m.index + m[0].length;
+        }
+        if (at < text.length) li.appendChild(document.createTextNode(text.slice(at)));
+        if (s.event !== "ok") li.appendChild(el("em", "note", ` (${s.event}${s.reason ? ": " + s.reason : ""})`));
+        ol.appendChild(li);
+      }
+      return ol;
+    }
+    function resultText() {
+      const r = rep.result;
+      let who = r.draw ? "draw" : (r.winner !== null && r.winner !== undefined ? `${rep.players[r.winner]} wins` : "no winner");
+      return `Result: ${who}; returns ${(r.returns || []).join(", ")}; ${r.outcome}${r.reason ? " (" + r.reason + ")" : ""}`;
+    }
+    function go(n) { k = Math.max(0, Math.min(rep.frames.length - 1, n)); show(); }
+    function stop() { if (timer) { clearInterval(timer); timer = null; $("r-play").textContent = "play"; } }
+    function play() {
+      if (timer) return stop();
+      if (k >= rep.frames.length - 1) go(0);
+      $("r-play").textContent = "pause";
+      timer = setInterval(() => { if (k >= rep.frames.length - 1) stop(); else go(k + 1); }, Number($("r-speed").value));
+    }
+    api(`/api/replays/${encodeURIComponent(id)}`).then(r => {
+      rep = r;
+      $("replay-title").textContent = `Replay ${r.match_id}: ${r.game}`;
+      $("replay-meta").textContent = `${r.players.map((p, i) => `${p} (${r.agents[i] || "?"})`).join(" vs ")} \u00b7 seed ${r.seed} \u00b7 record ${r.record}`;
+      $("r-note").textContent = r.note || "";
+      const v = $("r-view");
+      v.appendChild(option("auto", "the player to move", true));
+      r.players.forEach((p, i) => v.appendChild(option(String(i), `${p} (player ${i})`)));
+      $("r-scrub").max = r.frames.length - 1;
+      const ol = $("r-steps");
+      r.steps.forEach(s => {
+        const li = el("li", s.event, `${r.players[s.player] || s.player}: ${s.action_text !== null && s.action_text !== undefined ? s.action_text : JSON.stringify(s.action)}` +
+          (s.event !== "ok" ? ` \u2014 ${s.event}${s.reason ? ": " + s.reason : ""}` : ""));
+        li.dataset.t = s.t;
+        li.addEventListener("click", () => { stop(); go(r.frames.findIndex(f => f.moves >= s.t)); });
+        ol.appendChild(li);
+      });
+      go(0);
+    }).catch(e => { $("r-note").textContent = e.message; });
+    $("r-first").addEventListener("click", () => { stop(); go(0); });
+    $("r-prev").addEventListener("click", () => { stop(); go(k - 1); });
+    $("r-next").addEventListener("click", () => { stop(); go(k + 1); });
+    $("r-last").addEventListener("click", () => { stop(); go(rep.frames.length - 1); });
+    $("r-play").addEventListener("click", play);
+    $("r-scrub").addEventListener("input", () => { stop(); go(Number($("r-scrub").value)); });
+    $("r-view").addEventListener("change", () => show());
+    document.addEventListener("keydown", ev => {
+      if (!rep || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
+      if (ev.key === "ArrowRight") { stop(); go(k + 1); } else if (ev.key === "ArrowLeft") { stop(); go(k - 1); }
+      else if (ev.key === " ") { ev.preventDefault(); play(); }
+    });
+  }
+
+  // -- play -----------------------------------------------------------------------------------
+  function play() {
+    const root = $("play");
+    if (root.dataset.tokenRequired === "1") { $("p-token-label").classList.remove("hidden"); $("p-token").value = token(); }
+    let options = [], sid = null, poller = null, shownTurn = null;
+    function fillPlayers() {
+      const g = options.find(o => o.game === $("p-game").value);
+      const sel = clear($("p-player"));
+      (g ? g.players : []).forEach(p => sel.appendChild(option(p, p)));
+    }
+    api("/api/play/options").then(o => {
+      options = o.games;
+      const params = new URLSearchParams(location.search);
+      options.forEach(g => $("p-game").appendChild(option(g.game, g.game, params.get("game") === g.game)));
+      fillPlayers();
+      if (params.get("player")) $("p-player").value = params.get("player");
+    });
+    $("p-game").addEventListener("change", fillPlayers);
+    $("play-form").addEventListener("submit", async ev => {
+      ev.preventDefault();
+      if (root.dataset.tokenRequired === "1") sessionStorage.setItem("arena-token", $("p-token").value);
+      $("p-message").textContent = "";
+      try {
+        const s = await api("/api/play", {json: {game: $("p-game").value, player: $("p-player").value,
+          seat: Number($("p-seat").value), name: $("p-name").value}});
+        sid = s.session;
+        $("p-game-area").classList.remove("hidden");
+        $("play-form").classList.add("hidden");
+        clear($("p-result"));
+        draw(s);
+        poller = setInterval(poll, 500);
+      } catch (e) { $("p-message").textContent = e.message; }
+    });
+    async function poll() {
+      if (!sid) return;
+      try { draw(await api(`/api/play/${sid}`)); }
+      catch (e) { $("p-message").textContent = e.message; }
+    }
+    async function send(move) {
+      $("p-feedback").textContent = "";
+      try { draw(await api(`/api/play/${sid}/move`, {json: {move: String(move)}})); }
+      catch (e) {
+        $("p-feedback").textContent = `${e.message}: try again`;
+        if (e.body && e.body.state) draw(e.body.state, true);
+      }
+    }
+    $("p-text-form").addEventListener("submit", ev => { ev.preventDefault(); const v = $("p-text").value; $("p-text").value = ""; send(v); });
+    $("p-resign").addEventListener("click", async () => { try { draw(await api(`/api/play/${sid}/resign`, {json: {}})); } catch (e) { $("p-message").textContent = e.message; } });
+    function draw(s, keepFeedback) {
+      $("p-title").textContent = `${s.players.join(" vs ")} \u2014 ${s.game} (match ${s.match_id})`;
+      const t = s.turn;
+      const statusText = {starting: "starting\u2026", opponent: `${s.opponent} is thinking\u2026`,
+        your_turn: "your move", over: "game over", error: "error: " + (s.error || "")}[s.status] || s.status;
+      $("p-status").textContent = statusText + (t ? ` (${Math.ceil(t.seconds_left)} s left)` : "");
+      $("p-status").dataset.status = s.status;
+      if (t && t.feedback && !keepFeedback) $("p-feedback").textContent = `Your last move was refused: ${t.feedback}. Try again.`;
+      const turnKey = t ? `${t.step}:${t.feedback}` : `none:${s.status}`;
+      if (turnKey === shownTurn && s.status !== "over") return;
+      shownTurn = turnKey;
+      const board = clear($("p-board")), moves = clear($("p-moves"));
+      $("p-text-form").classList.add("hidden");
+      if (t) {
+        $("p-view").textContent = t.view;
+        const playable = {};
+        for (const m of t.legal || []) {
+          if (m.cell !== null && m.cell !== undefined) playable[m.cell] = t.action_kind === "discrete" ? m.value : m.label;
+          const b = el("button", "move", m.label); b.type = "button";
+          b.addEventListener("click", () => send(t.action_kind === "discrete" ? m.value : m.label));
+          moves.appendChild(b);
+        }
+        const drawn = R.render(t.board, {playable, onCell: v => send(v)});
+        if (drawn) board.appendChild(drawn);
+        if (t.action_kind !== "discrete") $("p-text-form").classList.remove("hidden");
+      } else if (s.status === "over" || s.status === "error") {
+        $("p-view").textContent = s.final_view || "";
+        const drawn = R.render(s.final_board);
+        if (drawn) board.appendChild(drawn);
+      }
+      if (s.status === "over" && s.result) {
+        clearInterval(poller);
+        const res = clear($("p-result"));
+        res.appendChild(el("p", "result", `${s.result.text}${s.result.reason ? " \u2014 " + s.result.reason : ""}`));
+        const tbl = el("table", "data ratings");
+        const head = el("tr"); ["player", "Elo before", "Elo after", "change"].forEach(h => head.appendChild(el("th", null, h)));
+        tbl.appendChild(head);
+        for (const n of s.players) {
+          if (tbl.querySelector(`tr[data-player="${CSS.escape(n)}"]`)) continue;
+          const tr = el("tr"); tr.dataset.player = n;
+          const a = s.elo_before[n], b = s.elo_after[n];
+          const d = (b !== null && b !== undefined) ? b - (a === null || a === undefined ? 1500 : a) : null;
+          tr.appendChild(el("td", null, n)); tr.appendChild(el("td", "num", a === null || a === undefined ? "new" : fmt(a)));
+          tr.appendChild(el("td", "num elo-after", fmt(b))); tr.appendChild(el("td", "num " + (d > 0 ? "delta-up" : "delta-down"), d === null ? "\u2014" : (d > 0 ? "+" : "") + d.toFixed(1)));
+          tbl.appendChild(tr);
+        }
+        res.appendChild(tbl);
+        const p = el("p"); p.appendChild(link(`/replay/${encodeURIComponent(s.match_id)}`, "see the replay"));
+        p.appendChild(document.createTextNode(" \u00b7 "));
+        p.appendChild(link("/play", "play again"));
+        res.appendChild(p);
+        $("p-resign").classList.add("hidden");
+      }
+      if (s.status === "error") clearInterval(poller);
+    }
+  }
+
+  if (page === "leaderboard") leaderboard();
+  else if (page === "matches") matches();
+  else if (page === "replay") replay();
+  else if (page === "play") play();
+})();

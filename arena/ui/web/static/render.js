@@ -1,0 +1,160 @@
+/* Renderers of game positions: SVG and plain elements built from the JSON the API gives.
+   Every text goes in through textContent or createTextNode: nothing from a league is parsed as HTML. */
+"use strict";
+(function () {
+  const NS = "http://www.w3.org/2000/svg";
+
+  function svg(tag, attrs, parent) {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  // opts.playable: {cell index -> move value}; opts.onCell(value)
+  function grid(board, opts) {
+    const style = board.style, rows = board.rows, cols = board.cols;
+    const size = style === "go" ? 26 : style === "connect4" ? 52 : 80;
+    const pad = style === "go" ? 24 : 4;
+    const w = cols * size + 2 * pad, h = rows * size + 2 * pad;
+    const root = svg("svg", {width: w, height: h, viewBox: `0 0 ${w} ${h}`, class: `grid ${style}`, role: "img"});
+    const playable = (opts && opts.playable) || {};
+    if (style === "go") {
+      svg("rect", {x: 0, y: 0, width: w, height: h, fill: "#e3c07a"}, root);
+      for (let i = 0; i < rows; i++) {
+        const y = pad + i * size + size / 2, x0 = pad + size / 2, x1 = pad + (cols - 0.5) * size;
+        svg("line", {x1: x0, y1: y, x2: x1, y2: y, stroke: "#553", "stroke-width": 1}, root);
+        svg("line", {x1: y, y1: x0, x2: y, y2: x1, stroke: "#553", "stroke-width": 1}, root);
+        if (board.row_labels) { const t = svg("text", {x: 6, y: y + 4, "font-size": 10}, root); t.textContent = board.row_labels[i] || ""; }
+        if (board.col_labels) { const t = svg("text", {x: y - 3, y: h - 6, "font-size": 10}, root); t.textContent = board.col_labels[i] || ""; }
+      }
+    } else if (style === "connect4") {
+      svg("rect", {x: 0, y: 0, width: w, height: h, rx: 8, fill: "#2f5fa7"}, root);
+    } else {
+      svg("rect", {x: 0, y: 0, width: w, height: h, fill: "#fff"}, root);
+      for (let i = 1; i < 3; i++) {
+        svg("line", {x1: pad + i * size, y1: pad, x2: pad + i * size, y2: h - pad, stroke: "#333", "stroke-width": 3}, root);
+        svg("line", {x1: pad, y1: pad + i * size, x2: w - pad, y2: pad + i * size, stroke: "#333", "stroke-width": 3}, root);
+      }
+    }
+    board.cells.forEach((mark, i) => {
+      const r = Math.floor(i / cols), c = i % cols;
+      const x = pad + c * size, y = pad + r * size, cx = x + size / 2, cy = y + size / 2;
+      const key = style === "connect4" ? c : i;
+      const canPlay = Object.prototype.hasOwnProperty.call(playable, key) && !mark;
+      const cell = svg("rect", {x: x + 1, y: y + 1, width: size - 2, height: size - 2, class: "cell" + (canPlay ? " playable" : ""),
+        fill: style === "connect4" ? "transparent" : style === "go" ? "transparent" : "#fff", "data-cell": i}, root);
+      if (style === "ttt") cell.setAttribute("stroke", "none");
+      if (canPlay && opts && opts.onCell) {
+        cell.addEventListener("click", () => opts.onCell(playable[key]));
+        cell.setAttribute("aria-label", `play ${i}`);
+      }
+      if (style === "connect4") {
+        const hole = svg("circle", {cx, cy, r: size * 0.38, fill: mark === "x" ? "#e74c3c" : mark === "o" ? "#f1c40f" : "#fff",
+          "pointer-events": "none"}, root);
+        hole.setAttribute("data-mark", mark || "");
+      } else if (style === "go") {
+        if (mark) svg("circle", {cx, cy, r: size * 0.45, fill: mark === "x" ? "#111" : "#fafafa", stroke: "#222", "data-mark": mark}, root);
+      } else if (mark === "x") {
+        const g = svg("g", {stroke: "#c0392b", "stroke-width": 6, "stroke-linecap": "round", "data-mark": "x", "pointer-events": "none"}, root);
+        const d = size * 0.28;
+        svg("line", {x1: cx - d, y1: cy - d, x2: cx + d, y2: cy + d}, g);
+        svg("line", {x1: cx + d, y1: cy - d, x2: cx - d, y2: cy + d}, g);
+      } else if (mark === "o") {
+        svg("circle", {cx, cy, r: size * 0.3, fill: "none", stroke: "#2f5fa7", "stroke-width": 6, "data-mark": "o",
+          "pointer-events": "none"}, root);
+      }
+    });
+    return root;
+  }
+
+  const GLYPHS = {K: "\u2654", Q: "\u2655", R: "\u2656", B: "\u2657", N: "\u2658", P: "\u2659",
+                  k: "\u265A", q: "\u265B", r: "\u265C", b: "\u265D", n: "\u265E", p: "\u265F"};
+  function chess(board) {
+    const s = 44, root = svg("svg", {width: 8 * s + 20, height: 8 * s + 20, class: "chess", role: "img"});
+    board.squares.forEach((row, r) => row.forEach((piece, c) => {
+      svg("rect", {x: 20 + c * s, y: r * s, width: s, height: s, fill: (r + c) % 2 ? "#b58863" : "#f0d9b5"}, root);
+      if (piece) {
+        const t = svg("text", {x: 20 + c * s + s / 2, y: r * s + s * 0.78, "font-size": s * 0.8, "text-anchor": "middle",
+          "data-piece": piece}, root);
+        t.textContent = GLYPHS[piece] || piece;
+      }
+    }));
+    for (let i = 0; i < 8; i++) {
+      const t = svg("text", {x: 6, y: i * s + s * 0.6, "font-size": 11}, root); t.textContent = String(8 - i);
+      const u = svg("text", {x: 20 + i * s + s / 2 - 3, y: 8 * s + 14, "font-size": 11}, root); u.textContent = "abcdefgh"[i];
+    }
+    return root;
+  }
+
+  function cards(board) {
+    const box = el("div", "cardtable");
+    const row = el("div", "cards");
+    row.appendChild(el("span", "muted", "hand"));
+    (board.hand || []).forEach(c => row.appendChild(el("div", "card", c)));
+    if ((board.public || []).length) {
+      row.appendChild(el("span", "muted", "board"));
+      board.public.forEach(c => row.appendChild(el("div", "card public", c)));
+    }
+    box.appendChild(row);
+    const facts = [];
+    if (board.pot !== null && board.pot !== undefined) facts.push(`pot ${board.pot}`);
+    if (board.money) facts.push(`chips ${board.money.join(" / ")}`);
+    if (board.round) facts.push(`round ${board.round}`);
+    if (board.scores) facts.push(`scores: ${board.scores}`);
+    box.appendChild(el("p", "pot", facts.join(" \u00b7 ")));
+    if ((board.history || []).length) box.appendChild(el("p", "muted", "actions: " + board.history.join(", ")));
+    return box;
+  }
+
+  function negotiation(board) {
+    const box = el("div", "negotiation");
+    const t = el("table", "data");
+    const head = el("tr");
+    ["resource", "quantity", "value each"].forEach(h => head.appendChild(el("th", null, h)));
+    t.appendChild(head);
+    board.resources.forEach(([name, q, v]) => {
+      const tr = el("tr");
+      tr.appendChild(el("td", null, name)); tr.appendChild(el("td", "num", q)); tr.appendChild(el("td", "num", v));
+      t.appendChild(tr);
+    });
+    box.appendChild(t);
+    if (board.total !== null) box.appendChild(el("p", null, `total value ${board.total}`));
+    if (board.offer) box.appendChild(el("p", "offer", board.offer));
+    return box;
+  }
+
+  function skeleton(sk) {
+    const w = 320, h = 320, root = svg("svg", {width: w, height: h, class: "skeleton", role: "img"});
+    const pts = Object.assign({}, sk.joints, sk.ends);
+    const pelvis = sk.joints.ground_pelvis || Object.values(sk.joints)[0] || [0, 0];
+    const scale = 130, ox = w / 2 - pelvis[0] * scale, oy = h - 20;
+    const P = p => [ox + p[0] * scale, oy - p[1] * scale];
+    svg("line", {x1: 0, y1: oy, x2: w, y2: oy, stroke: "#999"}, root);
+    for (const [a, b] of sk.segments) {
+      if (!pts[a] || !pts[b]) continue;
+      const [x1, y1] = P(pts[a]), [x2, y2] = P(pts[b]);
+      svg("line", {x1, y1, x2, y2, stroke: "#1f2d3d", "stroke-width": 4, "stroke-linecap": "round"}, root);
+    }
+    for (const p of Object.values(pts)) { const [x, y] = P(p); svg("circle", {cx: x, cy: y, r: 3, fill: "#c0392b"}, root); }
+    const t = svg("text", {x: 8, y: 16, "font-size": 12}, root); t.textContent = `t = ${sk.time.toFixed(2)} s`;
+    return root;
+  }
+
+  function render(board, opts) {
+    if (!board) return null;
+    if (board.kind === "grid") return grid(board, opts);
+    if (board.kind === "chess") return chess(board);
+    if (board.kind === "cards") return cards(board);
+    if (board.kind === "negotiation") return negotiation(board);
+    return null;
+  }
+
+  window.ArenaRender = {render, skeleton, svg, el};
+})();
