@@ -44,6 +44,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
     console.print(f"Replays: {store.db_path}   (arena replay list {cfg.out})")
     console.print(f"Plots:   {plots[0].parent}")
     console.print(f"Report:  {report}   (open it in a browser)")
+    console.print(f"Browser: arena serve {cfg.out}   (http://127.0.0.1:8000: live leaderboard, replays, play)")
     console.print(f"More:    arena league status {cfg.out} · arena ratings {cfg.out} --payoff · "
                   f"arena play arena/TicTacToe-v0 --vs {cfg.out}:first")
     return summary

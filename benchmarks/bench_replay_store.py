@@ -27,7 +27,6 @@ _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
 from _common import markdown_table, versions as _versions  # noqa: E402
 
 import argparse  # noqa: E402
-import gzip  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402

@@ -53,7 +53,7 @@ def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0
          replays: str = "database") -> dict:
     from arena.league.manager import open_league
     from arena.league.queries import recompute_rows
-    from arena.replays import ReplayError
+    from arena.errors import ReplayError
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -120,9 +120,8 @@ def main() -> None:
     args = p.parse_args()
     d = args.dir or Path(tempfile.mkdtemp(prefix="arena-soak-"))
     out = soak(d, args.matches, args.kills, args.seed, replays=args.replays)
-    print()
+    print(f"\nreplays kept in: {args.replays}\n")
     print("| measure | value |\n|---|---:|")
-    print(f"replays kept in: {args.replays}")
     for k in ("matches", "kills", "results", "duplicates", "missing_replays", "replays_disagreeing", "ratings",
               "ratings_equal", "integrity"):
         print(f"| {k.replace('_', ' ')} | {out[k]} |")

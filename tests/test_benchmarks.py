@@ -159,3 +159,12 @@ def test_bench_web_smoke_prints_latency_table():
         assert cells[1] == "12" and cells[2] == "0"  # every request answered
         assert float(cells[4]) > 0 and float(cells[5]) >= float(cells[4])
     assert "fastapi" in proc.stdout
+
+
+def test_bench_replay_store_smoke_compares_the_two_forms():
+    proc = _run([str(BENCH / "bench_replay_store.py"), "--matches", "64", "--rounds", "1"], timeout=300)
+    rows = {line.split("|")[1].strip(): line.split("|")[2:] for line in proc.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| design")}
+    assert len(rows) == 3 and any("league database" in k for k in rows)
+    assert all(float(v[0]) > 0 and int(v[2].replace(",", "")) > 500 for v in rows.values())  # ms, bytes a match
+    assert "database / files with group commit (time):" in proc.stdout
