@@ -105,10 +105,15 @@ def test_the_cli_lists_shows_and_verifies_a_leagues_replays(league):
         assert r.exit_code == 0 and "1 verified" in r.output, r.output
 
 
-def test_bad_names_of_database_replays_are_one_line_errors(tmp_path, league):
-    form, d = league
-    if form != "database":
-        pytest.skip("database names only")
+def _db_league(d: Path, matches: int = 4) -> Path:
+    cfg = d / "c.yaml"
+    cfg.write_text(CONFIG.replace("REPLAYS", "database").replace("matches: 12", f"matches: {matches}"))
+    League(load_league_config(cfg), d / "L", backend="inline").run()
+    return d / "L"
+
+
+def test_bad_names_of_database_replays_are_one_line_errors(tmp_path):
+    d = _db_league(tmp_path)
     db = d / "league.db"
     with pytest.raises(ReplayError, match="no replay 'nope' in"):
         read_replay(f"{db}#nope")
@@ -127,10 +132,7 @@ def test_bad_names_of_database_replays_are_one_line_errors(tmp_path, league):
 
 
 def test_a_corrupt_database_replay_is_reported_and_the_others_still_checked(tmp_path):
-    d = tmp_path / "L"
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(CONFIG.replace("REPLAYS", "database").replace("matches: 12", "matches: 4"))
-    League(load_league_config(cfg), d, backend="inline").run()
+    d = _db_league(tmp_path)
     store = open_league(d)
     bad = store.results()[1].match_id
     store.close()
