@@ -42,8 +42,8 @@ from arena.league.protocols import LearningPlayer
 from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
 from arena.league.storage import OVERALL, LeagueStore, MatchRow
 from arena.match.loop import InvalidMovePolicy, MatchResult
-from arena.match.runner import MatchJob
-from arena.replays.format import ReplayError, parse_replay, read_replay, replay_bytes, replay_path, write_replay
+from arena.match.runner import MatchJob, keep_replay
+from arena.replays.format import ReplayError, parse_replay, read_replay, replay_path
 
 
 @dataclass
@@ -371,14 +371,11 @@ class League:
         the league keeps replays, under `match_id`, by the next `commit_many`."""
         if result.replay is None:
             return result
-        result.replay.header["match_id"] = match_id
-        if self.cfg.replays == "database":
-            result.replay_blob = replay_bytes(result.replay)
-        else:
-            result.replay_path = str(write_replay(result.replay, replay_path(self.store.replay_dir, match_id,
-                                                                               self.cfg.compress_replays),
-                                                  durable=False))
-        return result
+        return keep_replay(result, match_id, self._replay_dir(), self.cfg.compress_replays, durable=False)
+
+    def _replay_dir(self) -> str | None:
+        """The folder of the league's replay files; None when it keeps them in its database."""
+        return str(self.store.replay_dir) if self.cfg.replays == "files" else None
 
     def add_snapshot(self, parent: str, spec: str, name: str | None = None) -> str:
         """Freeze `spec` (weights of learning player `parent`) as a historical player."""
@@ -446,8 +443,8 @@ class League:
                         game_kwargs=self._game_kwargs(row.game),
                         policy=InvalidMovePolicy(allowance=self.cfg.invalid_allowance),
                         move_time_limit=self.cfg.move_time_limit, record=self.cfg.record,
-                        replay_dir=str(self.store.replay_dir) if self.cfg.replays == "files" else None,
-                        replay_blob=self.cfg.replays == "database", compress=self.cfg.compress_replays,
+                        replay_dir=self._replay_dir(), replay_blob=self.cfg.replays == "database",
+                        compress=self.cfg.compress_replays,
                         durable=False)  # files: synced per batch, in commit_many
         return dataclasses.replace(job, **changes) if changes else job
 

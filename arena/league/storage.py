@@ -35,7 +35,8 @@ from arena.fsio import disk_full_as_error
 from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
 from arena.match.loop import MatchResult
-from arena.replays.format import BLOB_SCHEMA, BLOB_TABLE, Replay, ReplayError, blob_ref, parse_replay, read_replay
+from arena.replays.format import (BLOB_SCHEMA, BLOB_TABLE, LEAGUE_DB, LEAGUE_REPLAYS, Replay, ReplayError, blob_ref,
+                                  parse_replay, read_replay)
 
 def record_kinds(returns: Sequence[float]) -> list[str]:
     """"w", "d" or "l" per seat. Two players: the same 1 / 0.5 / 0 scores the ratings use. More: a
@@ -154,12 +155,12 @@ class LeagueStore:
         #: cache key for views of the players: the league's pairing view).
         self.players_version = 0
         self.dir = Path(directory)
-        self.db_path = self.dir / "league.db"
+        self.db_path = self.dir / LEAGUE_DB
         if not create and not self.db_path.exists():
             from arena.errors import ArenaError
 
             raise ArenaError(f"no league at {self.dir} (no league.db); start one with `arena league run CONFIG --dir {self.dir}`")
-        self.replay_dir = self.dir / "replays"
+        self.replay_dir = self.dir / LEAGUE_REPLAYS
         self.players_dir = self.dir / "players"
         with self._disk_full_as_error():
             self.dir.mkdir(parents=True, exist_ok=True)

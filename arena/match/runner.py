@@ -10,6 +10,8 @@ played, recorded and written the same way whoever scheduled it.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -87,13 +89,22 @@ def finish_job(job: MatchJob, res: MatchResult) -> MatchResult:
     """What a job does with its played match: the seats, the replay file, and whether the replay stays."""
     if job.seats is not None:
         res.seats = list(job.seats)
-    if job.replay_dir is not None:
-        res.replay_path = str(write_replay(res.replay, replay_path(job.replay_dir, job.match_id, job.compress),
-                                           durable=job.durable))
-    elif job.replay_blob:
-        res.replay_blob = replay_bytes(res.replay)
-    else:
+    if job.replay_dir is None and not job.replay_blob:
         return res
+    keep_replay(res, job.match_id, job.replay_dir, job.compress, job.durable)
     if not job.keep_replay:
         res.replay = None  # on disk or in bytes now: keep what crosses process boundaries small
+    return res
+
+
+def keep_replay(res: MatchResult, match_id: str, replay_dir: str | os.PathLike | None, compress: bool = True,
+                durable: bool = True) -> MatchResult:
+    """Keep `res`'s in-memory replay under `match_id`: as a file in `replay_dir` (``res.replay_path``), or,
+    with no folder, as its gzipped bytes (``res.replay_blob``, for a league that keeps replays in its
+    database)."""
+    res.replay.header["match_id"] = match_id
+    if replay_dir is not None:
+        res.replay_path = str(write_replay(res.replay, replay_path(replay_dir, match_id, compress), durable=durable))
+    else:
+        res.replay_blob = replay_bytes(res.replay)
     return res

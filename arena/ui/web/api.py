@@ -43,6 +43,11 @@ MAX_NAME = 40
 REPLAY_CACHE = 32
 
 
+def valid_match_id(match_id: str) -> bool:
+    """Whether `match_id` has the shape of a match id (before it is looked up in the store)."""
+    return bool(MATCH_ID.match(match_id)) and ".." not in match_id
+
+
 class StartPlay(BaseModel):
     game: Optional[str] = Field(None, max_length=200, description="Game id (default: the player's first game).")
     player: str = Field(..., max_length=200, description="The league player to play against.")
@@ -98,7 +103,7 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
             raise HTTPException(401, "this server needs its token to play: give it as 'Authorization: Bearer TOKEN'")
 
     def checked_id(match_id: str) -> str:
-        if not MATCH_ID.match(match_id) or ".." in match_id:
+        if not valid_match_id(match_id):
             raise HTTPException(404, f"no match {match_id[:80]!r} in this league")
         return match_id
 

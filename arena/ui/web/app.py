@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from arena.errors import ArenaError
 
-from arena.ui.web.api import MATCH_ID, build_router
+from arena.ui.web.api import build_router, valid_match_id
 from arena.ui.web.data import LeagueData
 from arena.ui.web.play import PlayManager, PlaySettings
 
@@ -139,7 +139,7 @@ def create_app(directory: str | Path, token: Optional[str] = None, play: PlaySet
 
     @app.get("/replay/{match_id}", response_class=HTMLResponse, include_in_schema=False)
     def replay_page(match_id: str):
-        if not MATCH_ID.match(match_id) or ".." in match_id or data.store.result_for(match_id) is None:
+        if not valid_match_id(match_id) or data.store.result_for(match_id) is None:
             raise HTTPException(404, "no such match")
         return _page("replay", f"{name}: replay {match_id}", name, match_id=match_id)
 
