@@ -2,7 +2,7 @@
 
 ``arena league run`` (the real command, worker processes and all) plays ``--matches`` cheap
 matches (random and first on tic-tac-toe, 8 players); it is killed with SIGKILL after a
-random 0.3-3 s, ``--kills`` times, and started again each time with the same command; the
+random 0-2 s once it has committed its first new match, ``--kills`` times, and started again each time with the same command; the
 last start runs to the end. Then, on the league folder:
 
 * the result count equals the budget, with no match id twice;
@@ -49,6 +49,18 @@ def _arena() -> list[str]:
     return [sys.executable, "-m", "arena.cli"]
 
 
+def _committed(league: Path) -> int:
+    """Results committed so far, read without disturbing the running league (0 before its database exists)."""
+    db = league / "league.db"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as conn:
+            return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    except sqlite3.Error:  # the schema not made yet, or the database busy this instant
+        return 0
+
+
 def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0, log=print,
          replays: str = "database") -> dict:
     from arena.league.manager import open_league
@@ -65,16 +77,22 @@ def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0
     env = dict(os.environ, COLUMNS="120")
     started = time.perf_counter()
     counts = []
+    killed = 0
     for k in range(kills + 1):
         p = subprocess.Popen([*_arena(), "league", "run", str(cfg), "--dir", str(league)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if k < kills:
-            t0 = time.time()  # a random moment once the run is under way (its start-up is ~1-2 s of imports)
-            while not (league / "league.db").exists() and time.time() - t0 < 60 and p.poll() is None:
+            # A random moment once the run is playing: after its first new commit (start-up is a few
+            # seconds of imports, longer on a loaded machine), then 0-2 s more, so every kill lands
+            # among matches being played and committed rather than in the imports.
+            before = counts[-1] if counts else 0
+            t0 = time.time()
+            while p.poll() is None and time.time() - t0 < 120 and _committed(league) <= before:
                 time.sleep(0.05)
-            time.sleep(rng.uniform(0.3, 3.0))
+            time.sleep(rng.uniform(0.0, 2.0))
             if p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
+                killed += 1
             p.wait()
         else:
             _, err = p.communicate(timeout=3600)
@@ -106,7 +124,7 @@ def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0
         "matches": matches, "kills": kills, "seconds": seconds, "results": len(results),
         "league_results": counts[-1], "duplicates": len(ids) - len(set(ids)), "missing_replays": missing_replay,
         "replays_disagreeing": bad_replay, "ratings": len(rows), "ratings_equal": all(r.equal for r in rows),
-        "integrity": integrity, "counts_after_each_run": counts,
+        "integrity": integrity, "counts_after_each_run": counts, "killed_while_running": killed,
     }
 
 

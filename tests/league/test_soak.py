@@ -19,4 +19,7 @@ def test_a_league_killed_20_times_loses_nothing_and_counts_nothing_twice(tmp_pat
     assert out["duplicates"] == 0 and out["missing_replays"] == 0 and out["replays_disagreeing"] == 0
     assert out["ratings_equal"] and out["ratings"] > 0
     assert out["integrity"] == "ok"
-    assert sum(1 for a, b in zip(out["counts_after_each_run"], out["counts_after_each_run"][1:]) if b > a) >= 15
+    # every kill hit a run that was playing, and every run before the last committed matches of its own
+    assert out["killed_while_running"] == 20
+    counts = out["counts_after_each_run"]
+    assert all(b > a for a, b in zip([0, *counts], counts)), counts
