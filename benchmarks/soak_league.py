@@ -1,9 +1,9 @@
 """Soak: a league killed with SIGKILL at random moments, resumed each time, must lose nothing.
 
 ``arena league run`` (the real command, worker processes and all) plays ``--matches`` cheap
-matches (random and first on tic-tac-toe, 8 players); it is killed with SIGKILL after a
-random 0-2 s once it has committed its first new match, ``--kills`` times, and started again each time with the same command; the
-last start runs to the end. Then, on the league folder:
+matches (random and first on tic-tac-toe, 8 players); it is killed with SIGKILL a random 0-2 s
+after it has committed its first new match, ``--kills`` times, and started again each time with
+the same command; the last start runs to the end. Then, on the league folder:
 
 * the result count equals the budget, with no match id twice;
 * every result has its replay (in the league's database, or its file with ``--replays files``),
@@ -28,7 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
+
+from arena.replays.format import LEAGUE_DB
 
 PLAYERS = ["random", "first"] * 4
 
@@ -51,11 +54,11 @@ def _arena() -> list[str]:
 
 def _committed(league: Path) -> int:
     """Results committed so far, read without disturbing the running league (0 before its database exists)."""
-    db = league / "league.db"
+    db = league / LEAGUE_DB
     if not db.exists():
         return 0
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as conn:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)) as conn:
             return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
     except sqlite3.Error:  # the schema not made yet, or the database busy this instant
         return 0
@@ -118,7 +121,7 @@ def soak(directory: Path, matches: int = 100_000, kills: int = 20, seed: int = 0
             bad_replay += 1
     rows = recompute_rows(store)
     store.close()
-    with sqlite3.connect(league / "league.db") as conn:
+    with closing(sqlite3.connect(league / LEAGUE_DB)) as conn:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
     return {
         "matches": matches, "kills": kills, "seconds": seconds, "results": len(results),
