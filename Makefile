@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv clean bench
+.PHONY: demo test test-fast recipes venv clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,11 +27,17 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/arena demo
 
+# The whole suite but the long recipes: every learner proves it learns on a run of a minute or a few.
 test: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 tests
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 -m "not recipe" tests
 
 test-fast: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not recipe" tests
+
+# The long learning runs whose figures docs/ quotes, with the same assertions (about an hour on 2 cores):
+# run them before changing those figures (docs/learning.md, "make recipes").
+recipes: $(STAMP)
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=0 -m recipe tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_match.py

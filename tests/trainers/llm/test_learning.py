@@ -5,7 +5,7 @@
    RL iterations against it and it wins both. The opponent and the greedy evaluation are
    deterministic, so each seat's game is one game: 1.0 means it beats `first` from either seat.
 
-The long ones are marked slow (CI runs them):
+The long ones are recipes (`make recipes`; `make test` leaves them out):
 
 1. The tiny Llama learns tic-tac-toe: imitation of random agents teaches the
    move format and legal moves (35-55% wins against random), then RL with
@@ -16,7 +16,7 @@ The long ones are marked slow (CI runs them):
    run) is evaluated again on 2,000 games neither round used, so the selection
    does not inflate the figure that is asserted (2,000 rather than 400 games:
    the same win rate, measured with a standard error of 0.009 instead of 0.021).
-2. SmolLM2-135M-Instruct: one RL step on Kuhn Poker runs end to end on CPU.
+2. SmolLM2-135M-Instruct: one RL step on Kuhn Poker runs end to end on CPU (slow: in `make test`).
 """
 
 import fcntl
@@ -91,7 +91,7 @@ def _curve(evals):
     return [round(r["eval/win_rate/random"], 3) for r in evals]
 
 
-@pytest.mark.slow
+@pytest.mark.recipe
 @pytest.mark.timeout(3000)
 def test_tiny_llama_learns_tic_tac_toe(tiny_run):
     cfg, _, evals = tiny_run
@@ -107,7 +107,7 @@ def test_tiny_llama_learns_tic_tac_toe(tiny_run):
     assert last["eval/invalid_rate"] < 0.05
 
 
-@pytest.mark.slow
+@pytest.mark.recipe
 @pytest.mark.timeout(3000)
 def test_tiny_llama_best_checkpoint_wins_75_percent_of_fresh_games(tiny_run):
     cfg, d, evals = tiny_run

@@ -2,10 +2,10 @@
 
 * about a minute (15 s here): tic-tac-toe, RL from scratch against the league (self-play, PFSP) and
   random: the greedy policy beats the random agent by a margin on 400 seat-swapped games;
-* slow, in CI: Connect Four, SCC's two stages on one shipped config (imitation of MCTS, then league
+* a recipe (`make recipes`): Connect Four, SCC's two stages on one shipped config (imitation of MCTS, then league
   RL): greedy win rate against random >= 0.95 on 1,000 seat-swapped games, the final main's Elo in
   the run's league above the imitation snapshot's, and its win rate against MCTS reported;
-* slow: Leduc poker, imitation of CFR then league RL: NashConv at imitation and after RL below
+* a recipe: Leduc poker, imitation of CFR then league RL: NashConv at imitation and after RL below
   the random policy's by a margin.
 """
 
@@ -72,13 +72,13 @@ def c4_run(tmp_path_factory):
     return _train(CONFIGS / "scc_connect_four.yaml", folder), folder
 
 
-@pytest.mark.slow
+@pytest.mark.recipe
 def test_connect_four_greedy_beats_random(c4_run):
     _, folder = c4_run
     assert greedy_win_rate(folder / "latest", "openspiel/connect_four-v0", "random", 1000) >= 0.95
 
 
-@pytest.mark.slow
+@pytest.mark.recipe
 def test_connect_four_rl_improves_on_imitation_in_the_league(c4_run):
     t, folder = c4_run
     elo = t.league.store.elo("openspiel/connect_four-v0")
@@ -88,7 +88,7 @@ def test_connect_four_rl_improves_on_imitation_in_the_league(c4_run):
           f"greedy win rate vs mcts:simulations=100: {vs_mcts:.2f}")
 
 
-@pytest.mark.slow
+@pytest.mark.recipe
 def test_leduc_nash_conv_below_random(tmp_path):
     from arena.trainers.policy.nashconv import uniform_nash_conv
 
