@@ -141,6 +141,11 @@ def play(
 
     plugins = _plugins(plugin)
     kwargs = _game_kwargs(game_kwarg)
+    _check_time_limit(time_limit)
+    if replays is not None:
+        from arena.config import writable_folder
+
+        writable_folder(replays, "--replays")
     if kwargs and vs is not None:
         raise ArenaError("--game-kwarg sets up matches played with -p agents; a league's games keep its own settings")
     if render is not None:  # refused before any match is played
@@ -372,13 +377,13 @@ def replay_verify(
 ):
     """Re-simulate replays (a file, a folder, or a folder and ids) and confirm the same outcome.
 
-    Every file is checked: each one that fails gets one line (file and why), then a count: verified, mismatched, unreadable, not checked (its game is not loaded: the line names the --plugin to pass). The exit code is 1 if any failed.
+    Every file is checked: each one that fails gets one line (file and why), then a count: verified, mismatched, unreadable, refused (over the size cap, or a header naming anything but the game's declared settings), not checked (its game is not loaded: the line names the --plugin to pass). The exit code is 1 if any failed.
 
     A module a replay names is never imported unless it is passed with --plugin.
     """
     from rich.text import Text
 
-    from arena.errors import ReplayError
+    from arena.errors import ReplayError, ReplayRefused
     from arena.match.verify import verify_replay
     from arena.replays import find_replay, is_replay_source, list_replays, read_replay
 
@@ -392,16 +397,24 @@ def replay_verify(
         raise ReplayError(f"no replay or folder at {path}")
     else:
         paths = [path]
-    counts = {"verified": 0, "mismatched": 0, "unreadable": 0, "not checked": 0}
+    counts = {"verified": 0, "mismatched": 0, "unreadable": 0, "refused": 0, "not checked": 0}
     for p in paths:
         try:
             r = read_replay(p)
+        except ReplayRefused as e:  # over the size cap
+            counts["refused"] += 1
+            console.print(Text.assemble(("REFUSED ", "red"), str(e)), soft_wrap=True)
+            continue
         except ReplayError as e:
             counts["unreadable"] += 1
             console.print(Text.assemble(("UNREADABLE ", "red"), str(e)), soft_wrap=True)
             continue
         try:
             rep = verify_replay(r)
+        except ReplayRefused as e:  # a header naming what is not a game setting: nothing was made
+            counts["refused"] += 1
+            console.print(Text.assemble(("REFUSED ", "red"), f"{p}: {e}"), soft_wrap=True)
+            continue
         except ReplayError as e:
             counts["not checked"] += 1
             console.print(Text.assemble(("NOT CHECKED ", "red"), f"{p}: {e}"), soft_wrap=True)

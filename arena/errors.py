@@ -43,6 +43,51 @@ class ReplayError(ArenaError, ValueError):
     pass
 
 
+class ReplayRefused(ReplayError):
+    """A replay that is refused, not just unreadable: a header naming something that is not a game
+    setting (code to import, a constructor-level key), or a replay over the size cap."""
+
+
+class LeagueBusy(ArenaError):
+    """Another process is writing this league (it holds the folder's lock file); the message names its PID."""
+
+
+class LeagueDatabaseError(ArenaError):
+    """A league database that SQLite cannot read (truncated, overwritten, not a database)."""
+
+
+#: The most characters of a value any error message shows (a config value can be a megabyte long, or an
+#: alias-built structure whose full rendering would be exponential in the file's size).
+SHOWN_CHARS = 200
+
+
+def shown(value, limit: int = SHOWN_CHARS) -> str:
+    """`repr(value)` for an error message, in bounded time and at most `limit` characters: nested
+    containers are rendered a few items and levels deep (``reprlib``), and the result is cut with a
+    note of how much was left out."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxdict, r.maxlist, r.maxtuple, r.maxset = 3, 8, 8, 8, 8
+    r.maxstring = r.maxother = r.maxlong = limit
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value):,} characters)"
+    text = r.repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class NotASetting(ConfigError):
+    """A key given to a game that the game does not declare as a setting (a construction key such as
+    ``core`` or ``env_class``, or an unknown name), or a value that is not plain data."""
+
+    def __init__(self, key, game_id: str, message: str, detail: str = ""):
+        super().__init__(key, game_id, message, detail)  # all in args: it pickles across processes
+        self.key, self.game_id, self.message, self.detail = key, game_id, message, detail
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class DiskFull(ArenaError):
     """A write failed because the file system is full (ENOSPC; SQLite's "database or disk is full").
 
@@ -69,3 +114,9 @@ def require(module: str, what: str, extra: str):
         return importlib.import_module(module)
     except ImportError as e:
         raise MissingExtra(what, extra, e) from e
+
+
+def clipped(text: str, limit: int = SHOWN_CHARS) -> str:
+    """Plain text (a list of names, a key) cut to `limit` characters for an error message."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

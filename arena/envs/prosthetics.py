@@ -217,6 +217,9 @@ class ProstheticsEnv(gymnasium.Env):
     """The AI for Prosthetics task (round 1 or 2); see the module docstring for its definition."""
 
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 100}
+    #: What a user, a config or a replay may set (`arena.envs.registry.game_settings`): the round is the
+    #: id's (``arena/ProstheticsRound2-v0``) and the model file a local path, so neither is a setting.
+    game_settings = ("frame_skip", "integrator_accuracy", "time_limit", "max_episode_steps")
 
     def __init__(self, round: int = 1, render_mode: str | None = None, frame_skip: int = 1,
                  integrator_accuracy: float = INTEGRATOR_ACCURACY, time_limit: int | None = None,

@@ -10,6 +10,18 @@ Plug in a game by calling ``gymnasium.register`` in your own module and
 loading it with ``--plugin your.module`` (`load_plugin`) or through the
 ``arena.envs`` entry-point group of an installed package. A plain PettingZoo
 AEC or parallel env, or a Gymnasium env, is playable as it is.
+
+Settings, not construction
+--------------------------
+The registry alone decides how a game is built: its entry point and the spec's kwargs. What a
+user, a league config, a replay header or a web request may add are the game's *settings*
+(`game_settings`): for an OpenSpiel game its parameters (``-k rows=5``) and ``params``; for a
+TextArena game the keywords of its TextArena class; for the prosthetics task the names in its
+``game_settings``; for a plug-in the keywords its entry point declares (a ``game_settings``
+attribute: names, or a function of the spec's kwargs) or else those of its signature. Keys that
+say how a game is built (`CONSTRUCTION_KEYS`: ``core``, ``env_class``, ``entry_point``, ...)
+are never settings, and every value is plain JSON data, so a file can never name code to
+import. `make` refuses anything else with one line (`NotASetting`).
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
 from arena.envs.core import GameCore
-from arena.errors import ConfigError, DuplicateGameId, GameNotFound
+from arena.errors import ConfigError, DuplicateGameId, GameNotFound, NotASetting, shown
 
 ARENA_NAMESPACES = ("arena", "openspiel", "textarena")
 
@@ -62,11 +74,24 @@ _plugin_origin: dict[str, dict[str, str]] = {}
 
 # -- env factories (the registered entry points) ----------------------------------------
 def openspiel_env(game: str, params: dict | None = None, game_id: str | None = None, render_mode=None,
-                  invalid_move_limit: int | None = 1):
+                  invalid_move_limit: int | None = 1, **game_params: Any):
+    """`game_params`: OpenSpiel parameters of `game` given one by one (``rows=5``), merged into `params`."""
     from arena.envs.aec import GameAECEnv
     from arena.envs.openspiel_core import OpenSpielCore
 
+    if game_params:
+        params = {**(params or {}), **game_params}
     return GameAECEnv(OpenSpielCore(game, params, game_id), render_mode, invalid_move_limit)
+
+
+def _openspiel_settings(spec_kwargs: dict) -> set[str]:
+    import pyspiel
+
+    names = {"params", "invalid_move_limit"}
+    game = spec_kwargs.get("game")
+    if game in pyspiel.registered_names():
+        names |= set(pyspiel.load_game(game).get_type().parameter_specification)
+    return names
 
 
 def textarena_env(env_id: str, game_id: str | None = None, render_mode=None, invalid_move_limit: int | None = 1,
@@ -77,6 +102,123 @@ def textarena_env(env_id: str, game_id: str | None = None, render_mode=None, inv
 
     cls = TextArenaCore if core is None else load_env_creator(core)
     return GameAECEnv(cls(env_id, game_id, **env_kwargs), render_mode, invalid_move_limit)
+
+
+def _textarena_settings(spec_kwargs: dict) -> set[str]:
+    """``invalid_move_limit`` and the keywords of the TextArena class the id plays (its own, or the
+    spec's ``env_class``): what `textarena.make` passes on to it."""
+    from textarena.envs.registration import ENV_REGISTRY
+
+    names = {"invalid_move_limit"}
+    cls_ref = spec_kwargs.get("env_class")
+    if cls_ref is None:
+        ta = ENV_REGISTRY.get(spec_kwargs.get("env_id"))
+        cls_ref = getattr(ta, "entry_point", None)
+    try:
+        cls = load_env_creator(cls_ref) if isinstance(cls_ref, str) else cls_ref
+    except Exception:
+        cls = None
+    if cls is not None:
+        names |= _keywords(cls) or set()
+    return names
+
+
+openspiel_env.game_settings = _openspiel_settings
+textarena_env.game_settings = _textarena_settings
+
+#: Keys that say how a game is built, not how it is played: only a registration sets them, never
+#: a replay, a config, a command-line setting or a web request.
+CONSTRUCTION_KEYS = frozenset({"core", "env_class", "entry_point", "env_id", "game", "game_id", "model_file",
+                               "module", "cls", "class", "factory", "creator", "plugin", "plugin_package",
+                               "additional_wrappers", "vector_entry_point", "disable_env_checker"})
+#: Viewing options every game takes (no rule depends on them).
+VIEW_KEYS = frozenset({"render_mode"})
+#: Settings `gymnasium.make` itself takes for a Gymnasium env.
+_GYM_MAKE_KEYS = frozenset({"max_episode_steps"})
+#: Nesting and size bounds of a setting's value (plain JSON data).
+_MAX_SETTING_DEPTH, _MAX_SETTING_ITEMS, _MAX_SETTING_TEXT = 8, 10_000, 100_000
+
+
+def _keywords(fn: Any) -> set[str] | None:
+    """The keyword parameters of a class's ``__init__`` or a function; None where it takes ``**kwargs``
+    (a PettingZoo ``env(**kwargs)`` is followed to its module's ``raw_env``)."""
+    import inspect
+    import sys
+
+    target = fn.__init__ if isinstance(fn, type) else fn
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"}
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        raw = getattr(sys.modules.get(getattr(fn, "__module__", "") or ""), "raw_env", None)
+        if raw is not None and raw is not fn and getattr(fn, "__name__", "") in ("env", "parallel_env"):
+            return _keywords(raw)
+        return None
+    return names
+
+
+_settings_cache: dict[str, tuple[Any, frozenset[str] | None]] = {}
+
+
+def game_settings(game_id: str) -> frozenset[str] | None:
+    """The settings `game_id` declares (module docstring): the kwargs that anyone but its registration
+    may give. None: a plug-in whose entry point takes any keyword (``**kwargs`` it does not name); then
+    every key but the `CONSTRUCTION_KEYS` is a setting."""
+    spec = _spec(game_id)
+    hit = _settings_cache.get(game_id)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    ep = spec.entry_point
+    creator = load_env_creator(ep) if isinstance(ep, str) else ep
+    declared = getattr(creator, "game_settings", None)
+    if declared is not None:
+        names = set(declared(dict(spec.kwargs)) if callable(declared) else declared)
+    else:
+        names = _keywords(creator)
+        if names is not None and isinstance(creator, type) and issubclass(creator, gymnasium.Env):
+            names |= _GYM_MAKE_KEYS
+    out = None if names is None else frozenset((names | VIEW_KEYS) - CONSTRUCTION_KEYS)
+    _settings_cache[game_id] = (spec, out)
+    return out
+
+
+def check_settings(game_id: str, kwargs: dict | None) -> None:
+    """Nothing if every key of `kwargs` is a setting `game_id` declares and every value is plain JSON
+    data of bounded size; else `NotASetting` naming the first key that is not (see `game_settings`)."""
+    if not kwargs:
+        return
+    allowed = game_settings(game_id)
+    for key, value in kwargs.items():
+        if not isinstance(key, str) or key in CONSTRUCTION_KEYS or (allowed is not None and key not in allowed):
+            names = ", ".join(sorted(allowed)) if allowed is not None else "any key but " + ", ".join(
+                sorted(CONSTRUCTION_KEYS))
+            raise NotASetting(key, game_id, f"{game_id} has no setting {shown(key, 80)} (its settings: {names})",
+                              f"its settings: {names}")
+        why = _not_data(value)
+        if why:
+            raise NotASetting(key, game_id, f"{game_id}: the value of setting {key!r} {why}", f"its value {why}")
+
+
+def _not_data(value: Any, depth: int = 0, budget: list | None = None) -> str | None:
+    """Why `value` is not a plain JSON value of bounded size (None: it is)."""
+    budget = [0] if budget is None else budget
+    budget[0] += 1
+    if budget[0] > _MAX_SETTING_ITEMS or depth > _MAX_SETTING_DEPTH:
+        return f"is larger than a setting may be (at most {_MAX_SETTING_ITEMS} items, {_MAX_SETTING_DEPTH} deep)"
+    if value is None or isinstance(value, (bool, int, float)):
+        return None
+    if isinstance(value, str):
+        return None if len(value) <= _MAX_SETTING_TEXT else f"is a text of {len(value)} characters (at most " \
+            f"{_MAX_SETTING_TEXT})"
+    if isinstance(value, (list, tuple)):
+        return next((w for w in (_not_data(v, depth + 1, budget) for v in value) if w), None)
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            return "has a key that is not a text"
+        return next((w for w in (_not_data(v, depth + 1, budget) for v in value.values()) if w), None)
+    return f"is a {type(value).__name__}, not plain data (a number, a text, a list or a mapping)"
 
 
 # -- registration ---------------------------------------------------------------------
@@ -221,6 +363,7 @@ def is_registered(game_id: str) -> bool:
 def make(game_id: str, **kwargs: Any):
     """Make a registered game: a PettingZoo env for multi-agent games, a Gymnasium env otherwise."""
     spec = _spec(game_id)
+    check_settings(game_id, kwargs)
     ep = spec.entry_point
     creator = load_env_creator(ep) if isinstance(ep, str) else ep
     try:

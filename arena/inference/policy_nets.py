@@ -403,7 +403,7 @@ def load_policy(path: str | Path, expect: PolicySpec | None = None):
             if Path(path).is_dir() and ((Path(path) / "best").exists() or (Path(path) / "latest").exists()) else ""
         raise AgentSpecError(f"no policy checkpoint at {path}: expected a folder with {FILE}{hint}")
     try:
-        blob = torch.load(f, map_location="cpu", weights_only=False)
+        blob = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as e:
         raise AgentSpecError(f"{f} is not a readable policy checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.errors import GameNotFound, ReplayError
+from arena.errors import ConfigError, GameNotFound, ReplayError, ReplayRefused
 from arena.replays.format import TIMING_FIELDS, Replay, load_hint, read_replay
 
 
@@ -63,10 +63,55 @@ def _strip(d: dict) -> dict:
     return {k: v for k, v in d.items() if k not in TIMING_FIELDS}
 
 
+#: The most seats a replay may name (the players a re-simulation makes agents for).
+MAX_REPLAY_SEATS = 64
+
+
+def replay_game_kwargs(replay: Replay) -> dict[str, Any]:
+    """The game settings a replay header names, checked: `ReplayError` (``replay X: header field Y is
+    not a game setting``) for any key the registered game does not declare as a setting (a replay
+    is data: ``core``, ``env_class``, ``entry_point`` or any other constructor-level key is never
+    passed on, so nothing a replay names is imported), and for a malformed header. Every reader of
+    a header takes its game kwargs from here: show, verify, --render, the web replay page,
+    imitation from replays."""
+    from arena.envs.registry import check_settings, is_registered
+    from arena.errors import NotASetting
+
+    h = replay.header
+    mid, gid = h.get("match_id"), h.get("game_id")
+    mid = mid if isinstance(mid, str) and len(mid) <= 100 else _clip(mid)
+    if not isinstance(gid, str) or not gid or len(gid) > 200:
+        raise ReplayRefused(f"replay {mid}: header field game_id is not a game id")
+    players = h.get("players")
+    if not isinstance(players, list) or not 0 < len(players) <= MAX_REPLAY_SEATS:
+        raise ReplayRefused(f"replay {mid}: header field players is not a list of 1 to {MAX_REPLAY_SEATS} names")
+    for key in ("seed", "max_moves"):
+        v = h.get(key)
+        if v is not None and (type(v) is not int or v < 0):
+            raise ReplayRefused(f"replay {mid}: header field {key} is not a whole number >= 0")
+    pol = h.get("policy", {})
+    known = {"allowance", "loss", "win"}
+    if not isinstance(pol, dict) or any(k not in known or type(v) not in (int, float) for k, v in pol.items()):
+        raise ReplayRefused(f"replay {mid}: header field policy is not an invalid-move policy "
+                          f"(numbers for {', '.join(sorted(known))})")
+    kwargs = h.get("game_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise ReplayRefused(f"replay {mid}: header field game_kwargs is not a mapping of game settings")
+    if kwargs and is_registered(gid):
+        try:
+            check_settings(gid, kwargs)
+        except NotASetting as e:
+            key = e.key if isinstance(e.key, str) and len(e.key) <= 60 else _clip(e.key, 60)
+            raise ReplayRefused(f"replay {mid}: header field game_kwargs.{key} is not a game setting of {gid} "
+                              f"({e.detail})") from None
+    return dict(kwargs)
+
+
 def core_for_replay(replay: Replay, render_mode: str | None = None):
     """The game of a replay, made fresh, or a one-line `ReplayError` saying what to load.
 
-    Only games already registered are made: a plug-in the replay names is never imported
+    Only games already registered are made, with the registry's own construction and the
+    settings the header names (`replay_game_kwargs`): a plug-in the replay names is never imported
     here (a replay from elsewhere must not run code); the error names the ``--plugin`` to pass.
     `render_mode` makes the env with that render mode (``"rgb_array"``: frames to draw) on top of
     the replay's game kwargs; it is not a setting of the game (no rule depends on it).
@@ -74,13 +119,14 @@ def core_for_replay(replay: Replay, render_mode: str | None = None):
     from arena.envs.registry import is_registered, make_core
 
     h = replay.header
+    kwargs = replay_game_kwargs(replay)
     gid = h["game_id"]
     origin = h.get("plugin") or h.get("plugin_package")
     if origin and not is_registered(gid):
         what = "plug-in module" if h.get("plugin") else "package"
-        raise ReplayError(f"replay {h['match_id']} is of game {gid!r} from the {what} {origin!r}, "
+        raise ReplayError(f"replay {h['match_id']} is of game {gid!r} from the {what} {_clip(origin)}, "
                           f"which is not loaded: {load_hint(h)}")
-    kwargs = dict(h.get("game_kwargs") or {})
+    recorded_view = kwargs.get("render_mode")
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     try:
@@ -90,16 +136,18 @@ def core_for_replay(replay: Replay, render_mode: str | None = None):
             f"replay {h['match_id']} is of game {gid!r}, which this arena does not have "
             f"(the game may have changed version; if a plug-in registers it, {load_hint(h)}): {e}"
         ) from e
+    except ConfigError as e:  # a setting the game refuses (a value out of range)
+        raise ReplayError(f"replay {h['match_id']}: {e}") from None
     settings = core.settings
     if render_mode is not None and isinstance(settings, dict):
         settings = {k: v for k, v in settings.items() if k != "render_mode"}
-        if "render_mode" in (h.get("game_kwargs") or {}):
-            settings["render_mode"] = h["game_kwargs"]["render_mode"]
+        if recorded_view is not None:
+            settings["render_mode"] = recorded_view
     if settings != h.get("game_settings", settings):
         core.close()
         raise ReplayError(
             f"game {gid} has changed settings since the replay was written: "
-            f"replay {h.get('game_settings')} vs now {settings}"
+            f"replay {_clip(h.get('game_settings'), 300)} vs now {_clip(settings, 300)}"
         )
     return core
 
@@ -395,3 +443,6 @@ def _textarena_final(core, replay: Replay, texts: list[str | None], steps: list[
 def _short(x: Any, n: int = 80) -> str:
     s = repr(x)
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+_clip = _short

@@ -58,7 +58,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from arena.errors import ReplayError
+from arena.errors import ReplayError, ReplayRefused
 
 FORMAT = "arena-replay"
 VERSION = 1
@@ -66,6 +66,10 @@ TIMING_FIELDS = frozenset({"time", "created", "duration"})
 SUFFIXES = (".jsonl", ".jsonl.gz")
 #: Longest action text stored verbatim; longer ones are cut and marked.
 MAX_STORED_ACTION = 4096
+#: The largest replay read, in bytes of JSON text (after decompression): a bigger one is refused
+#: before it is expanded any further (a 0.6 MB gzip can expand to gigabytes). The largest replays
+#: the arena writes, text replays of 1,000-step prosthetics episodes and LLM games, are a few MB.
+MAX_REPLAY_BYTES = 64 << 20
 
 
 RECORD_MODES = ("actions", "text")
@@ -288,13 +292,16 @@ def _connect(db: Path):
 def _read_blob(db: Path, match_id: str) -> bytes:
     conn = _connect(db)
     try:
-        row = conn.execute(f"SELECT data FROM {BLOB_TABLE} WHERE match_id=?", (match_id,)).fetchone() if conn else None
+        row = conn.execute(f"SELECT length(data) <= ?, data FROM {BLOB_TABLE} WHERE match_id=?",
+                           (MAX_REPLAY_BYTES, match_id)).fetchone() if conn else None
     finally:
         if conn is not None:
             conn.close()
     if row is None:
         raise ReplayError(f"no replay {match_id!r} in {db}: `arena replay list {db.parent}` shows the ids")
-    return bytes(row[0])
+    if not row[0]:
+        raise _too_big(blob_ref(db, match_id))
+    return bytes(row[1])
 
 
 def league_db(directory: str | os.PathLike) -> Path | None:
@@ -331,19 +338,50 @@ def read_replay(path: str | os.PathLike) -> Replay:
         raise ReplayError(f"{path} is a league database; give a replay in it, {path}#ID "
                           f"(arena replay list {path.parent} shows the ids)")
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_REPLAY_BYTES + 1)
     except OSError as e:
         raise ReplayError(f"{path}: cannot be read ({e.strerror or e})") from e
+    if len(raw) > MAX_REPLAY_BYTES:
+        raise _too_big(str(path))
     return parse_replay(raw, str(path))
+
+
+def _too_big(path: str) -> ReplayRefused:
+    cap = MAX_REPLAY_BYTES
+    size = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap} bytes"
+    return ReplayRefused(f"{path}: larger than {size} of replay text, the most a replay may hold; refused unread")
+
+
+def _gunzip(raw: bytes, path: str) -> bytes:
+    """The gzip members of `raw` decompressed, at most `MAX_REPLAY_BYTES` of them (else `ReplayRefused`,
+    without expanding the rest)."""
+    out, total = [], 0
+    while raw:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = d.decompress(raw, MAX_REPLAY_BYTES + 1 - total)
+            if d.unconsumed_tail:
+                raise _too_big(path)
+            chunk += d.flush()
+        except zlib.error as e:
+            raise ReplayError(f"{path}: corrupt gzip data ({e})") from e
+        if not d.eof:
+            raise ReplayError(f"{path}: corrupt gzip data (the compressed data ends early)")
+        total += len(chunk)
+        if total > MAX_REPLAY_BYTES:
+            raise _too_big(path)
+        out.append(chunk)
+        raw = d.unused_data.lstrip(b"\0")  # the next member, if any (zero padding is allowed)
+    return b"".join(out)
 
 
 def parse_replay(raw: bytes, path: str = "replay") -> Replay:
     """A replay from the bytes of a replay file (gzipped or not); `path` names it in errors."""
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:
-            raise ReplayError(f"{path}: corrupt gzip data ({e})") from e
+        raw = _gunzip(raw, path)
+    elif len(raw) > MAX_REPLAY_BYTES:
+        raise _too_big(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -357,6 +395,8 @@ def parse_replay(raw: bytes, path: str = "replay") -> Replay:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise ReplayError(f"{path}:{n}: not JSON ({e})") from e
+        except RecursionError:
+            raise ReplayError(f"{path}:{n}: JSON nested too deeply for a replay line") from None
         if not isinstance(obj, dict):
             raise ReplayError(f"{path}:{n}: a JSON {type(obj).__name__}, not a replay line (an object with a type)")
         kind = obj.get("type")
@@ -486,10 +526,14 @@ def load_hint(header: dict[str, Any]) -> str:
     Only says what to do: nothing a replay names is ever imported on its own (a replay from
     elsewhere must not run code).
     """
+    def clip(x: Any) -> str:
+        s = str(x)
+        return s if len(s) <= 100 else s[:97] + "..."
+
     if header.get("plugin"):
-        return f"pass --plugin {header['plugin']}"
+        return f"pass --plugin {clip(header['plugin'])}"
     if header.get("plugin_package"):
-        return f"install the package {header['plugin_package']!r}, which registers it"
+        return f"install the package {clip(header['plugin_package'])!r}, which registers it"
     if header.get("entry_point"):
-        return f"pass --plugin MODULE, the module that registers it (its entry point was {header['entry_point']})"
+        return f"pass --plugin MODULE, the module that registers it (its entry point was {clip(header['entry_point'])})"
     return "pass --plugin MODULE, the module that registers it"

@@ -218,14 +218,14 @@ def view_replay(replay: Replay, console: Console, step: int | None = None, every
     step or every step, the `resimulated_view` instead. A drawable game's output ends (the prompt:
     starts) with how to draw it (`shown_as`: the replay as the user named it); a game that cannot
     be drawn given `render` is a one-line error before anything is printed."""
+    from arena.match.verify import core_for_replay, replay_game_kwargs
     from arena.ui.video import can_draw, check_drawable, render_replay
 
-    drawable = can_draw(replay.game_id, replay.header.get("game_kwargs"))
+    kwargs = replay_game_kwargs(replay)  # a header naming anything but the game's settings: one line
+    drawable = can_draw(replay.game_id, kwargs)
     if render is not None and not drawable:
-        from arena.match.verify import core_for_replay
-
         core_for_replay(replay).close()  # a game that is not loaded: the error names the --plugin to pass
-        check_drawable(replay.game_id, replay.header.get("game_kwargs"))
+        check_drawable(replay.game_id, kwargs)
     pages = step is not None or every_step
     if not pages and (render is not None or (drawable and len(replay.header["players"]) == 1
                                              and is_continuous(replay))):

@@ -279,12 +279,13 @@ def render_replay(replay, path: str | os.PathLike, fps: float | None = None, on_
     is not written when the re-simulation fails.
     """
     from arena.envs.registry import is_registered
-    from arena.match.verify import core_for_replay, resimulate_steps
+    from arena.match.verify import core_for_replay, replay_game_kwargs, resimulate_steps
 
     path = check_video_path(path)
     frame_plan(None, fps)  # a bad rate is refused before the game is made
+    kwargs = replay_game_kwargs(replay)  # only the settings the game declares (a replay is data)
     if is_registered(replay.game_id):  # (else core_for_replay names the --plugin to pass)
-        check_drawable(replay.game_id, replay.header.get("game_kwargs"))
+        check_drawable(replay.game_id, kwargs)
     core = core_for_replay(replay, "rgb_array")
     video_fps, every = frame_plan(render_fps_of(core), fps)
     with VideoWriter(path, video_fps, every) as writer:

@@ -81,7 +81,7 @@ CASES = [
     (["train", "{yaml:trainer: spiral\nlr: fast}", "--dir", "{tmp}/t4"], "lr"),
     (["replay", "show", "{tmp}/nope.jsonl"], "nope.jsonl"),
     (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "frame_skip=0"], "frame_skip must be >= 1"),
-    (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "bogus=1"], "refuses the settings {'bogus': 1}"),
+    (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "bogus=1"], "arena/Prosthetics-v0 has no setting 'bogus' (its settings: frame_skip, integrator_accuracy, "),
     (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "frame_skip"], "expected KEY=VALUE"),
     (["play", "arena/Prosthetics-v0", "-p", "random", "--render", "{tmp}/x.avi"], "must end in .gif or .mp4"),
     (["play", "openspiel/tic_tac_toe-v0", "-p", "random", "-p", "random", "--render", "{tmp}/x.gif"],

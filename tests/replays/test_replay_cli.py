@@ -100,10 +100,10 @@ def test_verify_folder_checks_every_file_and_counts(tmp_path, sample_plugin):
     assert any(line.startswith("MISMATCH ") and "tampered" in line and "(and " in line for line in lines)
     assert any(line.startswith("NOT CHECKED ") and "plug.jsonl.gz" in line and line.endswith("--plugin nowhere_games_xyz")
                for line in lines)
-    assert lines[-1] == "6 replays: 2 verified, 1 mismatched, 2 unreadable, 1 not checked"
+    assert lines[-1] == "6 replays: 2 verified, 1 mismatched, 2 unreadable, 0 refused, 1 not checked"
     assert "nowhere_games_xyz" not in sys.modules
     r = runner.invoke(app, ["replay", "verify", str(tmp_path), "good-0", "good-1"], terminal_width=200)
-    assert r.exit_code == 0 and r.output.splitlines()[-1] == "2 replays: 2 verified, 0 mismatched, 0 unreadable, 0 not checked"
+    assert r.exit_code == 0 and r.output.splitlines()[-1] == "2 replays: 2 verified, 0 mismatched, 0 unreadable, 0 refused, 0 not checked"
 
 
 def test_list_folder_lists_the_good_and_names_each_bad_file(tmp_path, sample_plugin):
