@@ -16,7 +16,9 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingExtra("the web pages (arena serve)", "web", e) from None
 
-from arena.ui.web.app import BackgroundServer, create_app, host_warning, serve, start_in_background  # noqa: E402
+from arena.ui.web.app import (  # noqa: E402
+    BackgroundServer, ServerLimits, create_app, host_warning, read_token, serve, start_in_background)
 from arena.ui.web.play import PlaySettings  # noqa: E402
 
-__all__ = ["BackgroundServer", "PlaySettings", "create_app", "host_warning", "serve", "start_in_background"]
+__all__ = ["BackgroundServer", "PlaySettings", "ServerLimits", "create_app", "host_warning", "read_token", "serve",
+           "start_in_background"]

@@ -4,7 +4,10 @@ Everything the pages show comes from here, so other tools read a league the same
 schema is FastAPI's, at /openapi.json). Ids in paths are looked up in the league's store,
 never used as file paths: an id that is not a committed match is a 404 with a JSON error.
 With a token set, playing and everything else that writes needs it (``Authorization: Bearer
-TOKEN`` or ``X-Arena-Token: TOKEN``).
+TOKEN`` or ``X-Arena-Token: TOKEN``); without one, each client address may start
+`STARTS_PER_MINUTE` matches a minute (a start can add a player to the league). Query values are
+range-checked (a 422 or 400 with one line), and a league database deleted or replaced under the
+server is a 503 with one line, never an answer from the old file.
 
 The match list and a match are answered on the server's event loop (`async` handlers: a few
 indexed SQLite reads, well under a millisecond at a million matches); the thread pool's hop
@@ -32,7 +35,7 @@ from arena.errors import ArenaError, ReplayError
 from arena.league.storage import OVERALL
 
 from arena.ui.web.data import MAX_PAGE, OUTCOMES, LeagueData
-from arena.ui.web.play import PlayManager, SessionGone
+from arena.ui.web.play import PlayManager, RateLimit, SessionGone, TooBusy
 from arena.ui.web.replays import replay_json
 
 #: What a match id may look like before it is looked up (the league's are m00000042).
@@ -41,6 +44,10 @@ MATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 MAX_MOVE = 4096
 MAX_NAME = 40
 REPLAY_CACHE = 32
+#: Largest commit number a page cursor (`before`, `after`) may name (SQLite's integers are 64-bit).
+MAX_CURSOR = 2**62
+#: Dates the match list's filters accept, in Unix seconds (years 1970 to 9999).
+MAX_DATE = 253402300799.0
 
 
 def valid_match_id(match_id: str) -> bool:
@@ -65,17 +72,20 @@ def _date(x: Optional[str]) -> Optional[float]:
     """An ISO date or time (UTC where no zone is given) or Unix seconds, as Unix seconds."""
     if x is None or x == "":
         return None
+    bad = HTTPException(400, f"not a date: {x!r} (write 2025-01-31, 2025-01-31T12:00 or Unix seconds)")
     try:
-        return float(x)
+        t = float(x)
     except ValueError:
-        pass
-    try:
-        d = datetime.fromisoformat(x)
-    except ValueError:
-        raise HTTPException(400, f"not a date: {x!r} (write 2025-01-31, 2025-01-31T12:00 or Unix seconds)") from None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=timezone.utc)
-    return d.timestamp()
+        try:
+            d = datetime.fromisoformat(x)
+            if d.tzinfo is None:
+                d = d.replace(tzinfo=timezone.utc)
+            t = d.timestamp()
+        except (ValueError, OverflowError):
+            raise bad from None
+    if not 0.0 <= t <= MAX_DATE:  # also NaN and the infinities
+        raise HTTPException(400, f"date {x!r} out of range (1970-01-01 to 9999-12-31)")
+    return t
 
 
 def _json(obj: Any) -> Response:
@@ -88,9 +98,13 @@ def _dumps(obj: Any) -> bytes:
 
 
 def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> APIRouter:
-    router = APIRouter(prefix="/api")
+    def database_there() -> None:
+        data.check_database()  # LeagueGone: a 503 (the app's handler)
+
+    router = APIRouter(prefix="/api", dependencies=[Depends(database_there)])
     replays: OrderedDict[str, dict] = OrderedDict()
     replay_lock = threading.Lock()
+    starts = RateLimit(plays.settings.starts_per_minute if token is None else 0)
 
     def require_token(request: Request) -> None:
         if token is None:
@@ -109,7 +123,7 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
 
     def load_replay(match_id: str):
         try:
-            return data.store.read_replay(checked_id(match_id))
+            return data.read_replay(checked_id(match_id))
         except (ReplayError, OSError) as e:
             raise HTTPException(404, str(e) if isinstance(e, ReplayError) else f"match {match_id}: replay unreadable")
 
@@ -146,7 +160,8 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
     async def matches(game: Optional[str] = Query(None, max_length=200), player: Optional[str] = Query(None, max_length=200),
                 outcome: Optional[str] = Query(None, pattern="^(" + "|".join(OUTCOMES) + ")$"),
                 since: Optional[str] = Query(None, max_length=40), until: Optional[str] = Query(None, max_length=40),
-                before: Optional[int] = Query(None, ge=0), after: Optional[int] = Query(None, ge=0),
+                before: Optional[int] = Query(None, ge=0, le=MAX_CURSOR),
+                after: Optional[int] = Query(None, ge=0, le=MAX_CURSOR),
                 limit: int = Query(50, ge=1, le=MAX_PAGE)) -> Response:
         return _json(data.matches(game or None, player or None, outcome, _date(since), _date(until), before, after,
                                   limit))
@@ -166,7 +181,7 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
                 replays.move_to_end(match_id)
                 return hit
         rep = load_replay(match_id)
-        row = data.store.result_for(match_id)
+        row = data.result_for(match_id)
         out = replay_json(rep, match_id, row.players if row else None)
         with replay_lock:
             replays[match_id] = out
@@ -198,11 +213,15 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
                 "token_required": token is not None}
 
     @router.post("/play", summary="Start a match against a league player", dependencies=[Depends(require_token)])
-    def play_start(req: StartPlay) -> dict:
+    def play_start(req: StartPlay, request: Request) -> Any:
         if any(ch in req.name for ch in "\r\n\t\x00"):
             raise HTTPException(400, "a name is one line of text")
         try:
+            starts.take(request.client.host if request.client else "?")
             s = plays.start(req.game, req.player, req.seat, req.name.strip() or "human", req.seed)
+        except TooBusy as e:
+            return JSONResponse({"error": str(e)}, status_code=429,
+                                headers={"Retry-After": str(max(1, round(e.retry_after)))})
         except ArenaError as e:
             raise HTTPException(400, str(e)) from None
         return s.state()

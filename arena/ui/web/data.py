@@ -1,7 +1,13 @@
 """What the web pages read from a league: plain JSON-ready data, cached per league version.
 
-The server reads the league's SQLite database with one connection per thread (WAL: readers
-never block the league's commits, nor it them) and never writes through them. Views of
+The server reads the league's SQLite database through a small pool of connections (at most
+`MAX_READERS`; WAL: readers never block the league's commits, nor it them) and never writes
+through them. A request takes one for as long as it reads and gives it back: the server's worker
+threads come and go, its connections do not grow with them. The thread of the server's event
+loop (the `async` handlers) has one of its own, so it never waits for a worker's. Each time a connection is taken,
+the database file is checked to be the one the server opened: deleted or replaced under a
+running server, every read is a `LeagueGone` (a 503 with one line), never an answer from the
+old file. Views of
 the whole league (the leaderboard, the payoff with its alpha-rank, the rating curves) are
 cached under the league's version (its last commit and its players), and one that is under a
 second old is served while a newer one is computed: a running league commits many times a
@@ -16,8 +22,14 @@ order).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import json
 import math
+import os
+import queue
+import sqlite3
 import threading
 import time
 from datetime import datetime, timezone
@@ -25,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from arena.league.queries import describe_outcome, game_label, league_name, payoff_data, rating_rows, return_rows
+from arena.errors import ArenaError
 from arena.league.storage import OVERALL, LeagueStore, _result
 
 #: Most matches one page of the list holds.
@@ -35,6 +48,31 @@ STALE_OK = 1.0
 CURVE_PLAYERS = 8
 HISTORY_POINTS = 300
 OUTCOMES = ("win", "loss", "draw", "forfeit", "max_moves", "normal")
+#: Read connections open at once (each a few file descriptors: the database, its WAL and index).
+MAX_READERS = 8
+#: Seconds a request waits for a read connection when all are taken before it is a 503.
+READER_WAIT = 30.0
+
+
+class LeagueGone(ArenaError):
+    """The league database the server opened was deleted or replaced, or cannot be read."""
+
+
+def _reads(method):
+    """Run `method` holding one read connection (the same one for the reads nested in it)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.reading():
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _num(x: Any) -> float | None:
@@ -56,38 +94,152 @@ class _Cached:
 
 
 class LeagueData:
-    """Read access to one league for the web pages (thread-safe: a connection per thread)."""
+    """Read access to one league for the web pages (thread-safe: a pool of read connections)."""
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, max_readers: int = MAX_READERS):
         self.dir = Path(directory)
         first = LeagueStore(self.dir, create=False)  # the error for a folder that holds no league
+        self.db_path = first.db_path
+        self._identity = self._file_identity()
+        self._idle: queue.LifoQueue[LeagueStore] = queue.LifoQueue()
+        self._idle.put(first)
+        self._open = 1
+        self._max = max(1, int(max_readers))
+        self._pool_lock = threading.Lock()
         self._local = threading.local()
-        self._local.store = first
-        self._stores = [first]
-        self._stores_lock = threading.Lock()
+        self._closed = False
+        self._loop_thread: int | None = None  # the event loop's thread, and its own connection
+        self._loop_store: LeagueStore | None = None
         self._cache: dict[tuple, _Cached] = {}
         self._cache_lock = threading.Lock()
         self._wide: bool | None = None  # are there results of more than two players?
 
     # -- connections and the version ---------------------------------------------------------
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.db_path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def check_database(self) -> None:
+        """LeagueGone when the database file is not the one the server opened."""
+        now = self._file_identity()
+        if now == self._identity:
+            return
+        what = "deleted" if now is None else "replaced"
+        raise LeagueGone(f"the league database {self.db_path} was {what} while the server ran: "
+                         f"restart `arena serve {self.dir}` to serve what is there now")
+
+    @contextlib.contextmanager
+    def reading(self):
+        """Hold one read connection (a nested call in the same thread shares it)."""
+        held = getattr(self._local, "store", None)
+        if held is not None:
+            yield held
+            return
+        self.check_database()
+        s = self._take_loops() if _on_event_loop() else None
+        if s is None:
+            s = self._take()
+        self._local.store = s
+        ok = False
+        try:
+            yield s
+            ok = True
+        except sqlite3.Error:
+            raise
+        except Exception:
+            ok = True  # an error of the request (no such replay), not of the connection
+            raise
+        finally:
+            self._local.store = None
+            self._give_back(s, ok)
+
+    def _take(self) -> LeagueStore:
+        if self._closed:
+            raise LeagueGone("the server is stopping")
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._pool_lock:
+            grow = self._open < self._max
+            if grow:
+                self._open += 1
+        if grow:
+            try:
+                return LeagueStore(self.dir, create=False)
+            except BaseException:
+                with self._pool_lock:
+                    self._open -= 1
+                raise
+        try:
+            return self._idle.get(timeout=READER_WAIT)
+        except queue.Empty:
+            raise LeagueGone(f"the server is busy (all {self._max} database readers taken for {READER_WAIT:g}s): "
+                             "try again") from None
+
+    def _take_loops(self) -> LeagueStore | None:
+        """The event loop thread's own connection (None on another loop's thread: it uses the pool)."""
+        me = threading.get_ident()
+        with self._pool_lock:
+            if self._closed or self._loop_thread not in (None, me):
+                return None
+            self._loop_thread = me
+            if self._loop_store is None:
+                self._loop_store = LeagueStore(self.dir, create=False)
+            return self._loop_store
+
+    def _give_back(self, s: LeagueStore, ok: bool) -> None:
+        if s is self._loop_store:
+            if not ok or self._closed:
+                with self._pool_lock:
+                    self._loop_store = None
+                s.close()
+            return
+        if ok and not self._closed and s.conn.in_transaction is False:
+            self._idle.put(s)
+            return
+        with self._pool_lock:  # after an error the connection may be in any state: a fresh one next time
+            self._open -= 1
+        try:
+            s.close()
+        except Exception:
+            pass
+
     @property
     def store(self) -> LeagueStore:
+        """The connection this thread holds (inside `reading`)."""
         s = getattr(self._local, "store", None)
         if s is None:
-            s = self._local.store = LeagueStore(self.dir, create=False)
-            with self._stores_lock:
-                self._stores.append(s)
+            raise RuntimeError("LeagueData.store is only there inside `with data.reading():`")
         return s
 
-    def close(self) -> None:
-        with self._stores_lock:
-            for s in self._stores:
-                try:
-                    s.close()
-                except Exception:
-                    pass
-            self._stores.clear()
+    @property
+    def connections(self) -> int:
+        """Read connections open now (at most `max_readers`, and the event loop's)."""
+        return self._open + (self._loop_store is not None)
 
+    def close(self) -> None:
+        self._closed = True
+        with self._pool_lock:
+            loops, self._loop_store = self._loop_store, None
+        if loops is not None:
+            loops.close()
+        while True:
+            try:
+                s = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            with self._pool_lock:
+                self._open -= 1
+            try:
+                s.close()
+            except Exception:
+                pass
+
+    @_reads
     def version(self) -> list[int]:
         """Moves when a result is committed or a player is added or changed."""
         row = self.store.conn.execute(
@@ -103,13 +255,15 @@ class LeagueData:
             return entry.value
         if entry.key is not None and time.monotonic() - entry.at < STALE_OK and entry.lock.locked():
             return entry.value  # being recomputed: the one from a moment ago
-        with entry.lock:
+        with entry.lock:  # waited for without a connection (unless the caller holds one)
             if entry.key != key:
-                entry.value = compute()
+                with self.reading():
+                    entry.value = compute()
                 entry.key, entry.at = key, time.monotonic()
             return entry.value
 
     # -- the league ----------------------------------------------------------------------------
+    @_reads
     def summary(self) -> dict:
         s = self.store
         c = s.conn
@@ -205,6 +359,7 @@ class LeagueData:
                 "SELECT 1 FROM results WHERE json_array_length(players) > 2 LIMIT 1").fetchone() is not None
         return self._wide
 
+    @_reads
     def matches(self, game: str | None = None, player: str | None = None, outcome: str | None = None,
                 since: float | None = None, until: float | None = None, before: int | None = None,
                 after: int | None = None, limit: int = 50) -> dict:
@@ -278,6 +433,7 @@ class LeagueData:
                 "date": datetime.fromtimestamp(r.committed, timezone.utc).isoformat(timespec="seconds"),
                 "text": describe_outcome(r), "replay": bool(r.replay)}
 
+    @_reads
     def match(self, match_id: str) -> dict | None:
         r = self.store.result_for(match_id)
         if r is None:
@@ -288,6 +444,15 @@ class LeagueData:
         if m:
             item.update(seed=m[0], specs=json.loads(m[1]), source=m[2], created=m[3], started=m[4], finished=m[5])
         return item
+
+    @_reads
+    def result_for(self, match_id: str):
+        """The committed result of `match_id` (None: no such match)."""
+        return self.store.result_for(match_id)
+
+    @_reads
+    def read_replay(self, match_id: str):
+        return self.store.read_replay(match_id)
 
     def players(self) -> list[dict]:
         return self.cached(("players",), lambda: [

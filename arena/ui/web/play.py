@@ -12,11 +12,21 @@ once with the reason and asked again; a move the game itself refuses comes back 
 loop's ``feedback`` on the next ask. The page polls the session's state; when no poll came for
 ``idle_timeout`` seconds (the tab was closed) or no move came within ``move_time_limit``, the
 agent raises `Forfeit` and the match ends there, a forfeit recorded once.
+
+A server stopped in an orderly way forfeits its matches; one killed (SIGKILL, a power cut) cannot.
+So each server holds a lock file in the league folder (``.web-servers/ID.lock``, locked with
+``flock`` for as long as the process lives) and writes its id in the note of each match it plays.
+When a server opens the league, a match still ``running`` whose server's lock is free (that
+process is gone) is closed as ``failed`` with the note "aborted: ...": no result and no rating (the
+process that could have committed it is gone, and the league requeues only its own matches). A
+match of a server still running is left alone.
 """
 
 from __future__ import annotations
 
+import os
 import queue
+import re
 import secrets
 import threading
 import time
@@ -32,10 +42,59 @@ from arena.ui.web.boards import board_of, move_cell
 
 #: Sessions playing at once (each a thread and, for a search player, its CPU).
 MAX_SESSIONS = 32
+#: Matches one client address may start a minute on a server without a token (each adds a
+#: scheduled match, and a new name adds a player to the league, for good).
+STARTS_PER_MINUTE = 20
+
+
+#: The note of a match a web server is playing: this, then the server's id.
+WEB_NOTE = "web play, server "
+#: Folder (in the league folder) of the running servers' lock files.
+SERVERS_DIR = ".web-servers"
+_SERVER_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 class SessionGone(Exception):
     """The session ended (or was never there)."""
+
+
+class TooBusy(ArenaError):
+    """Refused for now (the session cap, the rate limit): try again later. `retry_after`: seconds."""
+
+    def __init__(self, message: str, retry_after: float = 1.0):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimit:
+    """A token bucket per client: `rate` starts a minute, in bursts of up to `rate`."""
+
+    def __init__(self, rate: int, max_clients: int = 10_000):
+        self.rate, self.max_clients = rate, max_clients
+        self.buckets: dict[str, tuple[float, float]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, client: str) -> None:
+        """Count one start of `client`; TooBusy when it has none left."""
+        if self.rate <= 0:
+            return
+        per_s = self.rate / 60.0
+        now = time.monotonic()
+        with self.lock:
+            tokens, at = self.buckets.get(client, (float(self.rate), now))
+            tokens = min(float(self.rate), tokens + (now - at) * per_s)
+            if tokens < 1.0:
+                wait = (1.0 - tokens) / per_s
+                raise TooBusy(f"too many matches started from {client}: {self.rate} a minute without a token; "
+                              f"try again in {wait:.0f}s (the server's owner can set a token to lift this)",
+                              retry_after=wait)
+            self.buckets[client] = (tokens - 1.0, now)
+            if len(self.buckets) > self.max_clients:  # forget the clients whose bucket is full again
+                full = [k for k, (t, a) in self.buckets.items() if t + (now - a) * per_s >= self.rate]
+                for k in full:
+                    self.buckets.pop(k, None)
+                while len(self.buckets) > self.max_clients:
+                    self.buckets.pop(next(iter(self.buckets)))
 
 
 @dataclass
@@ -46,6 +105,10 @@ class PlaySettings:
     idle_timeout: float = 20.0
     #: Sessions kept in memory after their match ended (their page can still show the end).
     keep_finished: int = 200
+    #: Sessions playing at once (None: `MAX_SESSIONS`); a start over it is refused (429).
+    max_sessions: int | None = None
+    #: Without a token: matches one client address may start a minute (0: no limit).
+    starts_per_minute: int = STARTS_PER_MINUTE
 
 
 class WebHumanAgent(BaseAgent):
@@ -169,14 +232,105 @@ class PlaySession:
             return "the move was not taken in time; try again"
 
 
+def _server_alive(directory: Path, server_id: str) -> bool:
+    """Whether the server `server_id` still holds its lock (a lock file not there: it is gone)."""
+    if not _SERVER_ID.match(server_id):
+        return False
+    try:
+        import fcntl
+    except ImportError:  # no flock here: never take another server's match for abandoned
+        return True
+    path = directory / SERVERS_DIR / f"{server_id}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True  # held: that server is running
+    else:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return False
+    finally:
+        os.close(fd)
+
+
+def resolve_abandoned(directory: str | Path) -> list[str]:
+    """Close the web matches left ``running`` by servers that are gone (as failed, note "aborted: ...",
+    never rated); the ids closed."""
+    from arena.league.storage import LeagueStore
+
+    directory = Path(directory)
+    store = LeagueStore(directory, create=False)
+    done: list[str] = []
+    try:
+        rows = store.conn.execute("SELECT match_id, note FROM matches WHERE status='running' AND source='external' "
+                                  "AND note LIKE ?", (WEB_NOTE + "%",)).fetchall()
+        alive: dict[str, bool] = {}
+        for match_id, note in rows:
+            owner = note[len(WEB_NOTE):]
+            if owner not in alive:
+                alive[owner] = _server_alive(directory, owner)
+            if alive[owner]:
+                continue
+            with store.tx() as c:
+                n = c.execute("UPDATE matches SET status='failed', finished=?, note=? WHERE match_id=? AND "
+                              "status='running' AND NOT EXISTS (SELECT 1 FROM results WHERE match_id=?)",
+                              (time.time(), f"aborted: the web server playing it (server {owner}) stopped "
+                               "during the match; not rated", match_id, match_id)).rowcount
+            if n:
+                done.append(match_id)
+    finally:
+        store.close()
+    return done
+
+
+class _ServerLock:
+    """This server's lock file, held (flock) while the process lives; its id goes in its matches' notes."""
+
+    def __init__(self, directory: Path):
+        import fcntl
+
+        self.id = secrets.token_hex(8)
+        folder = directory / SERVERS_DIR
+        folder.mkdir(exist_ok=True)
+        self.path = folder / f"{self.id}.lock"
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
 class PlayManager:
     """The server's play sessions: start one, find one, stop them all at shutdown."""
 
     def __init__(self, directory: str | Path, settings: PlaySettings | None = None):
         self.dir = Path(directory)
         self.settings = settings or PlaySettings()
+        self._lock_file: _ServerLock | None = None
+        #: Web matches of servers that were gone, closed when this one opened the league.
+        self.aborted: list[str] = []
+        try:
+            self.aborted = resolve_abandoned(self.dir)
+        except Exception:  # a read-only or busy league: serving it matters more than tidying it
+            pass
         self.sessions: dict[str, PlaySession] = {}
         self.lock = threading.Lock()
+        self._starting = 0  # starts between the cap's check and their session's insertion
 
     def active(self) -> list[PlaySession]:
         return [s for s in self.sessions.values() if s.status not in ("over", "error")]
@@ -186,26 +340,47 @@ class PlayManager:
         from arena.league.manager import League
         from arena.league.play import schedule_human_match
 
+        cap = self.settings.max_sessions if self.settings.max_sessions is not None else MAX_SESSIONS
+        # The cap is checked and the place taken in one step: a start that is still scheduling
+        # its match holds a place, so concurrent starts can never pass the cap together.
         with self.lock:
-            if len(self.active()) >= MAX_SESSIONS:
-                raise ArenaError(f"{MAX_SESSIONS} matches are being played already: try again when one ends")
+            if len(self.active()) + self._starting >= cap:
+                raise TooBusy(f"{cap} matches are being played already: try again when one ends", retry_after=5.0)
+            self._starting += 1
             self._forget_finished()
-        league = League.open(self.dir)
         try:
-            match, job, seats = schedule_human_match(league, opponent, game, seat, seed, human)
-        except BaseException:
-            league.store.close()
-            raise
-        s = PlaySession(secrets.token_urlsafe(16), match.game, opponent, human, seat, self.settings,
-                        match_id=match.match_id, players=seats)
-        elo = league.store.elo(match.game)
-        s.elo_before = {n: elo.get(n) for n in seats}
-        with self.lock:
-            self.sessions[s.id] = s
+            league = League.open(self.dir)
+            try:
+                match, job, seats = schedule_human_match(league, opponent, game, seat, seed, human)
+                self._claim(league, match.match_id)
+            except BaseException:
+                league.store.close()
+                raise
+            s = PlaySession(secrets.token_urlsafe(16), match.game, opponent, human, seat, self.settings,
+                            match_id=match.match_id, players=seats)
+            elo = league.store.elo(match.game)
+            s.elo_before = {n: elo.get(n) for n in seats}
+            with self.lock:
+                self.sessions[s.id] = s
+        finally:
+            with self.lock:
+                self._starting -= 1
         s.thread = threading.Thread(target=self._play, args=(s, league, job, seats), daemon=True,
                                     name=f"arena-play-{match.match_id}")
         s.thread.start()
         return s
+
+    def _claim(self, league, match_id: str) -> None:
+        """Write this server's id in the match's note (after taking the server's lock, once)."""
+        with self.lock:
+            if self._lock_file is None:
+                try:
+                    self._lock_file = _ServerLock(self.dir)
+                except (ImportError, OSError):
+                    return  # no flock, or a folder it cannot write: the match is not claimed
+        with league.store.tx() as c:
+            c.execute("UPDATE matches SET note=? WHERE match_id=? AND status='running'",
+                      (WEB_NOTE + self._lock_file.id, match_id))
 
     def _play(self, s: PlaySession, league, job, seats: list[str]) -> None:
         from arena.league.queries import describe_outcome
@@ -251,3 +426,6 @@ class PlayManager:
         for s in list(self.sessions.values()):
             if s.thread is not None:
                 s.thread.join(max(0.0, deadline - time.monotonic()))
+        if self._lock_file is not None and not any(s.thread is not None and s.thread.is_alive()
+                                                   for s in self.sessions.values()):
+            self._lock_file.release()
