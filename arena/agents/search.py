@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -91,18 +93,83 @@ class TacticsAgent(BaseAgent):
 _CFR_CACHE: dict[tuple[str, int], Any] = {}
 
 
+class _SolvedPolicy:
+    """A CFR+ average policy read back from the cache: the action probabilities of each information
+    state, as `TabularPolicy.policy_for_key` gives them."""
+
+    def __init__(self, table: dict[str, list[float]]):
+        self._table = table
+
+    def policy_for_key(self, key: str) -> list[float]:
+        return self._table[key]
+
+
+def cfr_cache_dir() -> Path:
+    """Where solved CFR+ policies are kept: ``$ARENA_CACHE/cfr`` (default ``~/.cache/arena/cfr``)."""
+    root = os.environ.get("ARENA_CACHE")
+    return (Path(root).expanduser() if root else Path("~/.cache/arena").expanduser()) / "cfr"
+
+
 def cfr_average_policy(game, iterations: int):
-    """CFR+ average policy for a small game, computed once per process and game."""
+    """CFR+ average policy for a small game: computed once per machine, then read from `cfr_cache_dir`.
+
+    Leduc poker takes 90-110 s to solve on 2 cores (300 iterations), and every worker process of a
+    league would solve it again: the first process to need a game solves it under a file lock (and
+    says so on stderr) and writes the table (information state -> action probabilities, plain JSON
+    floats, which read back bit for bit); the others wait and read it. A cache file that does not
+    parse is solved again.
+    """
     key = (str(game), int(iterations))
     pol = _CFR_CACHE.get(key)
     if pol is None:
-        from open_spiel.python.algorithms import cfr
-
-        solver = cfr.CFRPlusSolver(game)
-        for _ in range(int(iterations)):
-            solver.evaluate_and_update_policy()
-        pol = _CFR_CACHE[key] = solver.average_policy()
+        pol = _CFR_CACHE[key] = _solved_from_cache(game, int(iterations))
     return pol
+
+
+def _solved_from_cache(game, iterations: int):
+    import fcntl
+    import json
+    import re
+    import sys
+
+    import pyspiel
+
+    from arena.fsio import atomic_write_bytes
+
+    name = re.sub(r"[^A-Za-z0-9_.=,-]+", "_", str(game))[:120]
+    folder = cfr_cache_dir()
+    path = folder / f"{name}-{iterations}-open_spiel{getattr(pyspiel, '__version__', '')}.json"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder / ".lock", "w")
+    except OSError:  # no writable cache: solve in this process only
+        return _solve(game, iterations)
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            table = json.loads(path.read_text())
+            if isinstance(table, dict) and all(isinstance(v, list) for v in table.values()):
+                return _SolvedPolicy(table)
+        except (OSError, ValueError):
+            pass
+        print(f"solving CFR+ for {game} ({iterations} iterations, once; kept in {folder})", file=sys.stderr,
+              flush=True)
+        pol = _solve(game, iterations)
+        table = {k: [float(x) for x in pol.action_probability_array[i]] for k, i in pol.state_lookup.items()}
+        try:
+            atomic_write_bytes(path, json.dumps(table).encode())
+        except OSError:
+            pass
+        return _SolvedPolicy(table)
+
+
+def _solve(game, iterations: int):
+    from open_spiel.python.algorithms import cfr
+
+    solver = cfr.CFRPlusSolver(game)
+    for _ in range(iterations):
+        solver.evaluate_and_update_policy()
+    return solver.average_policy()
 
 
 class CFRAgent(BaseAgent):
