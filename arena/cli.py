@@ -200,7 +200,8 @@ def play(
         stopped = True
     results = sorted(done, key=lambda r: r.match_id)
     if stopped or len(results) < n:
-        console.print(f"[yellow]stopped after {len(results)} of {n} matches[/]"
+        # (a new line first: the terminal has echoed ^C where the cursor was)
+        console.print(("\n" if stopped else "") + f"[yellow]stopped after {len(results)} of {n} matches[/]"
                       + ("; the finished ones are below" if results else ""))
     if not results:
         if stopped:
@@ -209,8 +210,14 @@ def play(
     if n == 1:
         r = results[0]
         who = "draw" if r.draw else (f"{r.agents[r.winner]} (seat {r.winner}) wins" if r.winner is not None else "-")
-        console.print(f"[bold]{game}[/]: {who}; returns {r.returns}; {r.moves} moves; {r.outcome} {r.reason}")
-    console.print(summary_table(f"{game}: {len(results)} matches", summarize(results, specs)))
+        if len(r.returns) == 1:  # a one-player task: no one to win against
+            who = "episode over"
+        returns = ", ".join(f"{float(x):.6g}" for x in r.returns)
+        why = f" ({r.reason})" if r.reason else ""
+        console.print(f"[bold]{escape(game)}[/]: {escape(who)}; returns {returns}; {r.moves} moves; "
+                      f"{r.outcome}{escape(why)}", soft_wrap=True)
+    count = f"{len(results)} match{'es' if len(results) != 1 else ''}"
+    console.print(summary_table(f"{game}: {count}", summarize(results, specs)))
     if replays is not None:
         console.print(f"Replays in {replays}" + (f" ({len(results)} files)" if not stopped else
                                                   " (the finished matches', and any a worker wrote as it stopped)"))
@@ -220,21 +227,34 @@ def play(
         raise typer.Exit(130)
 
 
+def _check_time_limit(seconds: Optional[float], flag: str = "--time-limit") -> None:
+    """Seconds per move: a finite number > 0 (a zero or negative limit forfeits every match at its first move)."""
+    import math
+
+    from arena.errors import ConfigError
+
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{flag} {seconds:g}: seconds per move must be a number > 0 (leave it out for no limit)")
+
+
 def _game_kwargs(items: Optional[List[str]]) -> dict:
     """``KEY=VALUE`` settings (values read as YAML scalars) as game kwargs; a malformed one is a ConfigError."""
     import yaml
 
-    from arena.errors import ConfigError
+    from arena.config import load_yaml_text
+    from arena.errors import ConfigError, shown
 
     out: dict = {}
     for item in items or []:
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
-            raise ConfigError(f"--game-kwarg {item!r}: expected KEY=VALUE, e.g. -k frame_skip=4")
+            raise ConfigError(f"--game-kwarg {shown(item)}: expected KEY=VALUE, e.g. -k frame_skip=4")
         try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+            out[key.strip()] = load_yaml_text(value) if value.strip() else ""
         except yaml.YAMLError as e:
-            raise ConfigError(f"--game-kwarg {item!r}: the value is not readable ({e.problem})") from None
+            raise ConfigError(f"--game-kwarg {shown(item)}: the value is not readable ({e.problem})") from None
+        except ConfigError as e:
+            raise ConfigError(f"--game-kwarg {shown(item)}: {e}") from None
     return out
 
 
@@ -248,9 +268,11 @@ def _render_first(results: list, seed: int, render: Path, fps: Optional[float]) 
         return
     replay = first.replay if first.replay is not None else read_replay(first.replay_path)
     video, resim = render_replay(replay, render, fps)
-    same = "equal to the played" if resim.matches() else f"[red]differs from the played {resim.recorded_returns}[/]"
+    rounded = lambda xs: ", ".join(f"{float(x):.6g}" for x in xs)  # noqa: E731
+    same = ("equal to the played" if resim.matches()
+            else f"[red]differs from the played {rounded(resim.recorded_returns)}[/]")
     console.print(f"Video of match {first.match_id}: {escape(video.describe())}; re-simulated return "
-                  f"{resim.returns} ({same})", soft_wrap=True)
+                  f"{rounded(resim.returns)} ({same})", soft_wrap=True)
 
 
 def _play_league_player(game: str, vs: str, seat: int, seed: int, with_players: bool) -> None:
@@ -453,16 +475,31 @@ def league_run(
     serve: bool = typer.Option(False, "--serve", help="Serve the live web pages while the league runs (as `arena serve`)."),
     host: str = typer.Option("127.0.0.1", "--host", help="With --serve: address to listen on."),
     port: int = typer.Option(8000, "--port", help="With --serve: port to listen on."),
-    token: Optional[str] = typer.Option(None, "--token", help="With --serve: a token people must give to play."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="With --serve: a file holding the token "
+                                              "people must give to play (preferred; or set $ARENA_TOKEN)."),
+    token: Optional[str] = typer.Option(None, "--token", help="With --serve: the token on the command line (shows "
+                                        "in `ps`: prefer --token-file or $ARENA_TOKEN)."),
 ):
     """Run (or resume) a league: progress bar and a live top-5 table. Ctrl-C is safe; run again to continue."""
-    from arena.league.config import load_league_config
+    from arena.config import writable_folder
+    from arena.league.config import check_game_settings, load_league_config
+    from arena.league.lock import writer_lock
+    from arena.league.storage import league_db_errors
     from arena.ui.progress import run_with_progress
 
     cfg = load_league_config(config, workers=workers, backend=backend)
-    server = _serve_while_running(cfg, directory, host, port, token) if serve else None
+    check_game_settings(cfg)
+    if matches is not None and matches < 0:
+        raise ArenaError(f"--matches {matches}: the total of results to reach must be >= 0")
+    writable_folder(directory, "--dir")
+    # One writer per league, for this process's life: taken before the server (or anything) opens it.
+    held = writer_lock(directory)  # noqa: F841 (kept referenced: the lock is released with its last reference)
+    server = None
     try:
-        summary = run_with_progress(cfg, directory, backend=backend, address=address, matches=matches, console=console)
+        with league_db_errors(directory / "league.db"):
+            server = _serve_while_running(cfg, directory, host, port, token, token_file) if serve else None
+            summary = run_with_progress(cfg, directory, backend=backend, address=address, matches=matches,
+                                        console=console)
     except KeyboardInterrupt:
         console.print(f"[yellow]stopped[/]: run the same command again to continue ({directory})")
         raise typer.Exit(130)
@@ -475,12 +512,14 @@ def league_run(
                      if summary["committed_from_replay"] or summary["requeued"] else ""))
 
 
-def _serve_while_running(cfg, directory: Path, host: str, port: int, token: Optional[str]):
+def _serve_while_running(cfg, directory: Path, host: str, port: int, token: Optional[str],
+                         token_file: Optional[Path] = None):
     """`league run --serve`: the league's store made first (the server reads it), then the server on a thread."""
     from arena.league.storage import LeagueStore
+    from arena.ui.web import host_warning, read_token, start_in_background
 
+    token = read_token(token, token_file)
     LeagueStore(directory, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay).close()
-    from arena.ui.web import host_warning, start_in_background
 
     warn = host_warning(host)
     if warn:
@@ -495,7 +534,10 @@ def serve_cmd(
     directory: Path = typer.Argument(..., help="League folder."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface; warns)."),
     port: int = typer.Option(8000, "--port", help="Port to listen on."),
-    token: Optional[str] = typer.Option(None, "--token", help="A token people must give to play (and to write)."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding the token people must "
+                                              "give to play (preferred; or set $ARENA_TOKEN)."),
+    token: Optional[str] = typer.Option(None, "--token", help="The token on the command line (shows in `ps`: "
+                                        "prefer --token-file or $ARENA_TOKEN)."),
     move_time_limit: float = typer.Option(300.0, "--move-time-limit", help="Seconds a person has for a move."),
     idle_timeout: float = typer.Option(20.0, "--idle-timeout",
                                        help="Seconds without the page before a person's match is forfeited."),
@@ -504,9 +546,12 @@ def serve_cmd(
     if not (directory / "league.db").exists():
         raise ArenaError(f"no league at {directory} (no league.db); start one with "
                          f"`arena league run CONFIG --dir {directory}`")
-    from arena.ui.web import PlaySettings, serve
+    from arena.league.storage import LeagueStore
 
-    serve(directory, host, port, token, echo=lambda line: console.print(escape(line)),
+    LeagueStore(directory, create=False).close()  # a damaged league.db: one line now, not a server that fails
+    from arena.ui.web import PlaySettings, read_token, serve
+
+    serve(directory, host, port, read_token(token, token_file), echo=lambda line: console.print(escape(line)),
           play=PlaySettings(move_time_limit=move_time_limit, idle_timeout=idle_timeout))
 
 
@@ -514,9 +559,11 @@ def serve_cmd(
 def league_status(directory: Path = typer.Argument(..., help="League folder.")):
     """Players, roles, matches played/queued, recent results and events."""
     from arena.league.manager import open_league
+    from arena.league.storage import league_db_errors
     from arena.ui.views import status_view
 
-    console.print(status_view(open_league(directory)))
+    with league_db_errors(directory / "league.db"):
+        console.print(status_view(open_league(directory)))
 
 
 @league_app.command("report")
@@ -524,9 +571,11 @@ def league_report(directory: Path = typer.Argument(..., help="League folder."),
                   out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: DIR/report.html).")):
     """One self-contained HTML page: tables, plots, links to replays."""
     from arena.league.manager import open_league
+    from arena.league.storage import league_db_errors
     from arena.ui.report import write_report
 
-    path = write_report(open_league(directory), out)
+    with league_db_errors(directory / "league.db"):
+        path = write_report(open_league(directory), out)
     console.print(f"Report: {path}")
 
 
@@ -540,6 +589,13 @@ def ratings(
 ):
     """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates; for one-player games, mean
     return on the common seeds."""
+    from arena.league.storage import league_db_errors
+
+    with league_db_errors(directory / "league.db"):
+        _ratings(directory, game, payoff, plot, recompute)
+
+
+def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, recompute: bool) -> None:
     from arena.league.manager import open_league
     from arena.league.storage import OVERALL
     from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view, returns_view
@@ -598,14 +654,18 @@ def train(
                                            "interleaved_1f1b, zb1p, zbv, dualpipev."),
     microbatches: Optional[int] = typer.Option(None, "--microbatches", help="Microbatches per minibatch (pipeline) "
                                                "or per rank (odc, fsdp)."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module or .py file that registers more games."),
 ):
     """Train the learner a config names (its `trainer:` key: spiral, scc, ppo, mixed, rllib_ppo). An
-    existing run folder resumes, under any --parallel setting."""
+    existing run folder resumes, under any --parallel setting. Ctrl-C finishes the iteration, saves it
+    and stops (a second Ctrl-C stops at once); the same command resumes."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from arena.trainers.common.stopping import resume_line, stop_line
     from arena.trainers.parallel.learner import parallel_overrides
     from arena.trainers.registry import read_train_config
 
+    _plugins(plugin)
     par = parallel_overrides(parallel, world_size, stages, schedule, microbatches)
     entry, cfg = read_train_config(config, model=model, loss=loss, iterations=iterations, parallel=par)
     trainer = entry.builder()(cfg, directory)
@@ -614,8 +674,9 @@ def train(
         what = (f"schedule {pcfg.schedule}" if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
                 if entry.name == "spiral" else "each minibatch shared out")
         console.print(f"learner step: {pcfg.mode} on {pcfg.world_size} ranks ({what}); rollouts on rank 0")
-    if trainer.iteration > 0:
-        console.print(f"resuming from iteration {trainer.iteration} of {cfg.iterations} ({directory}/latest)")
+    resuming = resume_line(directory, cfg.iterations)
+    if resuming is not None:
+        console.print(escape(resuming), soft_wrap=True)
     cols = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn())
 
@@ -633,6 +694,9 @@ def train(
     try:
         with Progress(*cols, console=console) as progress:
             task = progress.add_task("train", total=cfg.iterations, completed=trainer.iteration, info="")
+            # The second bar: what the iteration is doing now (rollout, update, evaluation, imitation), with a rate.
+            step = progress.add_task("", total=None, info="", visible=False)
+            since = {"text": None, "t": 0.0, "done": 0}
 
             def show(it, total, m):
                 wr = next((f"win {v:.2f} vs {k.split('/')[-1]}" for k, v in m.items() if k.startswith("eval/win_rate")), "")
@@ -646,13 +710,24 @@ def train(
                         info += f" {m['train/samples_per_s']:.0f} samples/s"
                 progress.update(task, description="train", completed=it, info=info)
 
-            milestones: set[int] = set()
+            milestones: set[tuple[str, int]] = set()
 
             def phase(text, done, total):
-                progress.update(task, description=text.split(":")[0], info=f"{text.split(':', 1)[-1].strip()} "
-                                f"({done}/{total})")
+                stage, _, what = text.partition(":")
+                what = what.strip()
+                now = time.monotonic()
+                if text != since["text"] or done < since["done"]:
+                    since.update(text=text, t=now, done=done, first=done)
+                since["done"] = done
+                rate = (done - since["first"]) / (now - since["t"]) if now > since["t"] else 0.0
+                info = what
+                if what and " " not in what:  # "rollout: samples": the count's unit, and how fast it goes
+                    info = f"{what}, {rate:,.1f} {what}/s" if rate < 10 else f"{what}, {rate:,.0f} {what}/s"
+                progress.update(step, description=stage, completed=done, total=max(total, 1), info=info, visible=True)
+                if stage != "imitation":
+                    return
                 if not console.is_terminal:  # a log (a pipe, CI): a line per epoch and per quarter of the matches
-                    quarter = 4 * done // max(total, 1)
+                    quarter = (text, 4 * done // max(total, 1))
                     if "epoch" in text or quarter not in milestones:
                         milestones.add(quarter)
                         progress.console.print(f"{text} ({done}/{total})")
@@ -667,12 +742,7 @@ def train(
         signal.signal(signal.SIGINT, old_handler)
         trainer.close()
     if interrupted or getattr(trainer, "stop_requested", False):
-        done = trainer.iteration
-        latest = Path(directory) / "latest"
-        saved = f"iteration {latest.resolve().name.removeprefix('iter-').lstrip('0') or '0'} is saved in {latest}" \
-            if latest.exists() else "nothing was saved yet (the run stopped before its first checkpoint)"
-        console.print(f"[yellow]stopped[/] after iteration {done} of {cfg.iterations}: {saved}; run the same "
-                      "command to continue")
+        console.print(escape(stop_line(directory)), style="yellow", soft_wrap=True)
         raise typer.Exit(130)
     for k in sorted(final):
         if k.startswith("eval/"):

@@ -7,17 +7,24 @@ Forms:
 * kinds with a positional argument before their options (``tabular:<table.json>``,
   ``llm:<model folder>``, ``policy:<checkpoint>``, ``rllib:<checkpoint>``), and your own kinds
   registered with `register_agent_kind`.
+
+The built-in kinds' options are checked against `OPTION_RULES` (type and range) when a spec is
+parsed, by `check_spec` (a league config is validated with it before its league is created) and by
+`make_agent`: ``mcts:simulations=-5`` is one line naming the option and its valid range, not a
+match forfeited at its first move.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
+import math
 import re
 from typing import Any, Callable
 
 from arena.envs.core import GameCore
-from arena.errors import AgentSpecError, ArenaError, IncompatibleAgent
+from arena.errors import AgentSpecError, ArenaError, IncompatibleAgent, shown
 
 #: kind -> factory(core, seed, positional, **options)
 _KINDS: dict[str, Callable[..., Any]] = {}
@@ -53,24 +60,95 @@ def parse_options(text: str, spec: str) -> tuple[str | None, dict[str, Any]]:
             if i == 0:
                 positional = item
                 continue
-            raise AgentSpecError(f"agent spec {spec!r}: option {item!r} should be key=value")
+            raise AgentSpecError(f"agent spec {shown(spec)}: option {shown(item)} should be key=value")
         k, _, v = item.partition("=")
         opts[k.strip()] = _value(v.strip())
     return positional, opts
 
 
-def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None) -> Any:
-    """Build an agent from its spec string for the given game core."""
+def _int_at_least(lo: int):
+    return (f"an integer >= {lo}", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= lo)
+
+
+def _number_in(lo: float, hi: float | None, lo_open: bool = False):
+    what = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]" if hi is not None else f"a number > {lo:g}"
+
+    def ok(v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        return (v > lo if lo_open or hi is None else v >= lo) and (hi is None or v <= hi)
+    return what, ok
+
+
+_SEED = _int_at_least(0)
+#: Option rules of the built-in kinds: option -> (what it must be, check). A kind listed here takes no
+#: other option; kinds not listed (tabular, llm, policy, rllib, your own) check their options themselves.
+OPTION_RULES: dict[str, dict[str, tuple[str, Callable[[Any], bool]]]] = {
+    "random": {},
+    "first": {},
+    "human": {"max_tries": _int_at_least(1)},
+    "mcts": {"simulations": _int_at_least(1), "rollouts": _int_at_least(1), "uct_c": _number_in(0, None)},
+    "tactics": {"epsilon": _number_in(0, 1)},
+    "cfr": {"iterations": _int_at_least(1)},
+}
+
+
+def _check_options(kind: str, opts: dict[str, Any], spec: str) -> None:
+    rules = OPTION_RULES.get(kind)
+    if rules is None:
+        return
+    rules = {**rules, "seed": _SEED}  # every kind takes seed= (make_agent seeds the agent with it)
+    for name, value in opts.items():
+        if name not in rules:
+            takes = f"{kind} takes {', '.join(rules)}"
+            raise AgentSpecError(f"agent spec {shown(spec)}: unknown option {shown(name)} ({takes})")
+        what, ok = rules[name]
+        if not ok(value):
+            raise AgentSpecError(f"agent spec {shown(spec)}: bad option value: {name} must be {what}, got {shown(value)}")
+
+
+def check_spec(spec: Any) -> None:
+    """Check a spec without building its agent (no game, no files, no imports): a string, a known kind
+    (or ``module:Class``), and a built-in kind's options by `OPTION_RULES`. AgentSpecError names what is
+    wrong; what only building can tell (a missing weights file, a game the agent cannot play) is left
+    to `make_agent`."""
     if not isinstance(spec, str) or not spec.strip():
-        raise AgentSpecError(f"agent spec must be a non-empty string, got {spec!r}")
+        raise AgentSpecError(f"agent spec must be a non-empty string, got {shown(spec)}")
     spec = spec.strip()
     kind, _, rest = spec.partition(":")
     if kind in _KINDS:
         positional, opts = parse_options(rest, spec)
+        if kind in OPTION_RULES and positional is not None:
+            raise AgentSpecError(f"agent kind {shown(kind)} takes only key=value options, got {shown(positional)}")
+        _check_options(kind, opts, spec)
+    elif not rest:
+        raise AgentSpecError(f"unknown agent kind {shown(spec)}{_did_you_mean(spec)}; known kinds: "
+                             f"{', '.join(agent_kinds())}, or module:Class")
+    elif "." not in kind and not _importable(kind):
+        raise AgentSpecError(f"unknown agent kind {shown(kind)} in {shown(spec)}{_did_you_mean(kind)}; known kinds: "
+                             f"{', '.join(agent_kinds())}, or module:Class")
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None) -> Any:
+    """Build an agent from its spec string for the given game core."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise AgentSpecError(f"agent spec must be a non-empty string, got {shown(spec)}")
+    spec = spec.strip()
+    kind, _, rest = spec.partition(":")
+    if kind in _KINDS:
+        positional, opts = parse_options(rest, spec)
+        _check_options(kind, opts, spec)
         if "seed" in opts:  # seeds the agent as it is built (the match loop reseeds it for each match)
             seed = opts.pop("seed")
             if not isinstance(seed, int) or isinstance(seed, bool):
-                raise AgentSpecError(f"agent spec {spec!r}: seed must be an integer, got {seed!r}")
+                raise AgentSpecError(f"agent spec {shown(spec)}: seed must be an integer, got {shown(seed)}")
         try:
             agent = _KINDS[kind](core, seed, positional, **opts)
         except ArenaError:
@@ -83,15 +161,15 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
             module = importlib.import_module(kind)
         except ImportError as e:
             if "." not in kind:
-                raise AgentSpecError(f"unknown agent kind {kind!r} in {spec!r}{_did_you_mean(kind)}; known kinds: "
+                raise AgentSpecError(f"unknown agent kind {shown(kind)} in {shown(spec)}{_did_you_mean(kind)}; known kinds: "
                                      f"{', '.join(agent_kinds())}, or module:Class") from None
             raise AgentSpecError(
-                f"unknown agent spec {spec!r}: {kind!r} is neither an agent kind ({', '.join(agent_kinds())}) "
+                f"unknown agent spec {shown(spec)}: {shown(kind)} is neither an agent kind ({', '.join(agent_kinds())}) "
                 f"nor an importable module ({e})"
             ) from None
         cls = getattr(module, cls_name, None)
         if cls is None:
-            raise AgentSpecError(f"agent spec {spec!r}: module {kind!r} has no attribute {cls_name!r}")
+            raise AgentSpecError(f"agent spec {shown(spec)}: module {shown(kind)} has no attribute {shown(cls_name)}")
         _, opts = parse_options(opt_text, spec)
         try:
             agent = cls(**opts)
@@ -100,10 +178,10 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
         except Exception as e:
             raise _spec_error(spec, e) from e
     else:
-        raise AgentSpecError(f"unknown agent kind {spec!r}{_did_you_mean(spec)}; known kinds: "
+        raise AgentSpecError(f"unknown agent kind {shown(spec)}{_did_you_mean(spec)}; known kinds: "
                              f"{', '.join(agent_kinds())}, or module:Class")
     if not callable(getattr(agent, "act", None)):
-        raise AgentSpecError(f"agent spec {spec!r} built {type(agent).__name__}, which has no act(observation) method")
+        raise AgentSpecError(f"agent spec {shown(spec)} built {type(agent).__name__}, which has no act(observation) method")
     try:
         agent.spec = spec
     except AttributeError:
@@ -123,17 +201,17 @@ def _spec_error(spec: str, e: BaseException) -> AgentSpecError:
     text = str(e)
     m = re.search(r"unexpected keyword argument '(\w+)'", text)
     if isinstance(e, TypeError) and m:
-        return AgentSpecError(f"agent spec {spec!r}: unknown option {m.group(1)!r}")
+        return AgentSpecError(f"agent spec {shown(spec)}: unknown option {m.group(1)!r}")
     if isinstance(e, FileNotFoundError):
-        return AgentSpecError(f"agent spec {spec!r}: {text}")
+        return AgentSpecError(f"agent spec {shown(spec)}: {text}")
     if isinstance(e, (TypeError, ValueError)):
-        return AgentSpecError(f"agent spec {spec!r}: bad option value ({text})")
-    return AgentSpecError(f"agent spec {spec!r}: {type(e).__name__}: {text}")
+        return AgentSpecError(f"agent spec {shown(spec)}: bad option value ({text})")
+    return AgentSpecError(f"agent spec {shown(spec)}: {type(e).__name__}: {text}")
 
 
 def _no_positional(kind: str, positional: str | None) -> None:
     if positional is not None:
-        raise AgentSpecError(f"agent kind {kind!r} takes only key=value options, got {positional!r}")
+        raise AgentSpecError(f"agent kind {shown(kind)} takes only key=value options, got {shown(positional)}")
 
 
 def _random(core, seed, positional, **opts):

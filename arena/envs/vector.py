@@ -15,12 +15,17 @@ answers for all of them in one batch.
   from a fresh process. ``restarts`` counts them.
 * ``workers=0`` runs the envs in the caller's process (no pipes: for tests and for measuring the
   pipes' cost).
+* Ctrl-C is the caller's: a terminal sends SIGINT to every process of its group, and a worker that
+  raised KeyboardInterrupt mid-step would only fail the step. Workers ignore SIGINT (they die with
+  the caller, or close when it says so); a KeyboardInterrupt a worker reports anyway is raised as
+  one in the caller, which decides how to stop.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import traceback
 from typing import Any, Sequence
 
@@ -30,6 +35,7 @@ import numpy as np
 def _worker(conn, game: str, kwargs: dict, owner: int, plugins: list[str]) -> None:
     from arena.procs import die_with
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller stops the run (see the module docstring)
     die_with(owner)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
@@ -62,6 +68,8 @@ def _worker(conn, game: str, kwargs: dict, owner: int, plugins: list[str]) -> No
             else:
                 raise ValueError(f"unknown command {cmd!r}")
             conn.send(("ok", out))
+        except KeyboardInterrupt:
+            conn.send(("interrupted", None))
         except BaseException as e:  # noqa: BLE001
             conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"))
 
@@ -138,6 +146,8 @@ class SubprocessEnvs:
 
     def _result(self, i: int):
         kind, out = self._recv(i)
+        if kind == "interrupted":
+            raise KeyboardInterrupt
         if kind == "error":
             raise RuntimeError(f"{self.game} env {i}: {out}")
         return out

@@ -7,6 +7,11 @@ every historical more than 70% of the time or after a step budget; main
 exploiters play the current mains while they win more than 10%; league
 exploiters reset with probability 0.25 at each snapshot.
 
+Every value is checked here, before a league folder exists (`elo_k` > 0, `payoff_decay` in
+(0, 1], `seed` >= 0, `move_time_limit` > 0, the built-in agents' options by
+`arena.agents.specs.check_spec`); what a changed value does to an existing league is in
+`arena.league.manager`'s docstring.
+
 A one-player game (any Gymnasium env) is a league game too: a match is one
 player playing one episode, every player plays the same seeds, and players are
 ranked by mean return on the seeds all of them have finished (``seeds``).
@@ -14,13 +19,23 @@ ranked by mean return on the seeds all of them have finished (``seeds``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from arena.config import load_yaml
-from arena.errors import ConfigError
+from arena.errors import AgentSpecError, ConfigError, clipped, shown
+
+
+def _finite(v: float) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
 
 Role = Literal["main", "main_exploiter", "league_exploiter"]
+
+#: Player names and agent specs are shown in tables, pages and error messages: bounded.
+MAX_NAME_CHARS = 100
+MAX_SPEC_CHARS = 500
 
 
 @dataclass
@@ -32,8 +47,8 @@ class GameEntry:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.weight <= 0:
-            raise ValueError(f"game {self.id}: weight must be > 0")
+        if not _finite(self.weight) or self.weight <= 0:
+            raise ValueError(f"game {shown(self.id)}: weight must be a finite number > 0, got {shown(self.weight)}")
 
 
 @dataclass
@@ -84,10 +99,15 @@ class RolesConfig:
         total = self.main_selfplay + self.main_pfsp + self.main_verification
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"main_selfplay + main_pfsp + main_verification must be 1, got {total}")
-        for name in ("learner_share", "league_exploiter_reset_p", "snapshot_win_rate"):
+        for name in ("main_selfplay", "main_pfsp", "main_verification", "verification_exploiter_threshold",
+                     "verification_historical_threshold", "selfplay_fallback_threshold", "main_exploiter_threshold",
+                     "learner_share", "league_exploiter_reset_p", "snapshot_win_rate"):
             v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"{name} must be within [0, 1], got {v}")
+            if not _finite(v) or not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], got {shown(v)}")
+        if self.snapshot_steps < 1 or self.snapshot_min_steps < 0:
+            raise ValueError(f"snapshot_steps must be >= 1 and snapshot_min_steps >= 0, got {self.snapshot_steps} "
+                             f"and {self.snapshot_min_steps}")
 
 
 @dataclass
@@ -138,35 +158,72 @@ class LeagueConfig:
         names = [p.name for p in self.players] + [p.name for p in self.learners]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ValueError(f"players: duplicate name {sorted(dup)[0]!r}")
+            raise ValueError(f"players: duplicate name {shown(sorted(dup)[0])}")
         bad = [n for n in names if not n or any(c in n for c in " /:\\")]
         if bad:
-            raise ValueError(f"players: name {bad[0]!r} may not be empty or contain spaces, '/', ':' or '\\'")
+            raise ValueError(f"players: name {shown(bad[0])} may not be empty or contain spaces, '/', ':' or '\\'")
+        long_name = next((n for n in names if len(n) > MAX_NAME_CHARS), None)
+        if long_name is not None:
+            raise ValueError(f"players: name {shown(long_name, 40)} is longer than {MAX_NAME_CHARS} characters")
+        long_spec = next((p for p in self.players if isinstance(p.agent, str) and len(p.agent) > MAX_SPEC_CHARS), None)
+        if long_spec is not None:
+            raise ValueError(f"player {shown(long_spec.name)}: agent spec {shown(long_spec.agent, 40)} is longer than "
+                             f"{MAX_SPEC_CHARS} characters")
         if len(names) < 1:
             raise ValueError("players: a league needs players")
+        if self.seed < 0:
+            raise ValueError(f"seed: must be >= 0, got {self.seed}")
+        if not _finite(self.elo_k) or self.elo_k <= 0:
+            raise ValueError(f"elo_k: the Elo K-factor must be a finite number > 0 (32 is usual), got {shown(self.elo_k)}")
+        if not _finite(self.payoff_decay) or not 0.0 < self.payoff_decay <= 1.0:
+            raise ValueError(f"payoff_decay: must be in (0, 1] (1 keeps every game at full weight; 0.99 remembers "
+                             f"about the last 100 games of a pair), got {shown(self.payoff_decay)}")
+        if self.move_time_limit is not None and (not _finite(self.move_time_limit) or self.move_time_limit <= 0):
+            raise ValueError(f"move_time_limit: seconds per move must be a finite number > 0 (or null for no limit), "
+                             f"got {shown(self.move_time_limit)}")
+        if self.invalid_allowance < 0 or self.max_attempts < 1 or self.update_every < 1:
+            raise ValueError(f"invalid_allowance must be >= 0, max_attempts and update_every >= 1; got "
+                             f"{self.invalid_allowance}, {self.max_attempts} and {self.update_every}")
+        from arena.agents.specs import check_spec
+
+        for p in self.players:
+            try:
+                check_spec(p.agent)
+            except AgentSpecError as e:
+                raise ValueError(f"player {shown(p.name)}: {e}") from None
         if self.workers < 1 or self.in_flight < 1 or self.matches < 0:
             raise ValueError("workers and in_flight must be >= 1 and matches >= 0")
         if self.seeds < 1:
             raise ValueError(f"seeds: must be >= 1 (episodes per player in a round of a one-player game), got {self.seeds}")
         if self.replays not in ("database", "files"):
-            raise ValueError(f"replays: {self.replays!r} is not one of 'database', 'files'")
+            raise ValueError(f"replays: {shown(self.replays)} is not one of 'database', 'files'")
         if self.record is None:
             self.record = "text" if self.learners else "actions"
         elif self.record not in ("actions", "text"):
-            raise ValueError(f"record: {self.record!r} is not one of 'actions', 'text'")
+            raise ValueError(f"record: {shown(self.record)} is not one of 'actions', 'text'")
         tabular = [e.name for e in self.learners if e.learner == "tabular"]
         if self.record == "actions" and tabular:
-            raise ValueError(f"record: actions, but the tabular learner {tabular[0]!r} learns from the observation "
+            raise ValueError(f"record: actions, but the tabular learner {shown(tabular[0])} learns from the observation "
                              "text in replays: set record: text (or leave record out)")
         ids = [g.id for g in self.games]
         for p in list(self.players) + list(self.learners):
             for g in p.games or []:
                 if g not in ids:
-                    raise ValueError(f"player {p.name}: game {g!r} is not one of the league's games ({', '.join(ids)})")
+                    raise ValueError(f"player {shown(p.name)}: game {shown(g)} is not one of the league's games "
+                                     f"({clipped(', '.join(ids))})")
 
     @property
     def game_ids(self) -> list[str]:
         return [g.id for g in self.games]
+
+
+def check_game_settings(cfg: "LeagueConfig") -> None:
+    """Each game a league config names is a registered game given only the settings it declares (a
+    config is data: `arena.envs.registry.check_settings`); checked before a league folder is made."""
+    from arena.envs.registry import check_settings
+
+    for g in cfg.games:
+        check_settings(g.id, g.kwargs)
 
 
 def load_league_config(path, **overrides) -> LeagueConfig:

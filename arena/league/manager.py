@@ -20,6 +20,33 @@ slots per player in each round of the pairing, and every player plays the
 same seeds, seed by seed (`common_seed`), so that players are ranked by mean
 return on common seeds (`LeagueStore.common_return_table`); such results get
 no Elo, OpenSkill or payoff.
+
+One league, one writer: a `League` that is not passive takes the folder's lock
+(`arena.league.lock`) before it touches the database and holds it while it
+lives; a second `arena league run` (or trainer) on the folder is refused with
+one line naming the PID that holds it. Matches found running when the league
+starts were left by a process that stopped: they go back to the queue without
+spending an attempt (`LeagueStore.release`), so no number of kills marks a
+match failed.
+
+Settings of a league run again on its folder with a changed config:
+
+* refused with one line (restore the value or start a new league in another
+  --dir) once they have been used: ``elo_k`` and ``payoff_decay`` after the
+  first rated result (a second K-factor or decay would mix two rating scales
+  in one table, and ``arena ratings --recompute`` recomputes with one),
+  ``seed`` after the first match (match seeds and the common seeds of
+  one-player games derive from it), and the game ids;
+* applied (from the next match on) otherwise, and always for the rest: the
+  budget (``matches``), ``workers``, ``in_flight``, ``backend``, ``pairing``,
+  ``pfsp_weighting``, ``seeds``, ``move_time_limit``, ``invalid_allowance``,
+  ``max_attempts``, ``update_every``, ``record``, ``replays`` (readers take
+  either kind), game weights and kwargs, ``roles``, and the players (a new one
+  joins; one left out is retired; an existing name with another agent spec is
+  refused).
+
+Every value is validated (`LeagueConfig`) before a league is created, so a
+bad value never reaches a league's stored settings.
 """
 
 from __future__ import annotations
@@ -38,6 +65,7 @@ from arena.fsio import sync_folder
 from arena.league.config import LeagueConfig
 from arena.league.executor import make_executor
 from arena.league.learners import make_learner
+from arena.league.lock import writer_lock
 from arena.league.protocols import LearningPlayer
 from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
 from arena.league.storage import OVERALL, LeagueStore, MatchRow
@@ -73,6 +101,15 @@ class League:
         self.dir = Path(directory)
         self.backend = backend or cfg.backend
         self.address = address or cfg.ray_address
+        #: The writer lock (`arena.league.lock`), held while this league lives; None when passive.
+        self.lock = None
+        if not passive:
+            from arena.config import writable_folder
+            from arena.league.config import check_game_settings
+
+            check_game_settings(cfg)
+            writable_folder(self.dir, "the league folder")
+            self.lock = writer_lock(self.dir)
         self.store = store or LeagueStore(self.dir, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay)
         self._eligible_cache: dict[tuple[str, str], bool] = {}
         self._seats_cache: dict[str, int] = {}
@@ -83,6 +120,7 @@ class League:
         self.rng = np.random.default_rng([cfg.seed, starts])
         if passive:
             return  # a client of a league that another process may be running: no config sync, no learners
+        self._check_fixed_settings()
         with self.store.tx():
             self.store.set_meta("starts", starts + 1)
         self._sync_config()
@@ -101,6 +139,40 @@ class League:
         return self._game_kwargs(game)
 
     # -- configuration and players ------------------------------------------------------
+    def _check_fixed_settings(self) -> None:
+        """elo_k, payoff_decay and seed: a changed value is applied while nothing has used the old one,
+        else refused with one line (see the module docstring)."""
+        from arena.league.storage import check_rating_settings
+
+        store, cfg = self.store, self.cfg
+        rated = store.conn.execute("SELECT 1 FROM rating_history LIMIT 1").fetchone() is not None
+        old_k, old_decay = store.elo_k, store.payoff_decay
+        try:
+            check_rating_settings(old_k, old_decay)
+            stored_ok = True
+        except ConfigError:
+            stored_ok = False
+        if rated and not stored_ok:
+            raise ConfigError(f"{self.dir}: this league was created with elo_k {old_k} and payoff_decay {old_decay}, "
+                              "and its ratings are not numbers; they cannot be repaired: start a new league in "
+                              "another --dir")
+        for name, old, new in (("elo_k", old_k, cfg.elo_k), ("payoff_decay", old_decay, cfg.payoff_decay)):
+            if float(old) != float(new) and rated:
+                raise ConfigError(f"{self.dir}: {name} is {new:g} in the config, but this league's ratings were "
+                                  f"computed with {name} {old:g}: restore {name}: {old:g}, or start a new league "
+                                  "in another --dir")
+        if float(old_k) != float(cfg.elo_k) or float(old_decay) != float(cfg.payoff_decay):  # nothing rated yet
+            with store.tx():
+                store.set_meta("elo_k", cfg.elo_k)
+                store.set_meta("payoff_decay", cfg.payoff_decay)
+            store.elo_k, store.payoff_decay = float(cfg.elo_k), float(cfg.payoff_decay)
+            store._live.clear()
+        stored = store.get_meta("config")
+        old_seed = stored.get("seed") if isinstance(stored, dict) else None
+        if old_seed is not None and old_seed != cfg.seed and int(store.get_meta("next_seq", 0)) > 0:
+            raise ConfigError(f"{self.dir}: seed is {cfg.seed} in the config, but this league's matches were seeded "
+                              f"from seed {old_seed}: restore seed: {old_seed}, or start a new league in another --dir")
+
     def _sync_config(self) -> None:
         cfg, store = self.cfg, self.store
         for entry in cfg.learners:
@@ -144,8 +216,11 @@ class League:
                                       f"{entry.role}; give it a new name")
                 store.update_player(entry.name, active=1)
         for name, row in known.items():
-            # Learners added by an external trainer (state "external") are not the config's to retire.
-            managed = row.kind == "fixed" or (row.kind == "learner" and not (row.state or {}).get("external"))
+            # Only the config's own players are the config's to retire: not those a trainer added (its
+            # teachers, learners, snapshots: an owner, or a learner of a league from before owners
+            # marked "external"), whose config lists only its opponents.
+            managed = row.owner is None and (
+                row.kind == "fixed" or (row.kind == "learner" and not (row.state or {}).get("external")))
             if managed and name not in wanted:
                 store.update_player(name, active=0)
         with store.tx():
@@ -385,7 +460,7 @@ class League:
         state = dict(prow.state or {})
         n = int(state.get("snapshots", 0)) + 1
         name = name or f"{parent}@{n}"
-        self.store.add_player(name, "historical", spec, prow.games, role=prow.role, parent=parent)
+        self.store.add_player(name, "historical", spec, prow.games, role=prow.role, parent=parent, owner=prow.owner)
         state.update(snapshots=n, steps_at_snapshot=prow.steps)
         self.store.update_player(parent, state=state)
         self.store.add_event("snapshot", parent, snapshot=name, steps=prow.steps, version=prow.version)
@@ -461,7 +536,8 @@ class League:
                 self.commit(m.match_id, MatchResult.from_replay(rep, str(path)))
                 counts["committed_from_replay"] += 1
             else:
-                self.store.requeue(m.match_id, "re-queued after the league stopped mid-match", self.cfg.max_attempts + 1)
+                # Not an attempt of the match's: its process stopped, not the match (see `LeagueStore.release`).
+                self.store.release(m.match_id, "re-queued after the league stopped mid-match")
                 counts["requeued"] += 1
         return counts
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from arena.errors import ConfigError, LeagueDatabaseError
 from arena.fsio import disk_full_as_error
 from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
@@ -48,15 +49,48 @@ def record_kinds(returns: Sequence[float]) -> list[str]:
     return ["l" if float(x) != best else ("w" if n_best == 1 else "d") for x in returns]
 
 
-SCHEMA_VERSION = 1
+#: 2: players have an owner (see `PlayerRow.owner`); a schema-1 database gains the column on open.
+SCHEMA_VERSION = 2
 OVERALL = "*"
+
+
+def check_rating_settings(elo_k: Any, payoff_decay: Any) -> None:
+    """ConfigError unless `elo_k` is a finite number > 0 and `payoff_decay` one in (0, 1]."""
+    def finite(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not finite(elo_k) or elo_k <= 0:
+        raise ConfigError(f"elo_k: the Elo K-factor must be a finite number > 0 (32 is usual), got {elo_k!r}")
+    if not finite(payoff_decay) or not 0.0 < payoff_decay <= 1.0:
+        raise ConfigError(f"payoff_decay: must be in (0, 1], got {payoff_decay!r}")
+
+
+#: What SQLite says of a file it cannot read as a league database (truncated, overwritten, not one).
+_UNREADABLE = ("not a database", "malformed", "file is encrypted", "unable to open database")
+
+
+@contextlib.contextmanager
+def league_db_errors(db_path: str | Path) -> Iterator[None]:
+    """Turn SQLite's "file is not a database" / "database disk image is malformed" (a truncated or
+    overwritten league.db) met inside the block into one line naming the file and what to do. Other
+    errors (a busy database, a full disk) pass unchanged."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        if not any(u in str(e).lower() for u in _UNREADABLE):
+            raise
+        raise LeagueDatabaseError(
+            f"{db_path}: SQLite cannot read this league database ({e}): it is damaged or not a league database; "
+            "restore it from a backup (with its league.db-wal file, if any), or start a new league in another --dir"
+        ) from None
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS players (
     name TEXT PRIMARY KEY, kind TEXT NOT NULL, role TEXT, spec TEXT NOT NULL, games TEXT NOT NULL,
     parent TEXT, version INTEGER NOT NULL DEFAULT 0, steps INTEGER NOT NULL DEFAULT 0,
-    active INTEGER NOT NULL DEFAULT 1, created REAL NOT NULL, state TEXT
+    active INTEGER NOT NULL DEFAULT 1, created REAL NOT NULL, state TEXT,
+    owner TEXT  -- NULL: the league's config; else the trainer that added the player (its to keep)
 );
 CREATE TABLE IF NOT EXISTS matches (
     match_id TEXT PRIMARY KEY, seq INTEGER UNIQUE NOT NULL, game TEXT NOT NULL, players TEXT NOT NULL,
@@ -110,6 +144,9 @@ class PlayerRow:
     active: bool
     created: float
     state: dict | None
+    #: Who added the player: None for the league's config (whose sync adds and retires it), else a
+    #: trainer's name (its teachers, learners and snapshots: the config sync never retires them).
+    owner: str | None = None
 
 
 @dataclass
@@ -146,6 +183,11 @@ class ResultRow:
 class LeagueStore:
     def __init__(self, directory: str | Path, *, elo_k: float = 32.0, payoff_decay: float = 0.99,
                  create: bool = True):
+        # A damaged league.db (truncated, overwritten) is one line naming it, not SQLite's traceback.
+        with league_db_errors(Path(directory) / LEAGUE_DB):
+            self._init(directory, elo_k=elo_k, payoff_decay=payoff_decay, create=create)
+
+    def _init(self, directory: str | Path, *, elo_k: float, payoff_decay: float, create: bool) -> None:
         # Live rating tables per game, loaded from the ratings table on first use and updated in place
         # with each commit (written through in the same transaction). Dropped when another connection
         # committed since (SQLite's data_version moves) and when a transaction rolls back.
@@ -162,6 +204,18 @@ class LeagueStore:
             raise ArenaError(f"no league at {self.dir} (no league.db); start one with `arena league run CONFIG --dir {self.dir}`")
         self.replay_dir = self.dir / LEAGUE_REPLAYS
         self.players_dir = self.dir / "players"
+        if create:
+            from arena.config import writable_folder
+
+            with self._disk_full_as_error():
+                writable_folder(self.dir, "the league folder")
+            if not self.db_path.exists():
+                # Never a league created with settings that would poison it for good (NaN Elo, payoff
+                # counts that grow without bound): the config refuses them first, the store too.
+                check_rating_settings(elo_k, payoff_decay)
+        elif not self.db_path.is_file():
+            raise LeagueDatabaseError(f"{self.db_path} is not a file: give the league's folder, which holds its "
+                                      "database there")
         with self._disk_full_as_error():
             self.dir.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False)
@@ -175,6 +229,8 @@ class LeagueStore:
                 self.set_meta("next_seq", 0)
                 self.set_meta("elo_k", elo_k)
                 self.set_meta("payoff_decay", payoff_decay)
+            elif self.get_meta("schema") == 1:
+                self._migrate_players_owner()
         if self.get_meta("schema") != SCHEMA_VERSION:
             from arena.errors import ArenaError
 
@@ -186,6 +242,14 @@ class LeagueStore:
 
     def close(self) -> None:
         self.conn.close()
+
+    def _migrate_players_owner(self) -> None:
+        """Schema 1 to 2: the players table gains its owner column (NULL: the config's, as every player
+        of such a league was taken to be; a trainer claims its own when it resumes)."""
+        columns = [r[1] for r in self.conn.execute("PRAGMA table_info(players)")]
+        if "owner" not in columns:
+            self.conn.execute("ALTER TABLE players ADD COLUMN owner TEXT")
+        self.set_meta("schema", 2)
 
     def _disk_full_as_error(self):
         return disk_full_as_error(self.dir, f"writing the league database {self.db_path.name}")
@@ -255,12 +319,14 @@ class LeagueStore:
 
     # -- players -----------------------------------------------------------------------
     def add_player(self, name: str, kind: str, spec: str, games: Sequence[str], role: str | None = None,
-                   parent: str | None = None, state: dict | None = None) -> None:
+                   parent: str | None = None, state: dict | None = None, owner: str | None = None) -> None:
+        """`owner`: the trainer adding the player (None: the league's config); see `PlayerRow.owner`."""
         self.players_version += 1
         with self.tx() as c:
-            c.execute("INSERT INTO players(name, kind, role, spec, games, parent, created, state) VALUES(?,?,?,?,?,?,?,?)",
+            c.execute("INSERT INTO players(name, kind, role, spec, games, parent, created, state, owner) "
+                      "VALUES(?,?,?,?,?,?,?,?,?)",
                       (name, kind, role, spec, json.dumps(list(games)), parent, time.time(),
-                       json.dumps(state) if state is not None else None))
+                       json.dumps(state) if state is not None else None, owner))
 
     def update_player(self, name: str, **fields: Any) -> None:
         if not fields:
@@ -312,6 +378,18 @@ class LeagueStore:
             status = "failed" if row[0] >= max_attempts else "queued"
             c.execute("UPDATE matches SET status=?, note=? WHERE match_id=?", (status, note, match_id))
         return status
+
+    def release(self, match_id: str, note: str) -> str:
+        """Put a match left running by a process that stopped (Ctrl-C, kill -9, a power loss) back in the
+        queue with the attempt it was on given back: the process died, not the match, so no number of
+        such stops ever marks it failed. Only worker failures (`requeue`) count toward max_attempts."""
+        with self.tx() as c:
+            row = c.execute("SELECT status FROM matches WHERE match_id=?", (match_id,)).fetchone()
+            if row is None or row[0] != "running":
+                return row[0] if row else "missing"
+            c.execute("UPDATE matches SET status='queued', attempts=MAX(attempts - 1, 0), note=? WHERE match_id=?",
+                      (note, match_id))
+        return "queued"
 
     def matches(self, status: str | Sequence[str] | None = None, limit: int | None = None,
                 source: str | None = None) -> list[MatchRow]:
@@ -584,7 +662,7 @@ def common_seeds_of(episodes: Iterable[tuple[str, int, float]], players: Iterabl
 
 def _player(r) -> PlayerRow:
     return PlayerRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], bool(r[8]), r[9],
-                     json.loads(r[10]) if r[10] else None)
+                     json.loads(r[10]) if r[10] else None, r[11])
 
 
 def _match(r) -> MatchRow:

@@ -8,7 +8,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
@@ -141,10 +141,13 @@ def play_matches(
     game_kwargs: dict | None = None,
     record: bool = False,
     on_result: Callable[[MatchResult], None] | None = None,
+    only: Collection[int] | None = None,
 ) -> list[MatchResult]:
     """Play `n` matches of `game` between agents built from `specs`, seats rotating match by match.
 
     Replays are written to `replay_dir` when given, else kept on the results with `record=True`.
+    `only` plays just those of the `n` matches (by index, each with the seed and seats it has among
+    all `n`): a run stopped part-way plays the rest.
     """
     policy = policy or InvalidMovePolicy()
     core = make_core(game, **(game_kwargs or {}))
@@ -155,6 +158,12 @@ def play_matches(
     jobs = schedule(n, specs, seed, swap_seats, core.game_id, game_kwargs=game_kwargs, policy=policy,
                     move_time_limit=move_time_limit, max_moves=max_moves, replay_dir=rdir, compress=compress,
                     record=record, plugins=plugins)
+    if only is not None:
+        keep = set(only)
+        jobs = [j for i, j in enumerate(jobs) if i in keep]
+        n = len(jobs)
+        if not jobs:
+            return []
     common = (tuple(plugins), game_kwargs)
     if (workers <= 1 or n <= 1) and move_time_limit is None and "human" not in specs:
         batched = _batched_agents(core, specs)

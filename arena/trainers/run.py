@@ -87,11 +87,14 @@ def _main(a: argparse.Namespace) -> int:
 
 
 def _train(entry, cfg, a: argparse.Namespace, world: int) -> int:
+    from arena.trainers.common.stopping import resume_line, stop_line
+
     pcfg = cfg.parallel
     trainer = entry.builder()(cfg, a.dir)
     print(f"learner step: {pcfg.mode} on {world} ranks under torchrun; rollouts on rank 0", flush=True)
-    if trainer.iteration > 0:
-        print(f"resuming from iteration {trainer.iteration} of {cfg.iterations} ({a.dir}/latest)", flush=True)
+    resuming = resume_line(a.dir, cfg.iterations)
+    if resuming is not None:
+        print(resuming, flush=True)
 
     def stop(signum, frame):
         if getattr(trainer, "in_loop", False) and not trainer.stop_requested:
@@ -116,7 +119,7 @@ def _train(entry, cfg, a: argparse.Namespace, world: int) -> int:
     finally:
         trainer.close()
     if interrupted or trainer.stop_requested:
-        print(f"stopped after iteration {trainer.iteration}; run the same command to continue", flush=True)
+        print(stop_line(a.dir), flush=True)
         return 130
     for k in sorted(final):
         if k.startswith("eval/"):

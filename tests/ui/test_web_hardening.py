@@ -370,3 +370,22 @@ def test_unexpected_errors_are_one_json_line(built, monkeypatch):
     monkeypatch.setattr(app.state.data, "players", locked)
     r = client.get("/api/roster")
     assert r.status_code == 503 and "cannot be read (database disk image is malformed)" in r.json()["error"]
+
+
+def test_league_run_serve_takes_the_token_from_a_file(tmp_path):
+    """`league run --serve` reads its token as `arena serve` does (--token-file, $ARENA_TOKEN), so it
+    need not show in `ps`; both at once is one line."""
+
+    root = Path(__file__).resolve().parents[2]
+    token_file = tmp_path / "token"
+    token_file.write_text("s3rve-t0ken\n")
+    base = [sys.executable, "-m", "arena.cli", "league", "run", str(root / "configs/leagues/quickstart.yaml"),
+            "--dir", str(tmp_path / "L"), "--matches", "4", "--serve", "--port", "0"]
+    env = dict(os.environ, COLUMNS="200")
+    r = subprocess.run(base + ["--token-file", str(token_file)], cwd=root, capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "(token required to play)" in r.stdout
+    r = subprocess.run(base + ["--token-file", str(token_file), "--token", "x"], cwd=root, capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().endswith("--token-file PATH (preferred) or --token, not both")

@@ -33,6 +33,18 @@ class MetricsLogger:
                     self._tb.add_scalar(k, v, step)
             self._tb.flush()
 
+    def size(self) -> int:
+        """The JSONL file's length in bytes (a checkpoint records it: see `rewind`)."""
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def rewind(self, size: int) -> None:
+        """Cut the JSONL file back to `size` bytes: a resumed run drops what a killed one wrote after
+        its checkpoint (a line, or half of one) and writes it again, so the file equals a run's that
+        never stopped. (TensorBoard's event files only append: a viewer shows the later value.)"""
+        if self.path.exists() and self.path.stat().st_size > size:
+            with open(self.path, "r+b") as f:
+                f.truncate(size)
+
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()

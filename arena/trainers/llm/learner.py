@@ -73,7 +73,8 @@ class LearnerSettings:
 
 
 def minibatch_loop(settings: LearnerSettings, batch: Batch,
-                   update: Callable[[list[Sample]], dict[str, float]]) -> dict[str, float]:
+                   update: Callable[[list[Sample]], dict[str, float]],
+                   on_epoch: Callable[[int, int], None] | None = None) -> dict[str, float]:
     """``LLMLearner.step``'s loop: ``epochs`` passes over ``batch`` shuffled by ``batch.shuffle_seed``,
     ``update(minibatch)`` on each ``minibatch`` samples, the mean of each stat over the updates
     (``mismatch`` is the first update's: measured before any update of this batch). Every
@@ -85,7 +86,7 @@ def minibatch_loop(settings: LearnerSettings, batch: Batch,
     order = list(range(len(samples)))
     agg: dict[str, list[float]] = {}
     first = True
-    for _ in range(settings.epochs):
+    for e in range(settings.epochs):
         rng.shuffle(order)
         for i in range(0, len(order), settings.minibatch):
             stats = dict(update([samples[j] for j in order[i:i + settings.minibatch]]))
@@ -94,6 +95,8 @@ def minibatch_loop(settings: LearnerSettings, batch: Batch,
             first = False
             for k, v in stats.items():
                 agg.setdefault(k, []).append(float(v))
+        if on_epoch is not None:
+            on_epoch(e + 1, settings.epochs)
     return {k: float(np.mean(v)) for k, v in agg.items()}
 
 
@@ -114,6 +117,8 @@ class LLMLearner:
         if self.critic is not None:
             self.opt.add_param_group({"params": self.critic.parameters()})
         self.scaler = grad_scaler(self.device, settings.precision)
+        #: Called with (passes done, epochs) after each pass over a batch (a trainer's progress display).
+        self.on_epoch: Callable[[int, int], None] | None = None
 
     def autocast(self):
         """The training precision's autocast context on the learner's device."""
@@ -135,7 +140,7 @@ class LLMLearner:
             raise ValueError(f"loss {self.settings.loss} needs top-K rollout log-probs: set top_k > 0")
         self.model.train()
         try:
-            return minibatch_loop(self.settings, batch, self._minibatch)
+            return minibatch_loop(self.settings, batch, self._minibatch, self.on_epoch)
         finally:
             self.model.eval()
 

@@ -44,8 +44,9 @@ def encode_examples(tokenizer: Any, examples: Sequence[Example], encode_prompt) 
 
 
 def supervised_finetune(model: Any, tokenizer: Any, pairs: Sequence[tuple[list[int], list[int]]], *, epochs: int,
-                        lr: float, batch_size: int, seed: int, log=None, autocast=None) -> list[float]:
-    """Cross-entropy on the answer tokens only; returns the mean loss of each epoch."""
+                        lr: float, batch_size: int, seed: int, log=None, autocast=None, on_batch=None) -> list[float]:
+    """Cross-entropy on the answer tokens only; returns the mean loss of each epoch. ``log(epoch, loss)``
+    after each epoch, ``on_batch(examples trained on so far, over all epochs)`` after each batch."""
     import torch
 
     from arena.trainers.llm.logprobs import sequence_logprobs
@@ -72,6 +73,8 @@ def supervised_finetune(model: Any, tokenizer: Any, pairs: Sequence[tuple[list[i
             opt.step()
             total += float(loss.detach()) * len(batch)
             n += len(batch)
+            if on_batch is not None:
+                on_batch(epoch * len(order) + n)
         losses.append(total / max(n, 1))
         if log is not None:
             log(epoch, losses[-1])

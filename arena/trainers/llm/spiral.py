@@ -23,7 +23,13 @@ One loop iteration:
    winner (a maximum over noisy evaluations overrates the checkpoint it picks).
 
 Checkpoints hold the model, the optimizer, the loss scaler, the RAE baselines
-and RNG states; ``arena train`` on an existing run folder resumes from the latest.
+and RNG states; ``arena train`` on an existing run folder resumes from the latest. The imitation
+stage's matches are written to ``imitation-matches/`` as they are played: a run stopped before its
+first checkpoint reads them back and plays only the rest.
+
+Inside an iteration ``run(phase=...)`` hears ``phase(text, done, total)``: ``"rollout: matches"``,
+``"update: epochs"`` and ``"evaluation: games"`` (and, in the imitation stage, its matches, its
+examples and its epochs); ``arena train`` shows them as a second bar with a rate.
 
 The trainer is three parts: the **Learner** (`arena.trainers.llm.learner.LLMLearner`:
 model, optimizer, device, precision, ``step(batch)``), the **Actors**
@@ -133,6 +139,8 @@ class SpiralTrainer:
         #: Set by a caller (Ctrl-C in `arena train`): the loop checkpoints and stops after the current iteration.
         self.stop_requested = False
         self.in_loop = False
+        #: ``phase(text, done, total)`` of `run`: progress inside an iteration (None: not reported).
+        self._phase: Callable[[str, int, int], None] | None = None
         torch.set_num_threads(cfg.threads)
         self.latest = self.dir / "latest"
         state = None
@@ -331,7 +339,6 @@ class SpiralTrainer:
 
     def imitation(self, progress: Callable[[str, int, int], None] | None = None) -> list[float]:
         from arena.envs.registry import make_core
-        from arena.match.batch import play_matches
         from arena.replays.format import list_replays, read_replay
         from arena.trainers.llm.sft import encode_examples, examples_from_replays, supervised_finetune
 
@@ -342,19 +349,18 @@ class SpiralTrainer:
             # Actions-only replays (the default of `arena play --replays`) get their views by re-simulation.
             replays = [text_replay(read_replay(p)) for p in list_replays(il.replays)]
         else:
-            done = [0]
-
-            def played(_res) -> None:
-                done[0] += 1
-                if progress is not None and done[0] % 50 == 0:
-                    progress("imitation: playing matches", done[0], il.matches)
-
-            res = play_matches(self.cfg.game, il.agents, il.matches, seed=self.cfg.seed + 17, record=True,
-                               on_result=played)
-            replays = [r.replay for r in res]
+            replays = self._imitation_matches(progress)
         kind = make_core(self.cfg.game).action_kind
+        if progress is not None:
+            progress("imitation: building examples", 0, len(replays))
         examples = examples_from_replays(replays, self.template, kind, il.seats)
         pairs = encode_examples(self.tok, examples, self.encode_prompt)
+        if progress is not None:
+            progress("imitation: examples", 0, il.epochs * len(pairs))
+
+        def trained(done: int) -> None:
+            if progress is not None:
+                progress("imitation: examples", done, il.epochs * len(pairs))
 
         def log(epoch: int, loss: float) -> None:
             self.metrics.log(0, **{"il/epoch": epoch, "il/loss": loss})
@@ -363,10 +369,47 @@ class SpiralTrainer:
 
         losses = supervised_finetune(self.model, self.tok, pairs, epochs=il.epochs, lr=il.lr,
                                      batch_size=il.batch_size, seed=self.cfg.seed, autocast=self.learner.autocast,
-                                     log=log)
+                                     log=log, on_batch=trained)
         self.learner.model_changed()
         self.il_done = True
         return losses
+
+    def _imitation_matches(self, progress: Callable[[str, int, int], None] | None) -> list:
+        """The imitation stage's ``il.matches`` matches, each written to ``imitation-matches/`` as it is
+        played; a file of an earlier start (the same match: its id, seed and agents) is read back
+        instead of played again. The replays, in match order."""
+        from arena.envs.registry import make_core
+        from arena.match.batch import play_matches, schedule
+        from arena.replays.format import read_replay, replay_path, write_replay
+
+        cfg, il = self.cfg, self.cfg.il
+        folder = self.dir / "imitation-matches"
+        folder.mkdir(parents=True, exist_ok=True)
+        jobs = schedule(il.matches, il.agents, cfg.seed + 17, True, make_core(cfg.game).game_id)
+        kept: dict[int, Any] = {}
+        for i, job in enumerate(jobs):
+            path = replay_path(folder, job.match_id)
+            if path.exists():
+                try:
+                    rep = read_replay(path)
+                except Exception:  # noqa: BLE001 - unreadable (cut by a power loss): played again
+                    continue
+                if rep.header.get("seed") == job.seed and list(rep.header.get("agents", [])) == list(job.specs):
+                    kept[i] = rep
+        index = {job.match_id: i for i, job in enumerate(jobs)}
+
+        def played(res) -> None:
+            # not fsynced one by one (3,000 small files): a stop keeps them; a power loss may cost a few
+            write_replay(res.replay, replay_path(folder, res.match_id), durable=False)
+            kept[index[res.match_id]] = res.replay
+            if progress is not None and (len(kept) % 50 == 0 or len(kept) == il.matches):
+                progress("imitation: playing matches", len(kept), il.matches)
+
+        if progress is not None:
+            progress("imitation: playing matches", len(kept), il.matches)
+        play_matches(cfg.game, il.agents, il.matches, seed=cfg.seed + 17, record=True, on_result=played,
+                     only=[i for i in range(il.matches) if i not in kept])
+        return [kept[i] for i in sorted(kept)]
 
     def _eval_games(self, spec: str, games: int, seed: int, record: bool = False) -> list[Episode]:
         """``games`` greedy seat-swapped games of the current model against ``spec``; an invalid move
@@ -379,7 +422,9 @@ class SpiralTrainer:
         cfg = self.cfg
         out: dict[str, float] = {}
         invalid = moves = 0
-        for spec in cfg.eval.opponents:
+        total = cfg.eval.games * len(cfg.eval.opponents)
+        for k, spec in enumerate(cfg.eval.opponents):
+            self._show("evaluation: games", k * cfg.eval.games, total)
             name = _slug(spec)
             eps = self._eval_games(spec, cfg.eval.games, 10_000_019 + it, record=snapshot is not None)
             draws = sum(1 for e in eps if e.result.draw)
@@ -391,6 +436,7 @@ class SpiralTrainer:
             if snapshot is not None:
                 self._report(eps, snapshot, evaluation=True, keep_replays=True)
         out["eval/invalid_rate"] = invalid / max(moves, 1)
+        self._show("evaluation: games", total, total)
         self.metrics.log(it, **out)
         if snapshot is not None:
             self._track_best(it, out)
@@ -482,6 +528,10 @@ class SpiralTrainer:
         random.setstate(state["py_random"])
         self._pairing_rng_state = state.get("pairing_rng")
 
+    def _show(self, text: str, done: int, total: int) -> None:
+        if self._phase is not None:
+            self._phase(text, done, total)
+
     def snapshot(self, it: int) -> str:
         """Checkpoint iteration `it` and freeze it into the league as a historical player."""
         return self.league.add_snapshot(LEARNER_NAME, self._frozen_spec(self.checkpoint(it)), name=f"{LEARNER_NAME}@{it}")
@@ -491,10 +541,13 @@ class SpiralTrainer:
             ) -> dict[str, float]:
         """Train to iteration `iterations` (default: the config's), resuming where the run folder left off.
         ``progress(it, last, metrics)`` is called after each iteration, ``phase(text, done, total)``
-        during the imitation warm start."""
+        during the imitation warm start and inside each iteration (rollout, update epochs, evaluation)."""
         cfg = self.cfg
         torch = _torch()
         last = cfg.iterations if iterations is None else iterations
+        self._phase = phase
+        if hasattr(self.learner, "on_epoch"):  # the one-process learner reports its passes
+            self.learner.on_epoch = None if phase is None else (lambda k, n: phase("update: epochs", k, n))
         if self.iteration == 0 and self.league.store.player(f"{LEARNER_NAME}@0") is None:
             # Start of a run (a run resumed from its iteration-0 checkpoint has done this already).
             torch.manual_seed(cfg.seed)
@@ -510,12 +563,16 @@ class SpiralTrainer:
             lr = cfg.lr_at(it)
             self.learner.set_lr(lr)
             pairings = self._pairings(cfg.games_per_iter)
+            self._show("rollout: matches", 0, len(pairings))
             episodes = self._play(pairings, greedy=False, policy=policy, seed=cfg.seed * 100_003 + it,
                                   concurrency=cfg.concurrency)
+            self._show("rollout: matches", len(pairings), len(pairings))
             self._report(episodes, LEARNER_NAME)
             t_roll = time.perf_counter() - t0
             samples = self._samples(episodes)
             t_up = time.perf_counter()
+            if samples:
+                self._show("update: epochs", 0, cfg.epochs)
             stats = self.update(samples) if samples else {}
             t_up = time.perf_counter() - t_up
             self.iteration = it

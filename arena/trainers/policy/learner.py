@@ -91,6 +91,8 @@ class PolicyLearner:
         self.opt = self._adam(lr)
         #: Updates applied (the weights' version).
         self.version = 0
+        #: Called with (passes done, epochs) after each pass over a batch (a trainer's progress display).
+        self.on_epoch: Any = None
 
     def set_lr(self, lr: float) -> None:
         for g in self.opt.param_groups:
@@ -136,15 +138,19 @@ class PolicyLearner:
                         stopped = True
                         break
                 passes += 1
+                if self.on_epoch is not None:
+                    self.on_epoch(passes, s.epochs)
                 if stopped:
                     break
             stats["epochs"] = [float(passes)]
         else:  # vtrace: whole columns, so the recursion sees each trajectory in order
-            for _ in range(s.epochs):
+            for e in range(s.epochs):
                 perm = torch.randperm(B, generator=generator)
                 cols = max(1, s.minibatch * B // max(1, b.moves))  # about `minibatch` moves a pass
                 for i in range(0, B, cols):
                     self._vtrace_minibatch(b, perm[i:i + cols], stats, kl_coef, upgo_target)
+                if self.on_epoch is not None:
+                    self.on_epoch(e + 1, s.epochs)
         self.version += 1
         self.net.eval()
         out = {k: float(sum(v) / len(v)) for k, v in stats.items()}

@@ -28,6 +28,11 @@ One iteration:
 Every iteration is a function of the weights, the optimizer, the normaliser and the iteration
 number (its random draws are seeded by ``(seed, iteration)``), so a run stopped at any point
 resumes exactly from its last checkpoint, and the same seed gives the same run.
+
+Inside an iteration, ``run(phase=...)`` hears ``phase(text, done, total)`` as it goes: ``"rollout:
+samples"`` (the env steps played of ``envs * steps_per_env``), ``"update: epochs"`` (PPO's passes
+over the batch) and ``"evaluation: episodes"`` (of ``eval.seeds``); ``arena train`` shows them as a
+second bar with a rate.
 """
 
 from __future__ import annotations
@@ -147,6 +152,8 @@ class PPOTrainer:
         self.metrics = MetricsLogger(self.dir)
         self.stop_requested = False
         self.in_loop = False
+        #: ``phase(text, done, total)`` of `run`: progress inside an iteration (None: not reported).
+        self._phase: Any = None
         self.latest = self.dir / "latest"
         if self.latest.exists():
             state = torch.load(self.latest / "trainer_state.pt", map_location="cpu", weights_only=False)
@@ -177,6 +184,10 @@ class PPOTrainer:
         with torch.no_grad():
             _, v = self.net(torch.from_numpy(np.stack(obs).astype(np.float32, copy=False)))
         return v.numpy()
+
+    def _show(self, text: str, done: int, total: int) -> None:
+        if self._phase is not None:
+            self._phase(text, done, total)
 
     def _moves(self, a) -> list:
         if self.spec.action_kind == "discrete":
@@ -222,8 +233,13 @@ class PPOTrainer:
         for i in range(N):
             act(i, first[i])
         running = set(range(N))
+        played, every = 0, max(1, T * N // 100)  # about a hundred progress reports a rollout
+        self._show("rollout: samples", 0, T * N)
         while running:
             for i in envs.ready():
+                played += 1
+                if played % every == 0 or played == T * N:
+                    self._show("rollout: samples", played, T * N)
                 o, r, term, trunc, info = envs.result(i)
                 k = t[i]
                 ep_ret[i] += r
@@ -275,6 +291,7 @@ class PPOTrainer:
         todo = list(enumerate(seeds))[::-1]
         ret, steps = [0.0] * len(seeds), [0] * len(seeds)
         playing: dict[int, tuple[int, Any]] = {}  # env -> (episode index, its generator)
+        self._show("evaluation: episodes", 0, len(seeds))
 
         def start(i: int) -> None:
             j, seed = todo.pop()
@@ -296,6 +313,7 @@ class PPOTrainer:
                 steps[j] += 1
                 if term or trunc:
                     del playing[i]
+                    self._show("evaluation: episodes", len(seeds) - len(todo) - len(playing), len(seeds))
                     if todo:
                         start(i)
                 else:
@@ -328,9 +346,13 @@ class PPOTrainer:
         link(self.dir, "best", ckpt)
 
     # -- the loop -----------------------------------------------------------------------------------
-    def run(self, iterations: int | None = None, progress=None) -> dict[str, float]:
+    def run(self, iterations: int | None = None, progress=None, phase=None) -> dict[str, float]:
+        """Train to iteration `iterations` (default: the config's), resuming where the run folder left
+        off; ``progress(it, last, metrics)`` after each iteration, ``phase(text, done, total)`` inside one."""
         torch = self.torch
         cfg = self.cfg
+        self._phase = phase
+        self.learner.on_epoch = None if phase is None else (lambda k, n: phase("update: epochs", k, n))
         last = cfg.iterations if iterations is None else iterations
         result: dict[str, float] = {}
         if self.iteration == 0 and not self.latest.exists():
@@ -355,6 +377,7 @@ class PPOTrainer:
                 t_roll = time.perf_counter() - t0
                 t1 = time.perf_counter()
                 gen = torch.Generator().manual_seed(episode_seed(cfg.seed, it, 998, 0))
+                self._show("update: epochs", 0, cfg.epochs)
                 stats = self.learner.step(batch, 0.0, gen)
                 self._normalise_with(batch)
                 t_learn = time.perf_counter() - t1

@@ -26,14 +26,19 @@ Exactly once, exactly resumed: an iteration's effects on the league (its matches
 new weights, evaluation games) are written in one transaction *after* the iteration's checkpoint,
 which holds them too. A run killed before the transaction resumes from the previous checkpoint
 and plays the same iteration again (the same pairings, seeds, moves and losses); one killed after
-the checkpoint but before the transaction applies the checkpoint's pending effects on resume. So
-nothing is lost or counted twice, and a resumed run equals one that never stopped.
+the checkpoint but before the transaction applies the checkpoint's pending effects on resume. The
+iteration's metrics line rides in the checkpoint as well: a resumed run cuts ``metrics.jsonl`` back
+to where the checkpoint found it and writes the line again. So nothing is lost or counted twice, and
+a resumed run equals one that never stopped. The players this trainer adds to the league (learners,
+snapshots, imitation teachers) have it as their owner, so the league's config sync, whose config
+lists only the opponents, never retires them on a restart.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import time
 from dataclasses import asdict
@@ -95,11 +100,24 @@ class SCCTrainer:
         self.metrics = MetricsLogger(self.dir)
         #: The league this trainer's learners play in: the run folder, or one shared with other learners.
         self.league_dir = Path(league_dir) if league_dir is not None else self.dir
+        #: The owner of the players this trainer adds to the league (learners, teachers, snapshots): the
+        #: league's config sync never retires them. Named by where the run folder sits in the league's
+        #: folder ("scc" when they are one), which stays the same when the league's folder moves.
+        rel = os.path.relpath(self.dir.resolve(), self.league_dir.resolve())
+        self.owner = "scc" if rel == "." else f"scc:{Path(rel).as_posix()}"
         self._setup_league()
         self.actors = PolicyActors(cfg.game, cfg.actors, cfg.game_kwargs, cfg.actors_backend, cfg.ray_address)
         self._inflight: dict | None = None
+        #: ``phase(text, done, total)`` of `run`: progress inside an iteration (None: not reported).
+        self._phase: Callable[[str, int, int], None] | None = None
         if self.latest.exists():
             self._load_state(torch.load(self.latest.resolve() / "trainer_state.pt", weights_only=False))
+        else:
+            # No checkpoint yet (a new run, or one killed before its first): start over as a new run does,
+            # with the pairing stream of a first start (the league seeds its generator with how often it
+            # was opened) and without the metrics lines of a killed attempt (its imitation epochs).
+            self.rng.bit_generator.state = np.random.default_rng([cfg.seed, 0]).bit_generator.state
+            self.metrics.rewind(0)
 
     # -- league ---------------------------------------------------------------------------------
     def _setup_league(self) -> None:
@@ -118,7 +136,28 @@ class SCCTrainer:
         for e in cfg.learners:
             if store.player(e.name) is None:
                 store.add_player(e.name, "learner", self._weights_spec(e.name, 0), [cfg.game], role=e.role,
-                                 state={"snapshots": 0, "steps_at_snapshot": 0, "external": True})
+                                 state={"snapshots": 0, "steps_at_snapshot": 0, "external": True}, owner=self.owner)
+        self._claim_players({p.name for p in lcfg.players})
+
+    def _claim_players(self, configured: set[str]) -> None:
+        """Own the players this trainer added to a league written before players had owners: its
+        learners, their snapshots and its imitation teachers (which that league's config sync retired
+        on each restart: they are active again, as in a run that never stopped)."""
+        cfg, store = self.cfg, self.league.store
+        teachers = set() if cfg.il is None or not cfg.il.matches else {_slug(s) for s in cfg.il.teachers} - configured
+        with store.tx():
+            for p in store.players():
+                if p.owner is not None:
+                    continue
+                if (p.kind == "learner" and p.name in self.learners) or (p.kind == "historical"
+                                                                         and p.parent in self.learners):
+                    store.update_player(p.name, owner=self.owner)
+                elif p.kind == "fixed" and p.name in teachers:
+                    store.update_player(p.name, owner=self.owner, active=1)
+
+    def _show(self, text: str, done: int, total: int) -> None:
+        if self._phase is not None:
+            self._phase(text, done, total)
 
     def _weights_spec(self, name: str, it: int) -> str:
         return f"policy:{self._policy_folder(name, it)}"
@@ -181,7 +220,6 @@ class SCCTrainer:
     # -- imitation ------------------------------------------------------------------------------
     def imitation(self, phase: Callable[[str, int, int], None] | None = None) -> dict:
         from arena.inference.policy_nets import save_policy
-        from arena.league.manager import Pairing as LeaguePairing
         from arena.match.batch import play_matches
         from arena.trainers.policy.imitation import behaviour_cloning, demonstrations, split
 
@@ -192,45 +230,49 @@ class SCCTrainer:
             from arena.league.manager import open_league
 
             other = open_league(il.league)
-            for r in other.results(game=cfg.game):
-                if r.replay and (il.players is None or set(il.players) & set(r.players)):
-                    items.append((other.read_replay(r.match_id), r.players))
-        prior = [m for m in store.matches(source="external") if m.note == "imitation"] if il.matches else []
-        if prior:
-            # A run stopped after its teacher matches were committed (one transaction, below): they are
-            # in the league already, and are read back instead of played and counted again.
-            teachers = [_slug(s) for s in il.teachers]
-            for m in prior:
-                r = store.result_for(m.match_id)
-                if r is not None and r.replay:
-                    items.append((store.read_replay(r.match_id), r.players))
-            wanted = set(il.players) if il.players else set(teachers)
-        elif il.matches:
+            try:
+                for r in other.results(game=cfg.game):
+                    if r.replay and (il.players is None or set(il.players) & set(r.players)):
+                        items.append((other.read_replay(r.match_id), r.players))
+            finally:
+                other.close()
+        if il.matches:
+            # Each teacher match is committed (rated, its replay kept) as soon as it and every match before
+            # it are played: a run stopped part-way keeps them, and the next start reads them back and plays
+            # only the rest, each with the seed and seats it has among all `il.matches`, so the league and
+            # the demonstrations are those of a run that never stopped.
             teachers = [_slug(s) for s in il.teachers]
             for name, spec in zip(teachers, il.teachers):
                 if store.player(name) is None:
-                    store.add_player(name, "fixed", spec, [cfg.game])
-            done = [0]
+                    store.add_player(name, "fixed", spec, [cfg.game], owner=self.owner)
+            base = cfg.seed + 17  # match i's seed is base + i (`arena.match.batch.schedule`)
+            kept: dict[int, tuple[Any, list[str]]] = {}
+            for m in store.matches(source="external"):
+                r = store.result_for(m.match_id) if m.note == "imitation" else None
+                if r is not None and r.replay and 0 <= m.seed - base < il.matches:
+                    kept[m.seed - base] = (store.read_replay(r.match_id), r.players)
+            todo = [i for i in range(il.matches) if i not in kept]
+            waiting: dict[int, MatchResult] = {}
+            order = iter(todo)
+            nxt = [next(order, None)]
 
-            def played(_res) -> None:
-                done[0] += 1
-                if phase is not None and (done[0] % 20 == 0 or done[0] == il.matches):
-                    phase("imitation: teacher matches", done[0], il.matches)
+            def played(res: MatchResult) -> None:
+                waiting[res.seed - base] = res
+                ready = []
+                while nxt[0] is not None and nxt[0] in waiting:
+                    ready.append(waiting.pop(nxt[0]))
+                    nxt[0] = next(order, None)
+                if ready:
+                    self._commit_teacher_matches(ready, teachers, kept)
+                if phase is not None and (len(kept) % 20 == 0 or len(kept) == il.matches):
+                    phase("imitation: teacher matches", len(kept), il.matches)
 
-            results = play_matches(cfg.game, il.teachers, il.matches, seed=cfg.seed + 17, workers=il.workers,
-                                   record="actions", game_kwargs=cfg.game_kwargs, on_result=played)
-            # Into the league as rated matches with their replays (the league's replays are the data).
-            commits = []
-            with store.tx():
-                for res in results:
-                    names = [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a) for a in res.agents]
-                    row = self.league.begin(LeaguePairing(cfg.game, names, list(res.agents), "imitation"),
-                                            status="running", source="external", seed=res.seed or 0, note="imitation")
-                    commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
-                self.league.commit_many(commits)
+            if phase is not None:
+                phase("imitation: teacher matches", len(kept), il.matches)
+            play_matches(cfg.game, il.teachers, il.matches, seed=base, workers=il.workers, record="actions",
+                         game_kwargs=cfg.game_kwargs, on_result=played, only=todo)
             wanted = set(il.players) if il.players else set(teachers)
-            items += [(res.replay, [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a)
-                                    for a in res.agents]) for res in results]
+            items += [kept[i] for i in sorted(kept)]
         else:
             wanted = set(il.players) if il.players else None
         if phase is not None:
@@ -253,6 +295,24 @@ class SCCTrainer:
         self.il_report = report
         self.il_done = True
         return {"folder": str(folder), **report}
+
+    def _commit_teacher_matches(self, results: list[MatchResult], teachers: list[str],
+                                kept: dict[int, tuple[Any, list[str]]]) -> None:
+        """Teacher matches into the league, in one transaction, as rated matches with their replays
+        (the league's replays are the imitation data); each goes into `kept` by its index."""
+        from arena.league.manager import Pairing as LeaguePairing
+
+        il, store, commits, seated = self.cfg.il, self.league.store, [], []
+        with store.tx():
+            for res in results:
+                names = [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a) for a in res.agents]
+                row = self.league.begin(LeaguePairing(self.cfg.game, names, list(res.agents), "imitation"),
+                                        status="running", source="external", seed=res.seed or 0, note="imitation")
+                commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
+                seated.append(names)
+            self.league.commit_many(commits)
+        for res, names in zip(results, seated):
+            kept[res.seed - (self.cfg.seed + 17)] = (res.replay, names)
 
     def _start_from_il(self) -> None:
         """Every learner starts from the imitation weights, which become the KL anchor and ``main@il``."""
@@ -350,7 +410,9 @@ class SCCTrainer:
         n = games or cfg.eval.games
         out: dict[str, float] = {}
         records = []
-        for spec in cfg.eval.opponents:
+        total = n * len(cfg.eval.opponents)
+        for k, spec in enumerate(cfg.eval.opponents):
+            self._show("evaluation: games", k * n, total)
             name = _slug(spec)
             me, other = Seat(learner=self.main), Seat(spec=spec)
             pairings = [Pairing([me, other] if i % 2 == 0 else [other, me],
@@ -363,6 +425,7 @@ class SCCTrainer:
             out[f"eval/draw_rate/{name}"] = sum(bool(r.draw) for r in results) / n
             out[f"eval/return/{name}"] = float(np.mean([r.returns[s] for r, s in zip(results, seat)]))
             records += self._match_records(pairings, results, "evaluation", self._seat_specs(it))
+        self._show("evaluation: games", total, total)
         if cfg.eval.nash_conv:
             out["eval/nash_conv"] = self.nash_conv(self.main)
         return out, records
@@ -405,6 +468,8 @@ class SCCTrainer:
                 "torch_rng": torch.get_rng_state(), "py_random": random.getstate(),
                 "pairing_rng": self.rng.bit_generator.state, "config": asdict(self.cfg),
                 "bundle": bundle, "inflight": self._inflight,
+                # the metrics file up to this iteration's line, which comes after the league's transaction
+                "metrics_size": self.metrics.size(),
             }
             save_torch_atomic(state, ckpt / "trainer_state.pt")
         link(self.dir, "latest", checkpoint_path(it))
@@ -430,15 +495,37 @@ class SCCTrainer:
         random.setstate(state["py_random"])
         self.rng.bit_generator.state = state["pairing_rng"]
         self._inflight = state.get("inflight")
-        if state.get("bundle") is not None:
-            self._apply(state["bundle"])  # killed between the checkpoint and the league's transaction
+        bundle = state.get("bundle")
+        if bundle is not None:
+            self._apply(bundle)  # killed between the checkpoint and the league's transaction: applied now
+            if state.get("metrics_size") is not None and "metrics" in bundle:
+                # Killed before (or while) its metrics line was written: written again, once.
+                self.metrics.rewind(state["metrics_size"])
+                self._report(bundle)
+
+    def _report(self, bundle: dict) -> None:
+        """An iteration's metrics line and `best`, after its league transaction (and again on resume,
+        over what a killed run wrote after its checkpoint)."""
+        if bundle["evaluated"]:
+            self._track_best(bundle["iteration"], bundle["metrics"])
+        self.metrics.log(bundle["iteration"], **bundle["metrics"])
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self, iterations: int | None = None, progress=None,
             phase: Callable[[str, int, int], None] | None = None) -> dict[str, float]:
+        """Train to iteration `iterations` (default: the config's), resuming where the run folder left
+        off. ``progress(it, last, metrics)`` after each iteration; ``phase(text, done, total)`` as it
+        goes: the imitation stage's teacher matches and epochs, then each iteration's ``"rollout:
+        matches"``, ``"update: epochs"`` (every learner's passes, one after another) and
+        ``"evaluation: games"``."""
         cfg = self.cfg
         torch = _torch()
         last = cfg.iterations if iterations is None else iterations
+        self._phase = phase
+        passes = LearnerSettings.of(cfg).epochs
+        for k, lrn in enumerate(self.learners.values()):
+            lrn.on_epoch = None if phase is None else (
+                lambda done, n, off=k * passes: phase("update: epochs", off + done, passes * len(self.learners)))
         if self.iteration == 0 and not self.latest.exists():
             if cfg.il is not None and not self.il_done:
                 self.imitation(phase)
@@ -446,11 +533,11 @@ class SCCTrainer:
             out, records = self.evaluate(0)
             snaps = [] if cfg.il is None else [{"parent": self.main, "spec": f"policy:{self.dir / 'checkpoints' / 'il'}",
                                                  "name": IL_NAME, "iteration": 0}]
-            bundle = {"iteration": 0, "matches": records, "snapshots": snaps, "events": []}
+            bundle = {"iteration": 0, "matches": records, "snapshots": snaps, "events": [], "metrics": out,
+                      "evaluated": True}
             self.checkpoint(0, bundle)
             self._apply(bundle)
-            self.metrics.log(0, **out)
-            self._track_best(0, out)
+            self._report(bundle)
         result: dict[str, float] = {}
         self.in_loop = True
         overlap = cfg.overlap and cfg.actors > 0
@@ -467,7 +554,9 @@ class SCCTrainer:
                 else:
                     pairings = self._pairings()
                     self._submit(it, pairings)
+                self._show("rollout: matches", 0, len(pairings))
                 results, trajs = self.actors.collect()
+                self._show("rollout: matches", len(pairings), len(pairings))
                 if overlap and it < last:  # the next iteration plays while this one learns (one version of lag)
                     nxt = self._pairings()
                     self._inflight = {"iteration": it + 1, "pairings": nxt, "seed": cfg.seed * 100_003 + it + 1,
@@ -481,6 +570,7 @@ class SCCTrainer:
                 line: dict[str, float] = {}
                 kl = cfg.kl_at(it) if self.anchor_net is not None else 0.0
                 gen = torch.Generator().manual_seed(cfg.seed * 7_919 + it)
+                self._show("update: epochs", 0, passes * len(self.learners))
                 for name, lrn in self.learners.items():
                     mine = [t for t in trajs if t.learner == name]
                     if not mine:
@@ -502,13 +592,15 @@ class SCCTrainer:
                     line.update(out)
                     records += ev_records
                 self.iteration = it
-                bundle = {"iteration": it, "matches": records, "snapshots": snaps, "events": events}
+                # The metrics line rides in the checkpoint: a run killed before it is written writes it on resume
+                # (with the time to the checkpoint; a run that goes on counts the league's transaction too).
+                line["time/iteration_s"] = time.perf_counter() - t0
+                bundle = {"iteration": it, "matches": records, "snapshots": snaps, "events": events, "metrics": line,
+                          "evaluated": evaluated}
                 self.checkpoint(it, bundle)
                 self._apply(bundle)
-                if evaluated:
-                    self._track_best(it, line)
                 line["time/iteration_s"] = time.perf_counter() - t0
-                self.metrics.log(it, **line)
+                self._report(bundle)
                 result = line
                 if progress is not None:
                     progress(it, last, result)
@@ -561,7 +653,7 @@ def validate(cfg: SCCConfig) -> None:
     from arena.envs.registry import make_core
     from arena.errors import ArenaError, ConfigError, IncompatibleAgent
     from arena.inference.policy_nets import build_policy, spec_from_core
-
+    from arena.replays.format import LEAGUE_DB
     from arena.trainers.policy.learner import check_parallel
 
     check_parallel(cfg.parallel)
@@ -597,7 +689,8 @@ def validate(cfg: SCCConfig) -> None:
     if cfg.il is not None:
         if cfg.il.matches and len(cfg.il.teachers) != 2:
             raise ConfigError(f"il.teachers: give one agent spec per seat (2), got {len(cfg.il.teachers)}")
-        if cfg.il.league and not (Path(cfg.il.league) / "league.sqlite").exists():
-            raise ConfigError(f"il.league: no league in {cfg.il.league}")
+        if cfg.il.league and not (Path(cfg.il.league) / LEAGUE_DB).exists():
+            raise ConfigError(f"il.league: no league in {cfg.il.league} (no {LEAGUE_DB}); give the folder of a league "
+                              "(`arena league run CONFIG --dir FOLDER`) whose replays are to be imitated")
         if not cfg.il.matches and not cfg.il.league:
             raise ConfigError("il: give il.matches > 0 (teacher matches) or il.league (a league folder to imitate)")
