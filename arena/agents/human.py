@@ -6,6 +6,11 @@ result after each game. ``resign`` forfeits the game; ``quit``, Ctrl-C and the e
 forfeit it and end a run of several matches (`stop_requested`): the match is recorded as a
 forfeit once, nothing half-written.
 
+What is shown is the game's view for people (`Observation.human_view`): cards by name and
+betting in words where the engine's view is terse (OpenSpiel's Kuhn ``"1pb"``), and the rules,
+which TextArena repeats in every view, once at the start of each game. The final screen is the
+position after the last move, with the result.
+
 Move numbers: a discrete game's action ids. A text game's listed moves are numbered
 0, 1, ... in the order listed (``legal moves: 0=[check], 1=[bet]``), except where the moves
 are numbers themselves (TextArena TicTacToe's ``[4]``): there a number is that move, as it
@@ -48,6 +53,12 @@ class HumanAgent(BaseAgent):
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self.max_tries = max_tries
+        self._core = None  # the game being played (its final position is shown at the end)
+        self._rules_shown = False
+
+    def reset(self, seed: int | None = None) -> None:
+        self._core = None
+        self._rules_shown = False
 
     def _print(self, *lines: str) -> None:
         for line in lines:
@@ -55,7 +66,13 @@ class HumanAgent(BaseAgent):
         self.stdout.flush()
 
     def _show(self, obs: Observation) -> list | None:
-        self._print("", f"=== {obs.game_id} — you are {obs.player_name} (move {obs.step}) ===", obs.text)
+        self._core = obs.core
+        if not self._rules_shown:
+            self._rules_shown = True
+            rules = obs.rules
+            if rules:
+                self._print("", f"=== {obs.game_id}: the rules ===", rules)
+        self._print("", f"=== {obs.game_id} — you are {obs.player_name} (move {obs.step}) ===", obs.human_view)
         if obs.feedback:
             self._print(f"! previous move refused: {obs.feedback}")
         legal = obs.legal_actions
@@ -107,15 +124,23 @@ class HumanAgent(BaseAgent):
             return None, "type numbers separated by spaces"
 
     def match_over(self, view: str, result: Any, seat: int) -> None:
-        """The final position and the result line, after every game."""
+        """The final position (the position after the last move, `view`, as people read it) and the
+        result line, after every game."""
+        core, self._core = self._core, None
+        if core is not None:
+            try:
+                view = core.human_view(seat)
+            except Exception:  # the view the match loop gave
+                pass
         if result.draw:
             how = "draw"
         elif result.winner is None:
             how = "no winner"
         else:
             how = "you win" if result.winner == seat else f"{result.agents[result.winner]} wins"
+        returns = ", ".join(f"{float(x):.4g}" for x in result.returns)
         self._print("", f"=== {result.game_id}: game over ===", view,
-                    f"result: {how}; returns {result.returns}" + (f" ({result.reason})" if result.reason else ""))
+                    f"result: {how}; returns {returns}" + (f" ({result.reason})" if result.reason else ""))
 
     def act(self, observation: Observation) -> Any:
         legal = self._show(observation)

@@ -137,6 +137,17 @@ class GameCore:
         """What player `p` sees, as text (for LLM and human players)."""
         raise NotImplementedError
 
+    def rules(self, p: int) -> str | None:
+        """The rules as the game states them to player `p`, where every view repeats them (TextArena's
+        prompt): a person at the terminal reads them once. None: the views carry no rules."""
+        return None
+
+    def human_view(self, p: int) -> str:
+        """What a person reads (at the terminal, in ``arena replay show``): `text` unless the game has a
+        more readable rendering (cards by name, betting in words, no repeated rules). Agents and
+        replays keep `text`."""
+        return self.text(p)
+
     def observation(self, p: int) -> Any:
         """Structured observation for neural players (defaults to the text)."""
         return self.text(p)

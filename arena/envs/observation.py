@@ -57,6 +57,18 @@ class Observation:
         return self._text
 
     @property
+    def human_view(self) -> str:
+        """`text` as a person reads it (`GameCore.human_view`: cards by name, no repeated rules)."""
+        fn = getattr(self.core, "human_view", None)  # (a core that is not a GameCore: its text)
+        return fn(self.player) if fn is not None else self.text
+
+    @property
+    def rules(self) -> str | None:
+        """The rules the game's views repeat (TextArena's prompt), for a person to read once; or None."""
+        fn = getattr(self.core, "rules", None)
+        return fn(self.player) if fn is not None else None
+
+    @property
     def raw(self) -> Any:
         """The structured observation (tensor and action mask where the game has them)."""
         return self.core.observation(self.player)

@@ -13,6 +13,8 @@ Spec
 * Observation: text view (``observation_string``, or ``information_state_string``
   for imperfect-information games) and a dict ``{"observation": tensor, "action_mask": int8}``
   (the information-state tensor where the text is the information state).
+  For people (`human_view`): Kuhn and Leduc poker in words (`poker_view`: the cards by name,
+  the betting, the pot, the showdown); other games show the text.
 * Rewards: OpenSpiel's per-step rewards; returns at the end.
 * Versions: v0 is the engine's game as-is.
 
@@ -189,6 +191,17 @@ class OpenSpielCore(GameCore):
     def action_to_text(self, p: int, action: Any) -> str:
         return self.state.action_to_string(p, int(action))
 
+    def human_view(self, p: int) -> str:
+        """Kuhn and Leduc poker in words (`poker_view`): the engine's view (``"1pb"``) is kept for agents
+        and replays; other games show their own text."""
+        name = self.settings["game"]
+        if name in ("kuhn_poker", "leduc_poker") and self.state is not None:
+            try:
+                return poker_view(name, self.state, p, self.game.get_parameters())
+            except Exception:  # an unforeseen variant: the engine's own view
+                pass
+        return self.text(p)
+
     def information_state(self, p: int) -> str:
         return self.state.information_state_string(p)
 
@@ -221,6 +234,97 @@ class OpenSpielCore(GameCore):
         d["info"] = "perfect" if self.perfect_information else "imperfect"
         d["chance"] = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
         return d
+
+
+# -- poker in words ------------------------------------------------------------------------
+_RANKS = "JQKA"
+_SUITS = "♠♥♦♣"
+
+
+def _player(q: int, p: int) -> str:
+    return "you" if q == p else f"player {q}"
+
+
+def _card(name: str, card: int, params: dict) -> str:
+    if name == "kuhn_poker":
+        return _RANKS[card] if params.get("players", 2) + 1 <= len(_RANKS) else f"card {card}"
+    suits = int(params.get("suits", 2) or 2)  # Leduc: card // suits is the rank, card % suits the suit
+    rank, suit = divmod(card, suits)
+    return (_RANKS[rank] if rank < len(_RANKS) else str(rank)) + (_SUITS[suit] if suit < len(_SUITS) else "")
+
+
+def poker_view(name: str, state, p: int, params: dict) -> str:
+    """What player `p` knows of a Kuhn or Leduc poker hand, in words: its card (and Leduc's public
+    card), each betting round as moves ("player 0 checked, you bet 1"), the pot and, at the end, the
+    cards shown down and what `p` won or lost. Read off the engine's history, showing the other
+    players' cards only where a showdown reveals them."""
+    n = state.num_players()
+    leduc = name == "leduc_poker"
+    history = [(pa.player, pa.action) for pa in state.full_history()]
+    deals = [a for q, a in history if q < 0]
+    private = deals[:n]
+    public = deals[n] if leduc and len(deals) > n else None
+    stake = [1] * n  # the antes
+    folded: set[int] = set()
+    rounds: list[list[str]] = [[]]
+    chance_seen = 0
+    outstanding = False  # a bet to answer in this round
+    for q, a in history:
+        if q < 0:
+            chance_seen += 1
+            if chance_seen > n:  # Leduc's public card opens round 2
+                rounds.append([])
+                outstanding = False
+            continue
+        who = _player(q, p)
+        if not leduc:  # 0: pass, 1: bet
+            if a == 1:
+                stake[q] += 1
+                rounds[-1].append(f"{who} {'called' if outstanding else 'bet 1'}")
+                outstanding = True
+            elif outstanding:
+                folded.add(q)
+                rounds[-1].append(f"{who} folded")
+            else:
+                rounds[-1].append(f"{who} checked")
+            continue
+        size = 2 if len(rounds) == 1 else 4  # 0: fold, 1: call (check), 2: raise (bet)
+        top = max(stake)
+        if a == 0:
+            folded.add(q)
+            rounds[-1].append(f"{who} folded")
+        elif a == 1:
+            rounds[-1].append(f"{who} {'called' if stake[q] < top else 'checked'}")
+            stake[q] = top
+        else:
+            rounds[-1].append(f"{who} {'raised' if outstanding else 'bet'} {size}")
+            stake[q] = top + size
+            outstanding = True
+        if a == 1 and all(stake[i] == top for i in range(n) if i not in folded):
+            outstanding = False
+    title = "Kuhn poker" if not leduc else "Leduc poker"
+    lines = [f"{title}: you are player {p}"]
+    lines.append(f"Your card: {_card(name, private[p], params)}" if p < len(private) else "Your card: not dealt yet")
+    if leduc:
+        lines.append(f"Public card: {_card(name, public, params)}" if public is not None else
+                     "Public card: none (the hand ended before it was dealt)" if state.is_terminal() else
+                     "Public card: not dealt yet (it comes after the first betting round)")
+    for i, moves in enumerate(rounds, 1):
+        label = "Betting" if not leduc else f"Round {i} betting"
+        lines.append(f"{label}: {', '.join(moves) if moves else 'no moves yet'}")
+    lines.append(f"Pot: {sum(stake)} chips (you put in {stake[p]})")
+    if state.is_terminal():
+        left = [i for i in range(n) if i not in folded]
+        if len(left) > 1:
+            shown = ", ".join(f"{_player(i, p)} {'have' if i == p else 'has'} {_card(name, private[i], params)}"
+                              for i in left)
+            lines.append(f"Showdown: {shown}")
+        elif left:
+            lines.append(f"No showdown: everyone else folded to {_player(left[0], p)}")
+        won = state.returns()[p]
+        lines.append(f"You {'win' if won > 0 else 'lose' if won < 0 else 'get back'} "
+                     f"{abs(won):g} chip{'s' if abs(won) != 1 else ''}" + (" (a tie)" if won == 0 else ""))
+    return "\n".join(lines)
 
 
 def _spiel_version() -> str:

@@ -14,7 +14,14 @@ Spec
   knows a game's legal set (TicTacToe, Kuhn Poker) ``legal_actions`` lists it;
   Simple Negotiation offers ``sample_action`` for random play.
 * Observation: the text TextArena builds for the player (its wrappers decide
-  how much history is shown); ``arena/SimpleNegotiation-v2`` builds its own.
+  how much history is shown); ``arena/SimpleNegotiation-v2`` builds its own. Once the game is
+  over each player's view is the final position: the messages of the last move (the winning
+  mark, the last showdown), which TextArena queues and never shows, are read in, and the lines
+  offering moves are left out (Kuhn Poker's extra hand dealt after the last round too, in the
+  place of its board: ``Game over: <reason>``).
+* For people (`human_view`, `rules`): the view without TextArena's prompt, which is the rules
+  (`rules` gives it, for a terminal to print once), and without the list of moves where the
+  arena knows them (TicTacToe, Kuhn Poker); Kuhn Poker's adds the round, the card and the pot.
 * Rewards: TextArena's final rewards from ``close()`` (0.7 semantics), at the end.
 * Invalid moves: reported to the caller with TextArena's reason (the same player
   moves again); the arena's invalid-move policy decides when the offender loses.
@@ -69,6 +76,9 @@ _RESOURCES = ["Wheat", "Wood", "Sheep", "Brick", "Ore"]
 #: textarena 0.7.4's source); all others run with the state swap.
 _RANDOM_FREE = frozenset({"TicTacToeEnv"})
 _CELLS = [f"[{i}]" for i in range(9)]
+#: The lines of a view that offer the moves (TicTacToe's, Kuhn Poker's): left out once the game is over,
+#: and from the view for people (whose terminal numbers the legal moves itself).
+_MOVES_LINE = re.compile(r"^\s*(\[GAME\] )?(Available Moves:|Your available actions are:)")
 #: TextArena 0.7.4 observation wrappers whose ``observation(player_id, obs)`` only appends `obs` to
 #: ``full_observations[player_id]`` and returns ``_convert_obs_to_str(player_id)``, a string made
 #: from that list alone (and the fixed role names): the core keeps the list up to date every move
@@ -84,6 +94,11 @@ def _textarena():
     import textarena as ta
 
     return ta
+
+
+def _is_prompt(entry) -> bool:
+    kind = entry[2] if isinstance(entry, tuple) and len(entry) > 2 else None
+    return getattr(kind, "name", None) == "PROMPT"
 
 
 def _unwrap(env):
@@ -318,6 +333,35 @@ class TextArenaCore(GameCore):
         reasons = {str(v.get("reason", "")) for v in (game_info or {}).values() if isinstance(v, dict)}
         self.outcome_reason = "; ".join(sorted(r for r in reasons if r))
         self._done = True
+        self._final_views()
+
+    def _final_views(self) -> None:
+        """Each player's view of the final position. The move that ends a TextArena game leaves its
+        messages (the last mark, the last showdown) queued for the players, and TextArena never asks
+        for them: each player's view would stop before the last move. Here every player's queue is
+        read through the observation wrappers as TextArena would at that player's next turn."""
+        st = getattr(self.base, "state", None)
+        queues = getattr(st, "observations", None)
+        if not isinstance(queues, dict):
+            return
+        if self._kind == "KuhnPokerEnv":
+            # After the last round TextArena deals one more hand ("Starting round 6 out of 5"): not played.
+            gs = st.game_state
+            phantom = f"### Starting round {gs.get('current_round')} out of"
+            from textarena.core import GAME_ID, ObservationType
+
+            for p, queue in queues.items():
+                queues[p] = [m for m in queue if not str(m[1]).startswith((phantom, "Your available actions"))]
+                # in the place of the board (the moves offered, or the round's first line again)
+                queues[p].append((GAME_ID, f"Game over: {self.outcome_reason}".rstrip(": "),
+                                  ObservationType.GAME_BOARD))
+        mover = st.current_player_id
+        try:
+            for p in range(2):
+                st.current_player_id = p
+                self._observe()
+        finally:
+            st.current_player_id = mover
 
     # -- outcome ---------------------------------------------------------------
     def returns(self) -> list[float]:
@@ -331,7 +375,52 @@ class TextArenaCore(GameCore):
         text = self._texts[p]
         if text is _PENDING:
             text = self._texts[p] = self._lazy.text(p)
+        if self._done and text:
+            # The final position: no moves are left to offer.
+            text = "\n".join(ln for ln in text.split("\n") if not _MOVES_LINE.match(ln)).rstrip()
         return text
+
+    def rules(self, p: int) -> str | None:
+        """The game's prompt for player `p` (its rules), which TextArena repeats in every view."""
+        for entry in self._history(p):
+            if _is_prompt(entry):
+                return str(entry[1]).strip() or None
+        return None
+
+    def human_view(self, p: int) -> str:
+        """The view without the rules (`rules` has them) and, where the arena knows the legal moves
+        (TicTacToe, Kuhn Poker: a person's terminal numbers them), without TextArena's line of moves;
+        in Kuhn Poker with the pot."""
+        text = self.text(p)
+        if self._kind in ("TicTacToeEnv", "KuhnPokerEnv"):
+            text = "\n".join(ln for ln in text.split("\n") if not _MOVES_LINE.match(ln))
+        rules = self.rules(p)
+        if rules:
+            at = text.find(rules)
+            if at >= 0:
+                before = text[:at]
+                if before.rstrip().endswith("[GAME]"):  # LLMObservationWrapper's sender tag
+                    before = before.rstrip()[:-len("[GAME]")]
+                text = before + text[at + len(rules):]
+        lines = text.rstrip().split("\n")
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        text = "\n".join(lines) or "(no moves yet)"
+        if self._kind == "KuhnPokerEnv" and not self._done:
+            gs, base = self.base.state.game_state, self.base
+            text += (f"\nRound {gs['current_round']} of {base.max_rounds}: your card is "
+                     f"{base._rank_to_str(gs['player_cards'][p])}, the pot is {gs['pot']} chips")
+        return text
+
+    def _history(self, p: int) -> list:
+        """Player `p`'s entries ``(sender, message, type)`` in the observation wrapper's history."""
+        w = self.env
+        while w is not None:
+            hist = w.__dict__.get("full_observations")
+            if isinstance(hist, dict):
+                return list(hist.get(p) or [])
+            w = w.__dict__.get("env")
+        return []
 
     def action_to_text(self, p: int, action: Any) -> str:
         return action if type(action) is str else super().action_to_text(p, action)
@@ -510,6 +599,9 @@ class NegotiationCore(TextArenaCore):
             if choice < 2:
                 return "[Deny]"
         return _random_offer(mine, rng) or "I have nothing to offer."
+
+    def rules(self, p: int) -> str | None:
+        return None  # the view states this core's own rules every turn (TextArena's prompt is not them)
 
     def text(self, p: int) -> str:
         if getattr(self.base, "state", None) is None:

@@ -152,19 +152,19 @@ def core_for_replay(replay: Replay, render_mode: str | None = None):
     return core
 
 
-def resimulate(replay: Replay, record: str | None = None):
+def resimulate(replay: Replay, record: str | None = None, seat_agent: Callable[[list, int], Any] = ReplayAgent):
     """Play the replay's recorded moves again through its game: ``(core, MatchResult)``.
 
     `record`: what the new replay holds, ``"text"`` or ``"actions"`` (default: what the
     recorded one holds). The core is left in the final state (after the last move), for
-    views of the end.
+    views of the end. `seat_agent(steps, seat)` makes each seat's player (a `ReplayAgent`).
     """
     from arena.match import InvalidMovePolicy, play_match
 
     h = replay.header
     core = core_for_replay(replay)
     seats = len(h["players"])
-    agents = [ReplayAgent(replay.steps, s) for s in range(seats)]
+    agents = [seat_agent(replay.steps, s) for s in range(seats)]
     policy = InvalidMovePolicy(**h.get("policy", {}))
     again = play_match(core, agents, seed=h.get("seed"), policy=policy, max_moves=h.get("max_moves"),
                        match_id=h["match_id"], record=record or replay.record)
@@ -292,14 +292,15 @@ def verify_replay(replay: Replay | str | os.PathLike) -> VerifyReport:
     return report
 
 
-def _verify(replay: Replay | str | os.PathLike, record: str | None = None):
+def _verify(replay: Replay | str | os.PathLike, record: str | None = None,
+            seat_agent: Callable[[list, int], Any] = ReplayAgent):
     """(report, core in the final state, the re-simulated replay)."""
     if not isinstance(replay, Replay):
         replay = read_replay(replay)
     h = replay.header
     from arena.envs.registry import game_origin
 
-    core, again = resimulate(replay, record)
+    core, again = resimulate(replay, record, seat_agent)
     warnings = []
     recorded, now = h.get("entry_point"), game_origin(h["game_id"]).get("entry_point")
     if recorded and now and recorded != now:
@@ -331,25 +332,58 @@ def _verify(replay: Replay | str | os.PathLike, record: str | None = None):
 
 @dataclass
 class FinalView:
-    """What the players see once the last recorded move is made (`texts[p]`, None where unknown).
+    """What the players see once the last recorded move is made (`texts[p]`, None where unknown), and
+    the same as people read it (`shown[p]`: `GameCore.human_view`, cards by name and no repeated
+    rules; None where not re-simulated).
 
     `note` says why there is no view (the game is not loaded, the re-simulation differs).
     """
 
     texts: list[str | None]
     note: str = ""
+    shown: list[str | None] | None = None
 
 
 @dataclass
 class ReplayViews:
     """What a replay shows, step by step: `steps[i]` is the text the player of step i saw before
-    its move, `action_texts[i]` that move as the game writes it (None where unknown), and `final`
-    the view after the last move. `note` says why the re-simulated views are missing."""
+    its move, `action_texts[i]` that move as the game writes it (None where unknown), `shown[i]` the
+    view of step i as people read it (`GameCore.human_view`; None where not re-simulated), and
+    `final` the view after the last move. `note` says why the re-simulated views are missing."""
 
     steps: list[str | None]
     action_texts: list[str | None]
     final: FinalView
     note: str = ""
+    shown: list[str | None] | None = None
+
+
+class _Showing(ReplayAgent):
+    """A replaying seat that also keeps the view for people of each position it is asked to move in:
+    ``out[(seat, move)]``, one per attempt, in order."""
+
+    def __init__(self, steps: list[dict], seat: int, out: dict):
+        super().__init__(steps, seat)
+        self.out = out
+
+    def act(self, observation) -> Any:
+        try:
+            view = observation.human_view
+        except Exception:  # a game's rendering that breaks: the text shows instead
+            view = None
+        self.out.setdefault((observation.player, observation.step), deque()).append(view)
+        return super().act(observation)
+
+
+def _human_views(core, n: int) -> list[str | None]:
+    out: list[str | None] = []
+    for p in range(n):
+        try:
+            fn = getattr(core, "human_view", None)
+            out.append(fn(p) if fn is not None else core.text(p))
+        except Exception:
+            out.append(None)
+    return out
 
 
 def replay_views(replay: Replay) -> ReplayViews:
@@ -364,8 +398,9 @@ def replay_views(replay: Replay) -> ReplayViews:
     def missing(note: str) -> ReplayViews:
         return ReplayViews(own, own_actions, FinalView([None] * n, note), note)
 
+    seen: dict = {}
     try:
-        report, core, again = _verify(replay, "text")
+        report, core, again = _verify(replay, "text", lambda steps, seat: _Showing(steps, seat, seen))
     except ReplayError as e:
         return missing(str(e))
     except Exception as e:  # a plug-in game that breaks must not break the viewer
@@ -381,9 +416,14 @@ def replay_views(replay: Replay) -> ReplayViews:
                 texts.append(core.text(p))
             except Exception:
                 texts.append(None)
-        _textarena_final(core, replay, texts, steps)
+        shown: list[str | None] = []
+        for s in steps[:count]:
+            queue = seen.get((s.get("player"), s.get("t")))
+            shown.append(queue.popleft() if queue and s.get("obs") is not None else None)
+            if shown[-1] is None and s.get("obs") is not None:
+                shown[-1] = s["obs"]
         return ReplayViews([s.get("obs") for s in steps][:count], [s.get("action_text") for s in steps][:count],
-                           FinalView(texts))
+                           FinalView(texts, shown=_human_views(core, n)), shown=shown)
     finally:
         core.close()
 
@@ -413,31 +453,6 @@ def final_view(replay: Replay) -> FinalView:
     again to get there.
     """
     return replay_views(replay).final
-
-
-def _textarena_final(core, replay: Replay, texts: list[str | None], steps: list[dict]) -> None:
-    """TextArena cores keep each player's last observation, from before the game ended; the
-    engine still holds the closing one (final board, result messages) for one player: ask it
-    through TextArena's own `get_observation`, and drop the views that stop before the end.
-    `steps`: the step lines with the observations (the re-simulated ones)."""
-    get = getattr(getattr(core, "env", None), "get_observation", None)
-    if getattr(core, "source", None) != "textarena" or get is None or replay.result.get("outcome") != "normal":
-        return  # (after a forfeit or a move limit no move ended the game: the views are the end)
-    last = {}
-    for s in steps:
-        if s.get("obs") is not None:
-            last[s.get("player")] = s["obs"]
-    if not any(texts[p] is not None and texts[p] == last.get(p) for p in range(len(texts))):
-        return  # the core's own view already shows the end
-    try:
-        pid, text = get()
-    except Exception:
-        return
-    if isinstance(pid, int) and 0 <= pid < len(texts) and isinstance(text, str) and text:
-        for p in range(len(texts)):  # the other views stop before the end: leave them out
-            if p != pid and texts[p] == last.get(p):
-                texts[p] = None
-        texts[pid] = text
 
 
 def _short(x: Any, n: int = 80) -> str:

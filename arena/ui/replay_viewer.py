@@ -4,9 +4,11 @@ Pages 1..N are the recorded steps (what the player saw, then its move); the page
 the last step is the final position, the state after the last move. Replays store each
 observation before its move, and an actions-only replay (``record: actions``) stores none,
 so the viewer re-simulates the match through its game (`arena.match.verify.replay_views`),
-once, when a page first needs it: the final page always, every page of an actions-only
-replay. Where the game is not loaded (a plug-in) it says which ``--plugin`` to pass and
-shows the moves and the result alone.
+once, when the first page needs it. Every page shows the views as people read them
+(`GameCore.human_view`: Kuhn and Leduc poker's cards by name and betting in words, TextArena's
+views without the rules they repeat), never the stored text unless the re-simulation fails.
+Where the game is not loaded (a plug-in) it says which ``--plugin`` to pass and shows the
+recorded views (a text replay's), the moves and the result alone.
 """
 
 from __future__ import annotations
@@ -66,7 +68,10 @@ def step_panel(replay: Replay, i: int, views=None) -> Panel:
     body = Text()
     seen, action_text = s.get("obs"), s.get("action_text")
     if views is not None:
-        if seen is None and i < len(views.steps):
+        shown = views.shown[i] if views.shown is not None and i < len(views.shown) else None
+        if shown is not None:
+            seen = shown
+        elif seen is None and i < len(views.steps):
             seen = views.steps[i]
         if action_text is None and i < len(views.action_texts):
             action_text = views.action_texts[i]
@@ -88,7 +93,7 @@ def step_panel(replay: Replay, i: int, views=None) -> Panel:
 def final_panel(replay: Replay, view) -> Panel:
     """The position after the last move: each player's view (once if they all see the same), and the result."""
     parts: list = []
-    texts = list(view.texts)
+    texts = list(view.shown if getattr(view, "shown", None) is not None else view.texts)
     known = [t for t in texts if t is not None]
     if known and all(t == known[0] for t in known) and len(known) == len(texts):
         parts.append(Text(known[0] + "\n"))
@@ -116,7 +121,6 @@ def show(replay: Replay, console: Console | None = None, step: int | None = None
     n = len(replay.steps)
     _views: list = []
     _final: list = []
-    actions_only = replay.record == "actions"
 
     def views():  # one re-simulation serves every page
         if not _views:
@@ -132,7 +136,7 @@ def show(replay: Replay, console: Console | None = None, step: int | None = None
 
     def page(i: int) -> None:
         if i < n:
-            console.print(step_panel(replay, i, views() if actions_only else None))
+            console.print(step_panel(replay, i, views()))
             return
         view = final_view()
         console.print(final_panel(replay, view))

@@ -11,14 +11,18 @@ from arena.match.batch import AgentSummary
 
 
 def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:
+    """One row per agent. A one-player game (a single row: no one to win against) has no W/D/L or
+    win-rate columns, its mean return alone."""
     t = Table(title=title, title_justify="left")
     t.add_column("agent", overflow="fold", max_width=32)
-    for col, just in ( ("games", "right"), ("W", "right"), ("D", "right"), ("L", "right"),
-                      ("win rate", "right"), ("mean return", "right"), ("invalid", "right"), ("ms/move", "right")):
-        t.add_column(col, justify=just, no_wrap=True)
+    duel = len(rows) > 1
+    cols = (("games", "W", "D", "L", "win rate") if duel else ("games",)) + ("mean return", "invalid", "ms/move")
+    for col in cols:
+        t.add_column(col, justify="right", no_wrap=True)
     for s in rows:
-        t.add_row(escape(s.spec), str(s.games), str(s.wins), str(s.draws), str(s.losses), f"{s.win_rate:.3f}",
-                  f"{s.mean_return:+.3f}", str(s.invalid), f"{1000 * s.move_time / max(s.move_calls, 1):.2f}")
+        record = [str(s.wins), str(s.draws), str(s.losses), f"{s.win_rate:.3f}"] if duel else []
+        t.add_row(escape(s.spec), str(s.games), *record, f"{s.mean_return:+.3f}", str(s.invalid),
+                  f"{1000 * s.move_time / max(s.move_calls, 1):.2f}")
     return t
 
 
