@@ -8,7 +8,11 @@ counts. The file holds the PID of the process that last took it, for the one-lin
 writer gets. Readers (`arena ratings`, `league status`, `arena serve`, `replay`) and passive clients
 (`League.open`: a person playing a league player) never take it.
 
-The lock is ``flock`` (POSIX); where ``fcntl`` is missing (Windows) no lock is taken. One process may
+The lock is a POSIX record lock (``lockf``), which belongs to the process that took it: a child
+forked afterwards (a pool of match workers started with ``fork``) does not hold it, so an orphaned
+worker left by a ``kill -9`` never keeps the next run out (an ``flock`` would stay with every
+forked copy of the descriptor). The one file of the lock is opened once per process and closed only
+with the lock, as record locks require. Where ``fcntl`` is missing (Windows) no lock is taken. One process may
 open several `League` objects on one folder (tests do, one after another): they share the
 process's lock, which is released when the last of them is gone.
 """
@@ -55,7 +59,7 @@ def writer_lock(directory: str | Path) -> WriterLock | None:
             return lock
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = _read_pid(fd)
             os.close(fd)

@@ -343,3 +343,46 @@ def test_a_worker_failure_still_counts_toward_max_attempts(tmp_path):
     assert league.store.requeue(mid, "WorkerLost: died", 2) == "queued"
     league.store.mark_running(mid)
     assert league.store.requeue(mid, "WorkerLost: died", 2) == "failed"
+
+
+def test_a_worker_forked_by_a_killed_writer_does_not_keep_the_lock(tmp_path):
+    """A writer's match workers may be forked (`arena.match.batch` uses fork): when the writer is
+    killed with SIGKILL and such a worker lives on, the next writer still gets the lock (a record
+    lock belongs to the process that took it; an flock would live on in every forked copy)."""
+    import signal
+    import time
+
+    ready = tmp_path / "child.pid"
+    code = textwrap.dedent(f"""
+        import os, time
+        from arena.league.lock import writer_lock
+        held = writer_lock({str(tmp_path)!r})
+        pid = os.fork()
+        if pid == 0:  # the forked worker: outlives its parent
+            time.sleep(60)
+            os._exit(0)
+        open({str(ready)!r}, "w").write(str(pid))
+        time.sleep(60)
+    """)
+    writer = subprocess.Popen([sys.executable, "-c", code])
+    child = None
+    try:
+        for _ in range(600):
+            if ready.exists() and ready.read_text():
+                break
+            time.sleep(0.05)
+        child = int(ready.read_text())
+        with pytest.raises(LeagueBusy, match=f"being run by process {writer.pid}"):
+            writer_lock(tmp_path)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        os.kill(child, 0)  # the forked worker is still alive ...
+        assert writer_lock(tmp_path) is not None  # ... and the lock is free
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        if child:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
