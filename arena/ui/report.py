@@ -1,9 +1,12 @@
 """A league report as ONE self-contained HTML file.
 
 Open it straight from disk: CSS is inline, plots are embedded as base64 PNG
-data URIs, and there is no script and no external resource. Replay links are
-relative (``replays/<match_id>.jsonl.gz`` from the league directory), so the
-report keeps working when the whole league folder is copied elsewhere.
+data URIs, and there is no script and no external resource. Replay files are
+linked relative (``replays/<match_id>.jsonl.gz`` from the league directory), so
+the report keeps working when the whole league folder is copied elsewhere. Every
+replay, a file or kept in the league's database, also links to the replay page
+of ``arena serve DIR`` at its default address (``SERVE_URL``) and shows the
+``arena replay show DIR ID`` command that reads it in the terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import base64
 import html
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -66,6 +70,7 @@ td.mass { font-weight: 600; color: #6b2f8f; }
 .plots figure { margin: 0; background: #fff; border: 1px solid var(--line); padding: 6px; }
 .plots img { max-width: 100%; height: auto; display: block; }
 .muted { color: var(--muted); }
+code.cmd { color: var(--muted); font-size: 11px; white-space: nowrap; }
 code, pre { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12px; }
 pre { background: #fff; border: 1px solid var(--line); padding: 10px; overflow-x: auto; }
 dl.config { display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px; margin: 8px 0; }
@@ -173,11 +178,27 @@ def _players_html(store: LeagueStore) -> str:
     return _table(headers, body, "players")
 
 
-def _replay_link(store: LeagueStore, r: ResultRow, out_dir: Path) -> str:
+#: Where `arena serve` listens by default: the report's replay links open its replay page there.
+SERVE_URL = "http://127.0.0.1:8000"
+
+
+def _show_command(store: LeagueStore, match_id: str) -> str:
+    return f"arena replay show {shlex.quote(str(store.dir))} {shlex.quote(match_id)}"
+
+
+def _replay_link(store: LeagueStore, r: ResultRow, out_dir: Path, serve_url: str = SERVE_URL) -> str:
+    """The replay's cell: a link to `arena serve`'s replay page, the file where the replay is one, and
+    the command that shows it in the terminal.
+
+    The page's link is absolute: the report is a file opened from disk (``file://``), where a relative
+    link would name a file, not the server; ``arena serve DIR`` answers on `serve_url` (its default
+    address) once started. Replays kept in the league's database have no file to link to."""
+    page = (f'<a href="{_e(serve_url.rstrip("/"))}/replay/{_e(quote(r.match_id, safe=""))}" '
+            f'title="open it in the replay viewer of arena serve (start arena serve first)">view</a>')
+    command = f'<br><code class="cmd">{_e(_show_command(store, r.match_id))}</code>'
     if r.replay and "#" in Path(r.replay).name and not Path(r.replay).exists():
-        # kept in the league's database: no file to link to; the id is what `arena replay show` takes
-        return (f'<td title="arena replay show {_e(store.dir)} {_e(r.match_id)}"><code>{_e(r.match_id)}</code>'
-                ' <span class="muted">(in league.db)</span></td>')
+        # kept in the league's database: the page and the command read it there
+        return f'<td>{page} <span class="muted">(in league.db)</span>{command}</td>'
     compress = bool((store.get_meta("config") or {}).get("compress_replays", True))
     stored = Path(r.replay) if r.replay else None
     name = stored.name if stored else r.match_id + (".jsonl.gz" if compress else ".jsonl")
@@ -190,21 +211,24 @@ def _replay_link(store: LeagueStore, r: ResultRow, out_dir: Path) -> str:
     if path is None:
         return '<td class="muted">missing</td>'
     rel = os.path.relpath(path.resolve(), out_dir.resolve()).replace(os.sep, "/")
-    return f'<td><a href="{_e(quote(rel))}">{_e(path.name)}</a></td>'
+    return f'<td>{page} &middot; <a href="{_e(quote(rel))}">{_e(path.name)}</a>{command}</td>'
 
 
-def _results_html(store: LeagueStore, out_dir: Path, n: int) -> str:
+def _results_html(store: LeagueStore, out_dir: Path, n: int, serve_url: str = SERVE_URL) -> str:
     rows = recent_results(store, n)
     if not rows:
         return '<p class="muted">No results yet.</p>'
+    note = (f'<p class="muted">A replay\'s "view" link opens it in the replay viewer of '
+            f"<code>arena serve {_e(shlex.quote(str(store.dir)))}</code>, which listens on {_e(serve_url)} "
+            "by default (start it first); the command under it shows the replay in the terminal.</p>")
     headers = [("Commit", "num"), ("Match", ""), ("Game", ""), ("Players", ""), ("Returns", ""), ("Outcome", ""),
                ("Moves", "num"), ("Replay", "")]
     body = []
     for r in reversed(rows):
         body.append([_td(r.commit_seq, "num"), f"<td><code>{_e(r.match_id)}</code></td>", _td(r.game),
                      _td(" vs ".join(r.players)), _td(", ".join(f"{float(x):g}" for x in r.returns)),
-                     _td(describe_outcome(r)), _td(r.moves, "num"), _replay_link(store, r, out_dir)])
-    return _table(headers, body, "results")
+                     _td(describe_outcome(r)), _td(r.moves, "num"), _replay_link(store, r, out_dir, serve_url)])
+    return note + _table(headers, body, "results")
 
 
 def _events_html(store: LeagueStore, n: int) -> str:
@@ -240,8 +264,10 @@ def _config_html(cfg: dict | None) -> str:
             f"<details><summary>Full configuration</summary><pre>{full}</pre></details>")
 
 
-def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, recent: int = 20) -> str:
-    """The report's HTML text; replay links are made relative to `out_dir` (default: the league directory)."""
+def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, recent: int = 20,
+                  serve_url: str = SERVE_URL) -> str:
+    """The report's HTML text; replay files are linked relative to `out_dir` (default: the league
+    directory), every replay's page at `arena serve`'s `serve_url`."""
     out_dir = Path(out_dir) if out_dir is not None else store.dir
     name = league_name(store)
     cfg = store.get_meta("config")
@@ -298,7 +324,7 @@ def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, rece
 <div class="cards">{cards_html}</div>
 {"".join(sections)}
 <section id="players"><h2>Players</h2>{_players_html(store)}</section>
-<section id="results"><h2>Recent results</h2>{_results_html(store, out_dir, recent)}</section>
+<section id="results"><h2>Recent results</h2>{_results_html(store, out_dir, recent, serve_url)}</section>
 <section id="events"><h2>Recent events</h2>{_events_html(store, recent)}</section>
 <section id="config"><h2>Configuration</h2>{_config_html(cfg)}</section>
 </main>

@@ -19,7 +19,7 @@ from arena.league.config import GameEntry, LeagueConfig, LearnerEntry, PlayerEnt
 from arena.league.manager import League, open_league
 from arena.ui.plots import plot_all, plot_payoff, plot_ratings
 from arena.league.ratings import alpharank, scores_from_returns
-from arena.ui.report import write_report
+from arena.ui.report import SERVE_URL, write_report
 from arena.league.storage import OVERALL, LeagueStore
 from arena.league.queries import rating_rows, recent_results
 from arena.ui.views import (
@@ -274,8 +274,11 @@ def test_report_contents(store, report):
     for p in store.players():
         assert html.escape(p.name) in text
     assert text.count("data:image/png;base64,") >= 2 * len(store.rated_games())
-    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", text, re.I)
-    assert "http://" not in text and "https://" not in text
+    assert not re.search(r"""src\s*=\s*["']?\s*(?:https?:)?//""", text, re.I)  # nothing loaded from anywhere
+    # the only absolute links: each replay's page on the local `arena serve` (opened by a click, never fetched)
+    pages = re.findall(r"""href\s*=\s*["']?\s*((?:https?:)?//[^"'\s>]*)""", text, re.I)
+    assert pages and all(re.fullmatch(re.escape(SERVE_URL) + r"/replay/m\d{8}", p) for p in pages)
+    assert "http://" not in text.replace(SERVE_URL, "") and "https://" not in text
     assert "<script" not in text.lower()
     assert "quickstart" in text  # league name from the stored config
     for g in store.rated_games():
@@ -299,7 +302,7 @@ def test_report_elsewhere_links_relative_and_escapes(league_dir, tmp_path):
         out = write_report(s, tmp_path / "site" / "index.html")
         text = out.read_text(encoding="utf-8")
         assert "&lt;b&gt;x&amp;y" in text and "<b>x&y" not in text
-        links = re.findall(r'href="([^"#][^"]*)"', text)
+        links = [x for x in re.findall(r'href="([^"#][^"]*)"', text) if not x.startswith(SERVE_URL)]
         assert links and all(link.startswith("../league/replays/") for link in links)
         # The copied league's replays, not the original's absolute paths.
         assert all((out.parent / link).resolve().exists() for link in links)
@@ -314,10 +317,13 @@ def test_report_of_a_league_keeping_replays_in_its_database_names_them(tmp_path)
     s = open_league(tmp_path / "L")
     try:
         text = write_report(s).read_text(encoding="utf-8")
-        assert not re.findall(r'href="([^"#][^"]*)"', text)  # no file to link to
+        # no file to link to: each replay links to arena serve's replay page, with the terminal's command
+        links = re.findall(r'href="([^"#][^"]*)"', text)
+        assert sorted(links) == sorted(f"{SERVE_URL}/replay/{r.match_id}" for r in recent_results(s, 6))
         for r in recent_results(s, 6):
-            assert f"<code>{r.match_id}</code> <span class=\"muted\">(in league.db)</span>" in text
-            assert f'title="arena replay show {s.dir} {r.match_id}"' in text
+            assert (f'<a href="{SERVE_URL}/replay/{r.match_id}" title="open it in the replay viewer of arena serve '
+                    f'(start arena serve first)">view</a> <span class="muted">(in league.db)</span>') in text
+            assert f'<code class="cmd">arena replay show {s.dir} {r.match_id}</code>' in text
     finally:
         s.close()
 

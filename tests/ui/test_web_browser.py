@@ -4,6 +4,7 @@ once, and names and moves that are HTML shown as text (no dialog ever opens)."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -189,3 +190,92 @@ def test_closing_the_tab_mid_game_forfeits_once(server, browser, store):
     assert row.players[0] == "quitter" and row.outcome == "forfeit" and "left the page" in row.reason
     assert store.result_count("external") == before + 1
     assert store.conn.execute("SELECT COUNT(*) FROM results WHERE match_id=?", (match_id,)).fetchone()[0] == 1
+
+
+# -- what a newcomer reads: the plots' numbers, poker in words, a one-player league ------------------
+def test_heatmap_cells_carry_their_values_and_a_colour_scale(server, page):
+    page.goto(server.url + "/")
+    page.wait_for_selector("#heatmap rect.cell")
+    pay = page.request.get(server.url + "/api/payoff").json()
+    want = sorted(str(round(100 * v)) for row in pay["win_rate"] for v in row if v is not None)
+    assert sorted(page.locator("#heatmap text.value").all_text_contents()) == want
+    assert page.locator("#heatmap text.legend").all_text_contents() == ["0%", "50%", "100%"]
+    tip = page.locator("#heatmap rect.cell[data-row='0'][data-col='1'] title").text_content()
+    a, b = pay["players"][0], pay["players"][1]
+    v = pay["win_rate"][0][1]
+    assert tip == (f"{a} vs {b}: never met" if v is None else
+                   f"{a} vs {b}: {100 * v:.1f}% won by {a} over {pay['games'][0][1]:.1f} games (decayed; draws count half)")
+    assert page.dialogs == [] and page.errors == []
+
+
+def test_rating_chart_has_round_ticks_and_a_hover_readout(server, page, store):
+    page.goto(server.url + "/")
+    page.wait_for_selector("#curves polyline")
+    ticks = [int(t) for t in page.locator("#curves text.ytick").all_text_contents()]
+    assert len(ticks) >= 5 and len({b - a for a, b in zip(ticks, ticks[1:])}) == 1  # evenly spaced round numbers
+    hist = page.request.get(server.url + "/api/history").json()
+    last = max(pt[0] for p in hist["players"] for pt in hist["series"][p])
+    box = page.locator("#curves .hover-area").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
+    elo = store.elo("*")
+    ranked = sorted(hist["players"], key=lambda p: -elo[p])
+    want = f"after result {last}: " + " \u00b7 ".join(f"{p} {elo[p]:.1f}" for p in ranked)
+    assert page.inner_text("#curves-readout") == want
+    assert page.dialogs == [] and page.errors == []
+
+
+def test_kuhn_on_the_play_page_in_words_then_both_cards(server, page):
+    page.goto(server.url + "/play")
+    page.wait_for_selector("#p-game option[value='openspiel/kuhn_poker-v0']", state="attached")
+    page.select_option("#p-game", "openspiel/kuhn_poker-v0")
+    page.select_option("#p-player", "first")
+    page.select_option("#p-seat", "0")
+    page.fill("#p-name", "cardplayer")
+    page.click("#p-start")
+    page.wait_for_selector("#p-status[data-status='your_turn']")
+    assert page.locator("#p-moves button").all_inner_texts() == ["check", "bet 1"]
+    mine = page.inner_text("#p-board .card")
+    page.click("#p-moves button:has-text('bet 1')")
+    page.wait_for_selector("#p-result table")
+    # "first" answers a bet with its first legal move: a fold
+    assert page.locator("#p-board .betting li.bet").all_inner_texts() == ["you bet 1", "first folded"]
+    assert "pot 3 chips" in page.inner_text("#p-board .hand-end h4")
+    rows = [r.split("\t") for r in page.locator("#p-board table.showdown tr[data-seat]").all_inner_texts()]
+    assert rows[0] == ["you", mine, "+1"] and rows[1][0] == "first" and rows[1][2] == "-1"
+    assert rows[1][1] in "JQK" and rows[1][1] != mine
+    # the engine's own text ("0bp") is never what the page shows for the hand: words, or folded away
+    assert not (page.is_visible("#p-view") and re.fullmatch(r"\s*[012][pb]*\s*", page.inner_text("#p-view")))
+    assert page.dialogs == [] and page.errors == []
+
+
+@pytest.fixture(scope="module")
+def solo_server(tmp_path_factory):
+    from arena.config import from_dict
+    from arena.league.config import LeagueConfig
+
+    d = tmp_path_factory.mktemp("solo")
+    cfg = from_dict(LeagueConfig, {"name": "solo", "seed": 5, "games": [{"id": "CartPole-v1"}], "matches": 8,
+                                   "seeds": 4, "in_flight": 2, "players": [{"name": "random", "agent": "random"},
+                                                                          {"name": "first", "agent": "first"}]})
+    League(cfg, d, backend="inline").run()
+    srv = start_in_background(d, port=0)
+    yield srv
+    srv.stop()
+
+
+def test_a_one_player_league_shows_its_returns_and_no_play_form(solo_server, page):
+    page.goto(solo_server.url + "/")
+    page.wait_for_selector("#board tr:nth-child(2)")
+    assert page.input_value("#game") == "CartPole-v1"
+    assert page.locator("#game option").all_inner_texts() == ["CartPole-v1 (one player: returns)"]
+    assert page.locator("#board th").all_inner_texts() == ["#", "player", "mean return", "std", "episodes",
+                                                           "common seeds", "forfeits"]
+    rows = page.request.get(solo_server.url + "/api/players?game=CartPole-v1").json()["rows"]
+    assert page.locator("#board td.name").all_inner_texts() == [r["player"] for r in rows]
+    assert not page.is_visible("#plots") and "no Elo" in page.inner_text("#board-note")
+    page.goto(solo_server.url + "/play")
+    page.wait_for_selector("#p-solo:not(.hidden)")
+    assert page.inner_text("#p-solo").startswith("This league's games are one-player games (CartPole-v1): there is "
+                                                 "no league player to play against")
+    assert not page.is_visible("#play-form")
+    assert page.dialogs == [] and page.errors == []

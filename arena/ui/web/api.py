@@ -203,19 +203,35 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
     # -- play -----------------------------------------------------------------------------------
     @router.get("/play/options", summary="What can be played: each game and the league players that play it")
     def play_options() -> dict:
+        # A one-player game has no seat for a person beside a league player: it is not offered here
+        # (its table is the returns'), and `solo` names those left out so the page can say so.
+        solo = set(data.games()["solo"])
         by_game: dict[str, list[str]] = {}
         for p in data.players():
             if p["kind"] == "human":
                 continue
             for g in p["games"]:
-                by_game.setdefault(g, []).append(p["name"])
+                if g not in solo:
+                    by_game.setdefault(g, []).append(p["name"])
         return {"games": [{"game": g, "players": names} for g, names in by_game.items()],
-                "token_required": token is not None}
+                "solo": sorted(solo), "token_required": token is not None}
 
     @router.post("/play", summary="Start a match against a league player", dependencies=[Depends(require_token)])
     def play_start(req: StartPlay, request: Request) -> Any:
         if any(ch in req.name for ch in "\r\n\t\x00"):
             raise HTTPException(400, "a name is one line of text")
+        solo = data.games()["solo"]
+        if req.game in solo:
+            raise HTTPException(400, f"{req.game} is a one-player game: there is no seat to play a league player "
+                                "in (its leaderboard ranks the players by mean return)")
+        if req.game is None:  # the player's first game that two can play
+            row = next((p for p in data.players() if p["name"] == req.player and p["kind"] != "human"), None)
+            if row is not None:
+                two = [g for g in row["games"] if g not in solo]
+                if not two:
+                    raise HTTPException(400, f"{req.player} plays only one-player games ({', '.join(row['games'])}): "
+                                        "there is nothing to play against it")
+                req.game = two[0]
         try:
             starts.take(request.client.host if request.client else "?")
             s = plays.start(req.game, req.player, req.seat, req.name.strip() or "human", req.seed)

@@ -10,7 +10,9 @@ Kinds:
 * ``grid``: ``rows`` x ``cols`` ``cells`` (row-major; "x", "o" or ""), ``style`` "ttt",
   "connect4" or "go" (how the page draws it); go also has ``col_labels`` and ``row_labels``.
 * ``chess``: ``squares``, 8 rows from rank 8 down, each 8 piece letters (FEN's) or "".
-* ``cards``: ``hand`` (the viewer's cards), ``public``, ``pot``, ``money``, ``history``, ``round``.
+* ``cards``: ``hand`` (the viewer's cards), ``public``, ``pot``, ``money``, ``history`` (the engine's
+  action names), ``moves`` (each move in words: ``{"player", "round", "text"}``, e.g. ``{"player": 1,
+  "round": 1, "text": "bet 1"}``: the page puts the player's name before it), ``round``.
 * ``negotiation``: ``resources`` [[name, quantity, value]], ``total``, ``offer`` (the open one).
 """
 
@@ -108,13 +110,24 @@ def chess_fen(text: str) -> dict | None:
 
 
 def openspiel_kuhn(text: str) -> dict | None:
-    """OpenSpiel's Kuhn view: the viewer's card (0-2: J, Q, K) then the moves (p: pass, b: bet)."""
+    """OpenSpiel's Kuhn view: the viewer's card (0-2: J, Q, K) then the moves (p: pass, b: bet).
+
+    Two players take turns from player 0; a pass is a check, or a fold when a bet is to be
+    answered; a bet is a bet of 1, or a call when one is. The pot is the two antes and every bet."""
     t = text.strip()
     if not t or t[0] not in "012" or set(t[1:]) - set("pb"):
         return None
     history = ["pass" if c == "p" else "bet" for c in t[1:]]
+    moves, to_answer = [], False
+    for i, c in enumerate(t[1:]):
+        if c == "b":
+            word = "called" if to_answer else "bet 1"
+            to_answer = True
+        else:
+            word = "folded" if to_answer else "checked"
+        moves.append({"player": i % 2, "round": 1, "text": word})
     return {"kind": "cards", "hand": [_KUHN_RANKS[int(t[0])]], "public": [], "pot": 2 + t.count("b"),
-            "money": None, "history": history, "round": None}
+            "money": None, "history": history, "moves": moves, "round": None}
 
 
 def _leduc_card(x: str) -> str | None:
@@ -122,17 +135,55 @@ def _leduc_card(x: str) -> str | None:
     return _KUHN_RANKS[int(x) // 2] if x.isdigit() and 0 <= int(x) < 6 else None
 
 
+#: Leduc's bet (and raise) in each round: 2 chips in the first, 4 in the second.
+_LEDUC_SIZES = (2, 4)
+
+
+def _leduc_moves(rounds: list[list[str]], players: int) -> tuple[list[dict], int]:
+    """Leduc's moves in words and the chips in the pot (antes of 1 and every bet, call and raise).
+
+    Each round starts with player 0 and goes round the players still in; 0: fold, 1: call (a check
+    when nothing is to be called), 2: raise (a bet when nothing was bet in the round)."""
+    stake, folded, moves = [1] * players, set(), []
+    for r, actions in enumerate(rounds):
+        size = _LEDUC_SIZES[min(r, len(_LEDUC_SIZES) - 1)]
+        q, bet_in_round = 0, False
+        for a in actions:
+            while q in folded:
+                q = (q + 1) % players
+            top = max(stake)
+            if a == "0":
+                folded.add(q)
+                word = "folded"
+            elif a == "1":
+                word = "called" if stake[q] < top else "checked"
+                stake[q] = top
+            elif a == "2":
+                word = f"{'raised' if bet_in_round else 'bet'} {size}"
+                stake[q] = top + size
+                bet_in_round = True
+            else:
+                word = a
+            moves.append({"player": q, "round": r + 1, "text": word})
+            q = (q + 1) % players
+    return moves, sum(stake)
+
+
 def openspiel_leduc(text: str) -> dict | None:
+    """OpenSpiel's Leduc view. Its pot is paid out when the hand ends (0 in the final view): the pot
+    shown is the chips the moves put in, which is the engine's pot until then."""
     fields = dict(_BRACKET_FIELD.findall(text))
     if "Private" not in fields or "Pot" not in fields:
         return None
-    moves = {"0": "fold", "1": "call", "2": "raise"}
-    history = [moves.get(a, a) for key in ("Round1", "Round2") for a in fields.get(key, "").split()]
+    names = {"0": "fold", "1": "call", "2": "raise"}
+    rounds = [fields.get(key, "").split() for key in ("Round1", "Round2")]
+    history = [names.get(a, a) for r in rounds for a in r]
     hand = [c for c in [_leduc_card(fields["Private"])] if c]
     public = [c for c in [_leduc_card(fields.get("Public", ""))] if c]
     money = [int(x) for x in fields.get("Money", "").split() if x.lstrip("-").isdigit()]
-    return {"kind": "cards", "hand": hand, "public": public, "pot": _int(fields["Pot"]), "money": money or None,
-            "history": history, "round": _int(fields.get("Round", fields.get("Round ", "")))}
+    moves, pot = _leduc_moves(rounds, max(2, len(money)))
+    return {"kind": "cards", "hand": hand, "public": public, "pot": pot, "money": money or None,
+            "history": history, "moves": moves, "round": _int(fields.get("Round", fields.get("Round ", "")))}
 
 
 _TA_CARD = re.compile(r"Your card is: '([JQKA])'")
@@ -147,11 +198,15 @@ def textarena_kuhn(text: str) -> dict | None:
         return None
     rounds = list(_TA_ROUND.finditer(text))
     last = rounds[-1].start() if rounds else 0
-    history = [f"player {p}: {m}" for p, m in _TA_MOVE.findall(text[last:])]
+    played = _TA_MOVE.findall(text[last:])
+    history = [f"player {p}: {m}" for p, m in played]
     pot = 2 + sum(1 for h in history if h.endswith(("bet", "call")))
+    past = {"check": "checked", "bet": "bet 1", "call": "called", "fold": "folded"}
+    moves = [{"player": int(p), "round": 1, "text": past.get(m.lower(), m)} for p, m in played]
     scores = _TA_SCORES.findall(text)
     return {"kind": "cards", "hand": [cards[-1]], "public": [], "pot": pot, "money": None, "history": history,
-            "round": int(rounds[-1].group(1)) if rounds else None, "scores": scores[-1] if scores else None}
+            "moves": moves, "round": int(rounds[-1].group(1)) if rounds else None,
+            "scores": scores[-1] if scores else None}
 
 
 _RESOURCE = re.compile(r"^\s+([A-Z][a-z]+)\s+(\d+) x\s+(\d+) =\s+(\d+)\s*$", re.M)
@@ -219,6 +274,29 @@ def move_cell(game_id: str, board: dict | None, action: Any, label: str) -> int 
     if style == "connect4" and isinstance(action, int) and 0 <= action < board["cols"]:
         return action
     return None
+
+
+def move_label(game_id: str, board: dict | None, action: Any, label: str) -> str:
+    """A legal move's button text. Poker's engine names a move the same whatever came before
+    (Kuhn's "Pass" is a check or a fold; Leduc's "Call" may be a check, its "Raise" a first bet):
+    here it is named as the betting stands. Other games keep the engine's label."""
+    g = game_id.lower()
+    if not board or board.get("kind") != "cards" or not g.startswith("openspiel/") or isinstance(action, bool) \
+            or not isinstance(action, int):
+        return label
+    moves = board.get("moves") or []
+    if "kuhn_poker" in g:
+        to_answer = any(m["text"] == "bet 1" for m in moves)
+        return {0: "fold" if to_answer else "check", 1: "call" if to_answer else "bet 1"}.get(action, label)
+    if "leduc_poker" in g:
+        rnd = max([m["round"] for m in moves] + [1])
+        if board.get("public") and rnd == 1 and moves:
+            rnd = 2  # the board card is out: the second round, before its first move
+        here = [m for m in moves if m["round"] == rnd]
+        bet = any(m["text"].startswith(("bet", "raised")) for m in here)
+        size = _LEDUC_SIZES[min(rnd, len(_LEDUC_SIZES)) - 1]
+        return {0: "fold", 1: "call" if bet else "check", 2: f"raise {size}" if bet else f"bet {size}"}.get(action, label)
+    return label
 
 
 def transcript_kind(game_id: str) -> bool:

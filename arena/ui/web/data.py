@@ -276,10 +276,21 @@ class LeagueData:
                 "running": running, "games": games}
 
     def games(self) -> dict:
+        """The rating scopes (OVERALL first, once), the one-player games, and the scope a page opens on.
+
+        A league of one-player games only has no rating scope at all (its table is the returns'):
+        ``rated`` is empty and ``default`` is its first game, not an empty "all games" Elo table."""
         def compute():
             s = self.store
-            return {"rated": [OVERALL, *s.rated_games()] if s.rated_games() else [OVERALL],
-                    "solo": s.one_player_games(), "labels": {OVERALL: game_label(OVERALL)}}
+            solo = s.one_player_games()
+            cfg = s.get_meta("config") or {}
+            configured = [g.get("id") if isinstance(g, dict) else g for g in cfg.get("games", [])]
+            # the store keeps OVERALL among its rated games: list it once, first
+            per_game = [g for g in s.rated_games() if g != OVERALL]
+            two_player = per_game or [g for g in configured if g not in solo] or not solo
+            rated = [OVERALL, *per_game] if two_player else []
+            return {"rated": rated, "solo": solo, "default": rated[0] if rated else solo[0],
+                    "labels": {OVERALL: game_label(OVERALL)}}
         return self.cached(("games",), compute)
 
     def leaderboard(self, game: str = OVERALL, sort: str = "elo") -> dict:

@@ -38,7 +38,7 @@ from arena.agents.base import BaseAgent, Forfeit
 from arena.agents.human import HumanAgent
 from arena.errors import ArenaError
 
-from arena.ui.web.boards import board_of, move_cell
+from arena.ui.web.boards import board_of, move_cell, move_label
 
 #: Sessions playing at once (each a thread and, for a search player, its CPU).
 MAX_SESSIONS = 32
@@ -111,6 +111,24 @@ class PlaySettings:
     starts_per_minute: int = STARTS_PER_MINUTE
 
 
+def _readable(observation) -> str:
+    """The view a person reads: the game's ``human_view`` where it has one (poker in words), else its text."""
+    try:
+        view = getattr(observation, "human_view", None)
+    except Exception:
+        view = None
+    return view if isinstance(view, str) and view else observation.text
+
+
+def _rules(observation) -> str | None:
+    """The rules the game's text repeats and its readable view leaves out (TextArena's prompt), or None."""
+    try:
+        rules = getattr(observation, "rules", None)
+    except Exception:
+        rules = None
+    return rules if isinstance(rules, str) and rules else None
+
+
 class WebHumanAgent(BaseAgent):
     """A person on a web page, as an agent: `act` waits for the page's move."""
 
@@ -129,10 +147,14 @@ class WebHumanAgent(BaseAgent):
         moves = []
         for a in legal or []:
             label = observation.action_to_text(a) if observation.action_kind == "discrete" else str(a)
-            moves.append({"value": a, "label": label, "cell": move_cell(observation.game_id, board, a, label)})
+            moves.append({"value": a, "label": move_label(observation.game_id, board, a, label),
+                          "cell": move_cell(observation.game_id, board, a, label)})
         asked = time.monotonic()
         with s.lock:
-            s.turn = {"view": observation.text, "board": board, "legal": moves, "action_kind": observation.action_kind,
+            view = _readable(observation)
+            readable = view != observation.text
+            s.turn = {"view": view, "readable": readable, "rules": _rules(observation) if readable else None,
+                      "board": board, "legal": moves, "action_kind": observation.action_kind,
                       "feedback": observation.feedback, "step": observation.step,
                       "deadline": time.time() + s.settings.move_time_limit, "free_text": observation.action_kind == "text"
                       and not legal}
@@ -184,6 +206,9 @@ class PlaySession:
     status: str = "starting"  # starting, your_turn, opponent, over, error
     turn: dict | None = None
     final_view: str | None = None
+    #: At the end: every seat's board (the other side's cards too) and this person's readable view.
+    final_boards: list | None = None
+    final_readable: str | None = None
     result: dict | None = None
     error: str | None = None
     log: list[dict] = field(default_factory=list)
@@ -207,8 +232,10 @@ class PlaySession:
                 turn["seconds_left"] = max(0.0, turn.pop("deadline") - time.time())
             return {"session": self.id, "match_id": self.match_id, "game": self.game, "players": self.players,
                     "seat": self.seat, "you": self.human, "opponent": self.opponent, "status": self.status,
-                    "turn": turn, "final_view": self.final_view,
-                    "final_board": board_of(self.game, self.final_view), "result": self.result,
+                    "turn": turn, "final_view": self.final_readable or self.final_view,
+                    "final_readable": self.final_readable is not None,
+                    "final_board": board_of(self.game, self.final_view), "final_boards": self.final_boards,
+                    "result": self.result,
                     "error": self.error, "log": list(self.log), "elo_before": self.elo_before,
                     "elo_after": self.elo_after}
 
@@ -315,6 +342,17 @@ class _ServerLock:
         self.fd = None
 
 
+def _final_frame(league, match_id: str) -> dict | None:
+    """The end of a person's match as the replay page shows it (every seat's board: the cards the
+    other side held), read from its replay; None where it cannot be (the result stands without it)."""
+    from arena.ui.web.replays import final_frame
+
+    try:
+        return final_frame(league.store.read_replay(match_id))
+    except Exception:
+        return None
+
+
 class PlayManager:
     """The server's play sessions: start one, find one, stop them all at shutdown."""
 
@@ -394,8 +432,12 @@ class PlayManager:
             league.commit(s.match_id, res)
             row = league.store.result_for(s.match_id)
             elo = league.store.elo(s.game)
+            end = _final_frame(league, s.match_id)
             with s.lock:
                 s.elo_after = {n: elo.get(n) for n in seats}
+                if end is not None:
+                    s.final_boards = end["boards"]
+                    s.final_readable = (end.get("readable") or [None] * len(seats))[s.seat]
                 s.result = {"returns": res.returns, "winner": res.winner, "draw": res.draw, "outcome": res.outcome,
                             "reason": res.reason, "text": describe_outcome(row) if row else res.outcome,
                             "you_won": res.winner == s.seat and not res.draw}

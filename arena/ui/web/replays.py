@@ -7,7 +7,10 @@ and every player's view is there, not only the mover's. Where the game cannot be
 (a plug-in game not loaded, a changed engine), a text replay's own views are used and
 ``note`` says why the others are missing.
 
-The prosthetics task's frames carry the body's joints (``skeleton``) for the stick figure.
+The prosthetics task's frames carry the body's joints (``skeleton``) for the stick figure. Where a
+game writes a view for people besides its text (``human_view``: Kuhn and Leduc poker in words), a
+frame's ``readable`` has it (None where it is the text); ``views`` stay the game's text, what the
+agents read and the boards are drawn from.
 """
 
 from __future__ import annotations
@@ -31,6 +34,22 @@ def _texts(core, n: int) -> list[str | None]:
         except Exception:
             out.append(None)
     return out
+
+
+def _readable(core, n: int, texts: list[str | None]) -> list[str | None] | None:
+    """Each player's view as a person reads it, where the game writes one that differs from its text
+    (``human_view``: poker's cards by name, the betting in words); None where none does."""
+    fn = getattr(core, "human_view", None)
+    if fn is None:
+        return None
+    out: list[str | None] = []
+    for p in range(n):
+        try:
+            v = fn(p)
+        except Exception:
+            v = None
+        out.append(v if isinstance(v, str) and v != texts[p] else None)
+    return out if any(v is not None for v in out) else None
 
 
 def _skeleton(core) -> dict | None:
@@ -62,7 +81,8 @@ def replay_json(replay: Replay, match_id: str, names: list[str] | None = None) -
     note = ""
 
     def capture(core, *_):
-        frames.append({"views": _texts(core, n), "skeleton": _skeleton(core)})
+        views = _texts(core, n)
+        frames.append({"views": views, "readable": _readable(core, n, views), "skeleton": _skeleton(core)})
 
     try:
         sim = resimulate_steps(replay, capture, on_reset=capture)
@@ -106,12 +126,19 @@ def _fill_action_texts(replay: Replay, steps: list[dict]) -> None:
 
 def _recorded_frames(replay: Replay, n: int) -> list[dict]:
     """Frames from the views a text replay stored (each step's mover only)."""
-    frames: list[dict] = [{"views": [None] * n, "skeleton": None}]
+    frames: list[dict] = [{"views": [None] * n, "readable": None, "skeleton": None}]
     for s in replay.steps:
         t = int(s.get("t", 0))
         while len(frames) <= t + 1:
-            frames.append({"views": [None] * n, "skeleton": None})
+            frames.append({"views": [None] * n, "readable": None, "skeleton": None})
         p = s.get("player")
         if isinstance(p, int) and 0 <= p < n and s.get("obs") is not None:
             frames[t]["views"][p] = s["obs"]
     return frames
+
+
+def final_frame(replay: Replay) -> dict | None:
+    """The last frame of `replay`: every player's view, readable view and board at the end (for a
+    person's match, the other side's cards once the hand is over)."""
+    frames = replay_json(replay, "")["frames"]
+    return frames[-1] if frames else None

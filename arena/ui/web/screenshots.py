@@ -1,5 +1,6 @@
-"""Screenshots of the four pages (docs/web_leaderboard.png, web_matches.png, web_replay.png,
-web_play.png), taken in headless chromium on a small quickstart league built for them.
+"""Screenshots of the pages (docs/web_leaderboard.png, web_matches.png, web_replay.png, web_play.png,
+web_poker.png: a hand of Kuhn poker played on the page, web_returns.png: a one-player league's
+table), taken in headless chromium on a small quickstart league and a CartPole league built for them.
 
 Run:  .venv/bin/python -m arena.ui.web.screenshots [--out docs] [--chromium /usr/bin/chromium]
 Needs Playwright (the ``dev`` extra) and a chromium; nothing is downloaded.
@@ -15,7 +16,8 @@ from pathlib import Path
 def take(out: Path, chromium: str = "/usr/bin/chromium", matches: int = 60) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
-    from arena.league.config import load_league_config
+    from arena.config import from_dict
+    from arena.league.config import LeagueConfig, load_league_config
     from arena.league.manager import League
     from arena.ui.web.app import start_in_background
 
@@ -36,6 +38,8 @@ def take(out: Path, chromium: str = "/usr/bin/chromium", matches: int = 60) -> l
 
             page.goto(srv.url + "/")
             page.wait_for_selector("#heatmap rect")
+            box = page.locator("#curves .hover-area").bounding_box()  # the readout of the chart's hover
+            page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + box["height"] / 2)
             shot("leaderboard")
             page.goto(srv.url + "/matches")
             page.wait_for_selector("#matches tr:nth-child(2)")
@@ -56,6 +60,32 @@ def take(out: Path, chromium: str = "/usr/bin/chromium", matches: int = 60) -> l
             page.locator("#p-board rect.cell.playable").nth(4).click()
             page.wait_for_function("document.querySelectorAll('#p-board [data-mark]').length >= 2")
             shot("play")
+            page.goto(srv.url + "/play")
+            page.wait_for_selector("#p-game option[value='openspiel/kuhn_poker-v0']", state="attached")
+            page.select_option("#p-game", "openspiel/kuhn_poker-v0")
+            page.select_option("#p-player", "cfr")
+            page.select_option("#p-seat", "1")
+            page.click("#p-start")
+            while True:
+                page.wait_for_selector("#p-status[data-status='your_turn'], #p-status[data-status='over']")
+                if page.get_attribute("#p-status", "data-status") == "over":
+                    break
+                page.locator("#p-moves button").last.click()  # bet, or call a bet
+                page.wait_for_function("document.querySelector('#p-status').dataset.status !== 'your_turn'")
+            page.wait_for_selector("#p-result table")
+            shot("poker")
+            browser.close()
+        solo = Path(tmp) / "solo"
+        cfg = from_dict(LeagueConfig, {"name": "cartpole", "seed": 0, "games": [{"id": "CartPole-v1"}], "matches": 10,
+                                       "seeds": 5, "players": [{"name": "random", "agent": "random"},
+                                                               {"name": "always_left", "agent": "first"}]})
+        League(cfg, solo, backend="inline").run()
+        with start_in_background(solo, port=0) as srv, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(srv.url + "/")
+            page.wait_for_selector("#board tr:nth-child(2)")
+            shot("returns")
             browser.close()
     return shots
 

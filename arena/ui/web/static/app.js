@@ -54,43 +54,56 @@
   function leaderboard() {
     const sel = $("game");
     const params = new URLSearchParams(location.search);
-    let game = params.get("game") || "*", sort = params.get("sort") || "elo";
-    api("/api/games").then(g => {
-      clear(sel);
-      for (const x of g.rated) sel.appendChild(option(x, gameLabel(x), x === game));
-      for (const x of g.solo) sel.appendChild(option(x, x + " (one player)", x === game));
-    });
+    let game = params.get("game"), sort = params.get("sort") || "elo";
     sel.addEventListener("change", () => { game = sel.value; history.replaceState(null, "", `?game=${encodeURIComponent(game)}`); load(); });
     const cols = [["#", null], ["player", "name"], ["kind", null], ["Elo", "elo"], ["mu", "mu"], ["sigma", null],
       ["mu \u2212 3\u03c3", "conservative"], ["alpha-rank", null], ["games", "games"], ["W", null], ["D", null], ["L", null],
       ["win rate", "win_rate"]];
+    const tips = {"Elo": "Elo rating (everyone starts at 1500)", "mu": "OpenSkill skill estimate",
+      "sigma": "OpenSkill uncertainty: it shrinks as the player plays", "mu \u2212 3\u03c3": "a cautious skill estimate: the leaderboard of players who played enough",
+      "alpha-rank": "share of the alpha-rank stationary distribution (who survives in the long run)",
+      "W": "wins", "D": "draws", "L": "losses"};
     async function load() {
       const [b, p, h] = await Promise.all([api(`/api/players?game=${encodeURIComponent(game)}&sort=${sort}`),
         api(`/api/payoff?game=${encodeURIComponent(game)}`).catch(() => null),
         api(`/api/history?game=${encodeURIComponent(game)}`).catch(() => null)]);
       $("board-title").textContent = `Leaderboard: ${b.label}`;
       $("summary").textContent = `${b.rows.length} players`;
-      $("board-note").textContent = b.alpharank_error ? "alpha-rank: " + b.alpharank_error : (b.alpharank_note || "");
       const t = clear($("board"));
       const head = el("tr");
       if (b.kind === "returns") {
+        $("board-note").textContent = "A one-player game: there is no opponent, so no Elo. Players are ranked by their mean " +
+          "return on the common seeds (the episodes every active player has played, on the same seeds); std over those " +
+          "episodes. A player with a forfeited episode ranks after those without.";
         ["#", "player", "mean return", "std", "episodes", "common seeds", "forfeits"].forEach(c => head.appendChild(el("th", null, c)));
         t.appendChild(head);
         b.rows.forEach((r, i) => {
           const tr = el("tr");
-          [i + 1, r.player, fmt(r.mean, 2), fmt(r.std, 2), r.episodes, r.common_seeds, r.forfeits].forEach((v, j) =>
-            tr.appendChild(el("td", j === 1 ? "name" : "num", v)));
+          const name = el("td", "name"); name.appendChild(link(`/matches?player=${encodeURIComponent(r.player)}&game=${encodeURIComponent(game)}`, r.player));
+          tr.appendChild(el("td", "num", r.mean === null ? "\u2014" : i + 1));
+          tr.appendChild(name);
+          [fmt(r.mean, 2), fmt(r.std, 2), r.episodes, r.common_seeds, r.forfeits].forEach(v => tr.appendChild(el("td", "num", v)));
           t.appendChild(tr);
         });
-        clear($("curves")); clear($("heatmap"));
+        if (!b.rows.length) $("summary").textContent = "no episodes yet";
+        $("plots").classList.add("hidden");
+        $("board-help").classList.add("hidden");
         return;
       }
+      $("plots").classList.remove("hidden");
+      $("board-help").classList.remove("hidden");
+      $("board-note").textContent = b.alpharank_error ? "alpha-rank: " + b.alpharank_error : (b.alpharank_note || "");
       for (const [label, key] of cols) {
-        const th = el("th", key ? "sortable" + (key === sort ? " sorted" : "") : null, label);
+        const th = el("th", key ? "sortable" + (key === sort ? " sorted" : "") : null, label + (key === sort ? " \u25be" : ""));
+        if (tips[label]) th.title = tips[label];
         if (key) th.addEventListener("click", () => { sort = key; load(); });
         head.appendChild(th);
       }
       t.appendChild(head);
+      if (!b.rows.length) {
+        const tr = el("tr"); const td = el("td", "muted", "no rated results yet: the table fills as matches are committed");
+        td.colSpan = cols.length; tr.appendChild(td); t.appendChild(tr);
+      }
       b.rows.forEach((r, i) => {
         const tr = el("tr");
         tr.appendChild(el("td", "num", i + 1));
@@ -104,30 +117,92 @@
       if (h) drawCurves(clear($("curves")), h);
       if (p) { drawHeatmap(clear($("heatmap")), p); $("payoff-note").textContent = p.note || ""; }
     }
-    onChange.push(() => load());
-    load();
+    api("/api/games").then(g => {
+      clear(sel);
+      const known = g.rated.concat(g.solo);
+      if (game === null || !known.includes(game)) game = g["default"];
+      for (const x of g.rated) sel.appendChild(option(x, gameLabel(x), x === game));
+      for (const x of g.solo) sel.appendChild(option(x, x + " (one player: returns)", x === game));
+      onChange.push(() => load());
+      load();
+    });
+  }
+
+  // Round steps for an axis: the largest of 1, 2 or 5 times a power of ten that gives at least `count`
+  // ticks from [lo, hi] widened to whole steps (so the axis starts and ends on a tick).
+  function niceTicks(lo, hi, count) {
+    if (hi - lo < 1e-9) { lo -= 1; hi += 1; }
+    let step = null;
+    for (let e = Math.ceil(Math.log10(hi - lo)); step === null; e--) {
+      for (const m of [5, 2, 1]) {
+        const s = m * Math.pow(10, e);
+        if (Math.round((Math.ceil(hi / s - 1e-9) - Math.floor(lo / s + 1e-9))) + 1 >= count) { step = s; break; }
+      }
+    }
+    const out = [];
+    for (let k = Math.floor(lo / step + 1e-9); k <= Math.ceil(hi / step - 1e-9); k++) out.push(Number((k * step).toFixed(10)));
+    return out;
   }
 
   const COLORS = ["#2f5fa7", "#c0392b", "#27ae60", "#8e44ad", "#e67e22", "#16a085", "#7f8c8d", "#d35400"];
   function drawCurves(box, h) {
-    const W = 560, H = 300, L = 48, B = 24, T = 10, Rt = 130;
+    const W = 620, H = 320, L = 52, B = 40, T = 12, Rt = 140;
     const root = svg("svg", {width: W, height: H, class: "curves", role: "img"}, box);
+    const readout = el("p", "readout muted small", "Point at the chart to read every player's Elo after that result.");
+    readout.id = "curves-readout";
+    box.appendChild(readout);
     const all = h.players.flatMap(p => h.series[p].map(pt => pt));
-    if (!all.length) { const t = svg("text", {x: 20, y: 40}, root); t.textContent = "no rated results yet"; return; }
+    if (!all.length) { const t = svg("text", {x: 20, y: 40}, root); t.textContent = "no rated results yet"; readout.textContent = ""; return; }
     const xs = all.map(p => p[0]), ys = all.map(p => p[1]).filter(y => y !== null);
-    const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(...ys) - 5, y1 = Math.max(...ys) + 5;
-    const X = x => L + (x - x0) / (x1 - x0) * (W - L - Rt), Y = y => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
+    const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1);
+    const yt = niceTicks(Math.min(...ys), Math.max(...ys), 5);
+    const y0 = yt[0], y1 = yt[yt.length - 1];
+    const X = x => L + (x - x0) / (x1 - x0) * (W - L - Rt), Y = y => T + (1 - (y - y0) / ((y1 - y0) || 1)) * (H - T - B);
+    yt.forEach(v => {
+      svg("line", {x1: L, y1: Y(v), x2: W - Rt, y2: Y(v), stroke: v === 1500 ? "#bbb" : "#eceff1", class: "grid"}, root);
+      const t = svg("text", {x: L - 6, y: Y(v) + 4, "font-size": 10, "text-anchor": "end", class: "ytick"}, root); t.textContent = String(v);
+    });
+    niceTicks(x0, x1, 5).filter(v => v >= x0 && v <= x1 && Number.isInteger(v)).forEach(v => {
+      svg("line", {x1: X(v), y1: H - B, x2: X(v), y2: H - B + 4, stroke: "#999"}, root);
+      const t = svg("text", {x: X(v), y: H - B + 15, "font-size": 10, "text-anchor": "middle", class: "xtick"}, root); t.textContent = String(v);
+    });
     svg("line", {x1: L, y1: H - B, x2: W - Rt, y2: H - B, stroke: "#999"}, root);
     svg("line", {x1: L, y1: T, x2: L, y2: H - B, stroke: "#999"}, root);
-    [y0, (y0 + y1) / 2, y1].forEach(v => { const t = svg("text", {x: 4, y: Y(v) + 4, "font-size": 10}, root); t.textContent = v.toFixed(0); });
-    [x0, x1].forEach(v => { const t = svg("text", {x: X(v) - 10, y: H - 6, "font-size": 10}, root); t.textContent = String(v); });
+    const xl = svg("text", {x: (L + W - Rt) / 2, y: H - 6, "font-size": 11, "text-anchor": "middle", fill: "#66707a"}, root);
+    xl.textContent = "results committed";
+    const yl = svg("text", {x: 0, y: 0, "font-size": 11, "text-anchor": "middle", fill: "#66707a",
+      transform: `translate(12,${(T + H - B) / 2}) rotate(-90)`}, root);
+    yl.textContent = "Elo";
     h.players.forEach((p, i) => {
       const pts = h.series[p].filter(q => q[1] !== null).map(q => `${X(q[0]).toFixed(1)},${Y(q[1]).toFixed(1)}`);
       svg("polyline", {points: pts.join(" "), fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 1.6}, root);
       svg("rect", {x: W - Rt + 8, y: T + i * 16, width: 10, height: 10, fill: COLORS[i % COLORS.length]}, root);
       const t = svg("text", {x: W - Rt + 22, y: T + i * 16 + 9, "font-size": 11}, root);
-      t.textContent = p.length > 16 ? p.slice(0, 15) + "\u2026" : p;
+      t.textContent = p.length > 18 ? p.slice(0, 17) + "\u2026" : p;
     });
+    // hover: a vertical rule at the nearest commit and each player's Elo there (their last value at or before it)
+    const rule = svg("line", {x1: 0, y1: T, x2: 0, y2: H - B, stroke: "#555", "stroke-dasharray": "3,3", visibility: "hidden"}, root);
+    const dots = h.players.map((p, i) => svg("circle", {r: 3.5, fill: COLORS[i % COLORS.length], visibility: "hidden"}, root));
+    const commits = [...new Set(xs)].sort((a, b) => a - b);
+    const hit = svg("rect", {x: L, y: T, width: W - L - Rt, height: H - T - B, fill: "transparent", class: "hover-area"}, root);
+    function at(p, c) { let v = null; for (const q of h.series[p]) { if (q[0] > c) break; if (q[1] !== null) v = q[1]; } return v; }
+    function show(c) {
+      rule.setAttribute("x1", X(c)); rule.setAttribute("x2", X(c)); rule.setAttribute("visibility", "visible");
+      const vals = h.players.map((p, i) => [p, at(p, c), i]);
+      vals.forEach(([p, v, i]) => {
+        if (v === null) { dots[i].setAttribute("visibility", "hidden"); return; }
+        dots[i].setAttribute("cx", X(c)); dots[i].setAttribute("cy", Y(v)); dots[i].setAttribute("visibility", "visible");
+      });
+      readout.textContent = `after result ${c}: ` + vals.filter(q => q[1] !== null).sort((a, b) => b[1] - a[1])
+        .map(([p, v]) => `${p} ${v.toFixed(1)}`).join(" \u00b7 ");
+    }
+    hit.addEventListener("mousemove", ev => {
+      const r = root.getBoundingClientRect(), x = x0 + (ev.clientX - r.left - L) / (W - L - Rt) * (x1 - x0);
+      let best = commits[0];
+      for (const c of commits) if (Math.abs(c - x) < Math.abs(best - x)) best = c;
+      show(best);
+    });
+    hit.addEventListener("mouseleave", () => { rule.setAttribute("visibility", "hidden"); dots.forEach(d => d.setAttribute("visibility", "hidden")); });
   }
 
   function winColor(x) {
@@ -136,21 +211,40 @@
     return `rgb(${r},${g},${x < 0.5 ? 90 : 110})`;
   }
   function drawHeatmap(box, p) {
-    const n = Math.min(p.players.length, 20), c = Math.max(14, Math.min(40, Math.floor(420 / Math.max(n, 1))));
-    const L = 110, T = 10;
-    const root = svg("svg", {width: L + n * c + 10, height: T + n * c + 110, class: "heatmap", role: "img"}, box);
+    const n = Math.min(p.players.length, 20), c = Math.max(18, Math.min(44, Math.floor(440 / Math.max(n, 1))));
+    const L = 120, T = 10, labels = Math.max(36, ...p.players.slice(0, n).map(x => Math.min(16, x.length) * 5.2));
+    const legendY = T + n * c + labels + 22;
+    const root = svg("svg", {width: Math.max(L + n * c + 10, L + 350), height: legendY + 32, class: "heatmap", role: "img"}, box);
+    if (!n) { const t = svg("text", {x: 20, y: 30}, root); t.textContent = "no head-to-head results yet"; return; }
     for (let i = 0; i < n; i++) {
-      const t = svg("text", {x: L - 4, y: T + i * c + c * 0.65, "font-size": 10, "text-anchor": "end"}, root);
-      t.textContent = p.players[i].slice(0, 16);
-      const u = svg("text", {x: 0, y: 0, "font-size": 10, transform: `translate(${L + i * c + c * 0.6},${T + n * c + 4}) rotate(60)`}, root);
+      const t = svg("text", {x: L - 4, y: T + i * c + c * 0.62, "font-size": 10, "text-anchor": "end"}, root);
+      t.textContent = p.players[i].slice(0, 18);
+      const u = svg("text", {x: 0, y: 0, "font-size": 10, transform: `translate(${L + i * c + c * 0.4},${T + n * c + 6}) rotate(60)`}, root);
       u.textContent = p.players[i].slice(0, 16);
       for (let j = 0; j < n; j++) {
-        const v = p.win_rate[i][j];
-        const r = svg("rect", {x: L + j * c, y: T + i * c, width: c - 1, height: c - 1, fill: winColor(v)}, root);
+        const v = p.win_rate[i][j], games = p.games ? p.games[i][j] : null;
+        const r = svg("rect", {x: L + j * c, y: T + i * c, width: c - 1, height: c - 1, fill: winColor(v), class: "cell",
+          "data-row": i, "data-col": j}, root);
         const tip = svg("title", {}, r);
-        tip.textContent = `${p.players[i]} vs ${p.players[j]}: ${v === null ? "never met" : pct(v)}`;
+        tip.textContent = i === j ? `${p.players[i]}: itself` : v === null ? `${p.players[i]} vs ${p.players[j]}: never met` :
+          `${p.players[i]} vs ${p.players[j]}: ${pct(v)} won by ${p.players[i]} over ${fmt(games, 1)} games (decayed; draws count half)`;
+        if (v !== null && c >= 22) {
+          const lab = svg("text", {x: L + j * c + (c - 1) / 2, y: T + i * c + c * 0.62, "font-size": c >= 32 ? 11 : 9,
+            "text-anchor": "middle", class: "value", "pointer-events": "none", fill: v > 0.8 || v < 0.2 ? "#fff" : "#1d232a"}, root);
+          lab.textContent = Math.round(100 * v);
+        }
       }
     }
+    // the colour scale, 0% to 100%, and the grey of pairs that never met
+    const lw = 240, lx = L;
+    for (let k = 0; k < 40; k++) svg("rect", {x: lx + k * lw / 40, y: legendY, width: lw / 40 + 0.5, height: 12, fill: winColor(k / 39)}, root);
+    [[0, "0%"], [0.5, "50%"], [1, "100%"]].forEach(([v, s]) => {
+      const t = svg("text", {x: lx + v * lw, y: legendY + 25, "font-size": 10, "text-anchor": "middle", class: "legend"}, root); t.textContent = s;
+    });
+    const ll = svg("text", {x: lx - 6, y: legendY + 10, "font-size": 10, "text-anchor": "end", fill: "#66707a"}, root);
+    ll.textContent = "row's win rate";
+    svg("rect", {x: lx + lw + 16, y: legendY, width: 12, height: 12, fill: winColor(null), stroke: "#ccc"}, root);
+    const nm = svg("text", {x: lx + lw + 32, y: legendY + 10, "font-size": 10}, root); nm.textContent = "never met";
   }
 
   // -- matches ------------------------------------------------------------------------------
@@ -226,11 +320,22 @@
       const acting = stepsAt(f.moves);
       $("r-step-title").textContent = k === nf - 1 ? `Final position, as ${who} sees it` :
         `Before move ${f.moves + 1}: ${who}'s view`;
-      $("r-text").textContent = f.views[p] === null ? "(no view recorded for this player here)" : f.views[p];
+      const readable = f.readable ? f.readable[p] : null;
+      // a card game's engine text ("1pb"): under the board's words, folded away unless the game wrote it in words
+      const fold = !readable && f.views[p] !== null && f.boards[p] && f.boards[p].kind === "cards" && !rep.transcript;
+      $("r-text").textContent = f.views[p] === null ? "(no view recorded for this player here)" : (readable || f.views[p]);
+      $("r-text").classList.toggle("hidden", fold);
+      $("r-raw").classList.toggle("hidden", !readable && !fold);
+      $("r-raw-text").textContent = readable || fold ? f.views[p] : "";
       const board = clear($("r-board"));
       if (rep.transcript) board.appendChild(transcript(f.moves));
       else if (f.skeleton) board.appendChild(R.skeleton(f.skeleton));
-      else { const b = R.render(f.boards[p]); if (b) board.appendChild(b); }
+      else {
+        const last = k === nf - 1, cardsEnd = last && f.boards.every(b => b && b.kind === "cards");
+        const b = R.render(f.boards[p], {names: rep.players, viewer: p,
+          end: cardsEnd ? {boards: f.boards, returns: rep.result.returns} : null});
+        if (b) board.appendChild(b);
+      }
       document.querySelectorAll("#r-steps li").forEach(li => li.classList.toggle("current", Number(li.dataset.t) === f.moves));
       const cur = document.querySelector("#r-steps li.current");
       if (cur && cur.scrollIntoView) cur.scrollIntoView({block: "nearest"});
@@ -259,7 +364,10 @@
     function resultText() {
       const r = rep.result;
       let who = r.draw ? "draw" : (r.winner !== null && r.winner !== undefined ? `${rep.players[r.winner]} wins` : "no winner");
-      return `Result: ${who}; returns ${(r.returns || []).join(", ")}; ${r.outcome}${r.reason ? " (" + r.reason + ")" : ""}`;
+      const returns = (r.returns || []).map((x, q) => `${rep.players[q] !== undefined ? rep.players[q] : "player " + q} ${x}`).join(", ");
+      const how = r.outcome === "normal" ? "" : ` \u00b7 ended by ${r.outcome === "max_moves" ? "the move limit" : r.outcome}` +
+        (r.reason ? ` (${r.reason})` : "");
+      return `Result: ${who} \u00b7 returns: ${returns}${how}`;
     }
     function go(n) { k = Math.max(0, Math.min(rep.frames.length - 1, n)); show(); }
     function stop() { if (timer) { clearInterval(timer); timer = null; $("r-play").textContent = "play"; } }
@@ -272,15 +380,22 @@
     api(`/api/replays/${encodeURIComponent(id)}`).then(r => {
       rep = r;
       $("replay-title").textContent = `Replay ${r.match_id}: ${r.game}`;
-      $("replay-meta").textContent = `${r.players.map((p, i) => `${p} (${r.agents[i] || "?"})`).join(" vs ")} \u00b7 seed ${r.seed} \u00b7 record ${r.record}`;
+      $("replay-meta").textContent = r.players.map((p, i) => `${p} (${i === 0 ? "moves first, " : ""}agent ${r.agents[i] || "?"})`).join(" vs ") +
+        ` \u00b7 seed ${r.seed} \u00b7 recorded: ${r.record}`;
       $("r-note").textContent = r.note || "";
       const v = $("r-view");
       v.appendChild(option("auto", "the player to move", true));
       r.players.forEach((p, i) => v.appendChild(option(String(i), `${p} (player ${i})`)));
       $("r-scrub").max = r.frames.length - 1;
       const ol = $("r-steps");
+      // card games: the moves in words ("bet 1", "folded") where the final board has them, one a move
+      const end = r.frames.length ? (r.frames[r.frames.length - 1].boards || []).find(b => b && b.moves) : null;
+      const played = r.steps.filter(s => s.event === "ok");
+      const words = end && end.moves.length === played.length ? new Map(played.map((s, i) => [s, end.moves[i].text])) : null;
       r.steps.forEach(s => {
-        const li = el("li", s.event, `${r.players[s.player] || s.player}: ${s.action_text !== null && s.action_text !== undefined ? s.action_text : JSON.stringify(s.action)}` +
+        const said = words && words.has(s) ? words.get(s) :
+          (s.action_text !== null && s.action_text !== undefined ? s.action_text : JSON.stringify(s.action));
+        const li = el("li", s.event, `${r.players[s.player] || s.player}: ${said}` +
           (s.event !== "ok" ? ` \u2014 ${s.event}${s.reason ? ": " + s.reason : ""}` : ""));
         li.dataset.t = s.t;
         li.addEventListener("click", () => { stop(); go(r.frames.findIndex(f => f.moves >= s.t)); });
@@ -314,6 +429,15 @@
     }
     api("/api/play/options").then(o => {
       options = o.games;
+      const solo = o.solo || [];
+      if (solo.length) {
+        $("p-solo").textContent = options.length ?
+          `One-player games (${solo.join(", ")}) are not played here: there is no league player to play against in them.` :
+          `This league's games are one-player games (${solo.join(", ")}): there is no league player to play against, ` +
+          "so there is nothing to play here. The leaderboard ranks its players by mean return.";
+        $("p-solo").classList.remove("hidden");
+        if (!options.length) $("play-form").classList.add("hidden");
+      }
       const params = new URLSearchParams(location.search);
       options.forEach(g => $("p-game").appendChild(option(g.game, g.game, params.get("game") === g.game)));
       fillPlayers();
@@ -350,11 +474,14 @@
     }
     $("p-text-form").addEventListener("submit", ev => { ev.preventDefault(); const v = $("p-text").value; $("p-text").value = ""; send(v); });
     $("p-resign").addEventListener("click", async () => { try { draw(await api(`/api/play/${sid}/resign`, {json: {}})); } catch (e) { $("p-message").textContent = e.message; } });
+    function seatNames(s) { return s.players.map((n, q) => q === s.seat ? "you" : n); }
     function draw(s, keepFeedback) {
       $("p-title").textContent = `${s.players.join(" vs ")} \u2014 ${s.game} (match ${s.match_id})`;
       const t = s.turn;
       const statusText = {starting: "starting\u2026", opponent: `${s.opponent} is thinking\u2026`,
-        your_turn: "your move", over: "game over", error: "error: " + (s.error || "")}[s.status] || s.status;
+        your_turn: t && t.board && t.board.kind === "grid" && (t.legal || []).some(m => m.cell !== null && m.cell !== undefined) ?
+          "your move: click the board, or a move below" : "your move", over: "game over",
+        error: "error: " + (s.error || "")}[s.status] || s.status;
       $("p-status").textContent = statusText + (t ? ` (${Math.ceil(t.seconds_left)} s left)` : "");
       $("p-status").dataset.status = s.status;
       if (t && t.feedback && !keepFeedback) $("p-feedback").textContent = `Your last move was refused: ${t.feedback}. Try again.`;
@@ -363,8 +490,17 @@
       shownTurn = turnKey;
       const board = clear($("p-board")), moves = clear($("p-moves"));
       $("p-text-form").classList.add("hidden");
+      // a card game's engine text ("1pb") says less than the board: folded away unless the game wrote it in words
+      const plainView = (text, board, readable) => {
+        const fold = !readable && board && board.kind === "cards";
+        $("p-view").textContent = fold ? "" : text;
+        $("p-view").classList.toggle("hidden", fold);
+        $("p-raw").classList.toggle("hidden", !fold);
+        $("p-raw-text").textContent = fold ? text : "";
+      };
+      if (t && t.rules) { $("p-rules-text").textContent = t.rules; $("p-rules").classList.remove("hidden"); }
       if (t) {
-        $("p-view").textContent = t.view;
+        plainView(t.view, t.board, t.readable);
         const playable = {};
         for (const m of t.legal || []) {
           if (m.cell !== null && m.cell !== undefined) playable[m.cell] = t.action_kind === "discrete" ? m.value : m.label;
@@ -372,12 +508,14 @@
           b.addEventListener("click", () => send(t.action_kind === "discrete" ? m.value : m.label));
           moves.appendChild(b);
         }
-        const drawn = R.render(t.board, {playable, onCell: v => send(v)});
+        const drawn = R.render(t.board, {playable, onCell: v => send(v), names: seatNames(s), viewer: s.seat});
         if (drawn) board.appendChild(drawn);
         if (t.action_kind !== "discrete") $("p-text-form").classList.remove("hidden");
       } else if (s.status === "over" || s.status === "error") {
-        $("p-view").textContent = s.final_view || "";
-        const drawn = R.render(s.final_board);
+        plainView(s.final_view || "", s.final_board, s.final_readable);
+        const end = s.status === "over" && s.result && s.final_boards && s.final_boards.every(b => b && b.kind === "cards") ?
+          {boards: s.final_boards, returns: s.result.returns} : null;
+        const drawn = R.render(s.final_board, {names: seatNames(s), viewer: s.seat, end});
         if (drawn) board.appendChild(drawn);
       }
       if (s.status === "over" && s.result) {

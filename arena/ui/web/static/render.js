@@ -93,24 +93,68 @@
     return root;
   }
 
-  function cards(board) {
+  // opts.names: the seats' names (the person's is "you"); opts.viewer: whose cards these are;
+  // opts.end: {boards, returns} at the end of the hand: every seat's cards and what each won.
+  function cards(board, opts) {
+    opts = opts || {};
+    const names = opts.names || [];
+    const who = q => (names[q] !== undefined && names[q] !== null) ? String(names[q]) : `player ${q}`;
     const box = el("div", "cardtable");
     const row = el("div", "cards");
-    row.appendChild(el("span", "muted", "hand"));
+    row.appendChild(el("span", "muted", opts.viewer === undefined ? "hand" : (who(opts.viewer) === "you" ? "your card" : `${who(opts.viewer)}'s card`)));
     (board.hand || []).forEach(c => row.appendChild(el("div", "card", c)));
     if ((board.public || []).length) {
-      row.appendChild(el("span", "muted", "board"));
+      row.appendChild(el("span", "muted", "board card"));
       board.public.forEach(c => row.appendChild(el("div", "card public", c)));
     }
     box.appendChild(row);
     const facts = [];
-    if (board.pot !== null && board.pot !== undefined) facts.push(`pot ${board.pot}`);
-    if (board.money) facts.push(`chips ${board.money.join(" / ")}`);
+    if (board.pot !== null && board.pot !== undefined) facts.push(`pot ${board.pot} chips`);
+    if (board.money) facts.push(`chips ${board.money.map((m, q) => `${who(q)} ${m}`).join(", ")}`);
     if (board.round) facts.push(`round ${board.round}`);
     if (board.scores) facts.push(`scores: ${board.scores}`);
     box.appendChild(el("p", "pot", facts.join(" \u00b7 ")));
-    if ((board.history || []).length) box.appendChild(el("p", "muted", "actions: " + board.history.join(", ")));
+    if (board.moves) {
+      const rounds = Math.max(1, ...board.moves.map(m => m.round || 1));
+      const ol = el("ol", "betting");
+      if (!board.moves.length) ol.appendChild(el("li", "muted", "no bets yet"));
+      let shown = 0;
+      board.moves.forEach(m => {
+        if ((rounds > 1 || (board.public || []).length) && (m.round || 1) !== shown) {
+          shown = m.round || 1;
+          ol.appendChild(el("li", "round", shown === 1 ? "Round 1" : `Round ${shown} (after the board card)`));
+        }
+        const li = el("li", "bet");
+        li.appendChild(el("strong", null, who(m.player)));
+        li.appendChild(document.createTextNode(" " + m.text));
+        ol.appendChild(li);
+      });
+      box.appendChild(ol);
+    } else if ((board.history || []).length) box.appendChild(el("p", "muted", "actions: " + board.history.join(", ")));
+    if (opts.end) box.appendChild(handEnd(board, opts.end, who));
     return box;
+  }
+
+  function handEnd(board, end, who) {
+    const div = el("div", "hand-end");
+    const folded = new Set((board.moves || []).filter(m => m.text === "folded").map(m => m.player));
+    div.appendChild(el("h4", null, `End of the hand \u00b7 pot ${board.pot} chips` +
+      (folded.size ? ` \u00b7 ${[...folded].map(who).join(", ")} folded (no showdown)` : " \u00b7 showdown")));
+    const t = el("table", "data showdown");
+    const head = el("tr");
+    ["player", "card", "chips won"].forEach(h => head.appendChild(el("th", null, h)));
+    t.appendChild(head);
+    (end.boards || []).forEach((b, q) => {
+      const tr = el("tr"); tr.dataset.seat = q;
+      tr.appendChild(el("td", null, who(q)));
+      tr.appendChild(el("td", "card-name", b && b.hand ? b.hand.join(" ") : "?"));
+      const r = end.returns ? end.returns[q] : null;
+      tr.appendChild(el("td", "num " + (r > 0 ? "delta-up" : r < 0 ? "delta-down" : ""),
+        r === null || r === undefined ? "\u2014" : (r > 0 ? "+" : "") + Number(r).toString()));
+      t.appendChild(tr);
+    });
+    div.appendChild(t);
+    return div;
   }
 
   function negotiation(board) {
@@ -151,7 +195,7 @@
     if (!board) return null;
     if (board.kind === "grid") return grid(board, opts);
     if (board.kind === "chess") return chess(board);
-    if (board.kind === "cards") return cards(board);
+    if (board.kind === "cards") return cards(board, opts);
     if (board.kind === "negotiation") return negotiation(board);
     return null;
   }
