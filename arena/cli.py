@@ -36,7 +36,21 @@ app.add_typer(envs_app, name="envs")
 app.add_typer(replay_app, name="replay")
 app.add_typer(league_app, name="league")
 
-console = Console()
+#: The console's width when the output is a file or a pipe (and COLUMNS is not set): wide enough that
+#: no table is ever cut or wrapped there; a terminal keeps its own width.
+PIPE_WIDTH = 100_000
+
+
+def cli_console(stderr: bool = False) -> Console:
+    """The CLI's console: a terminal's width on a terminal (or COLUMNS), else `PIPE_WIDTH`, so a table
+    written to a file or a pipe is never cut at 80 columns (rich's default there)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if os.environ.get("COLUMNS") or stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPE_WIDTH)
+
+
+console = cli_console()
 
 
 def _version(value: bool) -> None:
@@ -217,7 +231,9 @@ def play(
         console.print(f"[bold]{escape(game)}[/]: {escape(who)}; returns {returns}; {r.moves} moves; "
                       f"{r.outcome}{escape(why)}", soft_wrap=True)
     count = f"{len(results)} match{'es' if len(results) != 1 else ''}"
-    console.print(summary_table(f"{game}: {count}", summarize(results, specs)))
+    from arena.ui.views import fit_width
+
+    console.print(fit_width(summary_table(f"{game}: {count}", summarize(results, specs)), console.width, keep=1))
     if replays is not None:
         console.print(f"Replays in {replays}" + (f" ({len(results)} files)" if not stopped else
                                                   " (the finished matches', and any a worker wrote as it stopped)"))
@@ -598,7 +614,11 @@ def ratings(
 def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, recompute: bool) -> None:
     from arena.league.manager import open_league
     from arena.league.storage import OVERALL
-    from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view, recompute_view, returns_view
+    from arena.ui.views import (fit_width, payoff_view, ratings_per_game_views, ratings_view, recompute_view,
+                                returns_view)
+
+    def show(table, keep: int = 2) -> None:  # a narrow terminal gets a wide table in parts, not cut
+        console.print(fit_width(table, console.width, keep))
 
     store = open_league(directory)
     games = store.rated_games()
@@ -608,7 +628,7 @@ def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, rec
         raise ArenaError(f"--game {game}: the league at {directory} has no rated games of that id; its games: {known}")
     g = game or OVERALL
     if game in solo and not recompute:  # a single-agent task: no ratings or payoff, its returns table
-        console.print(returns_view(store, game))
+        show(returns_view(store, game))
         return
     if recompute:
         view, equal = recompute_view(store)
@@ -617,20 +637,20 @@ def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, rec
             raise typer.Exit(1)
         return
     if payoff:
-        console.print(payoff_view(store, g))
+        show(payoff_view(store, g), 1)
         per_game = [x for x in games if x != OVERALL]
         if game is None and len(per_game) > 1:
             for x in per_game:
-                console.print(payoff_view(store, x))
+                show(payoff_view(store, x), 1)
     else:
         if games or not solo:  # the Elo tables, unless every game is a one-player game
-            console.print(ratings_view(store, g))
+            show(ratings_view(store, g))
             if game is None:
                 for v in ratings_per_game_views(store):
-                    console.print(v)
+                    show(v)
         if game is None:
             for x in solo:
-                console.print(returns_view(store, x))
+                show(returns_view(store, x))
     if plot:
         from arena.ui.plots import plot_all
 

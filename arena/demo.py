@@ -29,7 +29,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
 
     console = console or Console()
     league_cfg = load_league_config(cfg.config, workers=cfg.workers)
-    console.rule(f"League '{league_cfg.name}': {', '.join(league_cfg.game_ids)}")
+    console.print(f"[bold]League '{league_cfg.name}'[/]: {', '.join(league_cfg.game_ids)}")
     summary = run_with_progress(league_cfg, cfg.out, matches=cfg.matches, console=console)
     console.print()
     store = open_league(cfg.out)

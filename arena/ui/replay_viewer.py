@@ -87,7 +87,7 @@ def step_panel(replay: Replay, i: int, views=None) -> Panel:
     if s["event"] != "ok":
         body.append(f"  [{s['event']}: {s.get('reason')}]", style="red")
     title = f"step {i + 1}/{len(replay.steps)} · move {s['t']} · {name} · {(s.get('time') or 0) * 1000:.2f} ms"
-    return Panel(body, title=Text(title))
+    return Panel(body, title=Text(title), expand=False)
 
 
 def final_panel(replay: Replay, view) -> Panel:
@@ -106,7 +106,8 @@ def final_panel(replay: Replay, view) -> Panel:
         parts.append(Text("final position not shown (the reason is printed below)\n", style="yellow"))
     parts.append(Text(f"result: {result_line(replay)}", style="bold"))
     n = len(replay.steps)
-    return Panel(Group(*parts), title=Text(f"final position · after step {n}/{n} · {replay.result.get('moves')} moves"))
+    return Panel(Group(*parts), title=Text(f"final position · after step {n}/{n} · {replay.result.get('moves')} moves"),
+                 expand=False)
 
 
 def show(replay: Replay, console: Console | None = None, step: int | None = None, interactive: bool = True,

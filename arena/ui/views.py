@@ -106,6 +106,44 @@ def status_view(store: LeagueStore, recent: int = 10) -> Group:
     return Group(header, pt, ct, rt, et)
 
 
+def fit_width(table: Table, width: int, keep: int = 2) -> Table | Group:
+    """`table` itself when it fits `width` columns; else the same rows as several tables side by side
+    no more, one under the other, each with the first `keep` columns (the rank and the player) and
+    as many of the others as fit whole: a narrow terminal gets the table in parts, never a number
+    or a header cut short."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    measure = Console(width=10**5)
+
+    def needed(t: Table) -> int:  # the narrowest it can be: names wrap, numbers and headers stay whole
+        return Measurement.get(measure, measure.options, t).minimum
+
+    if needed(table) <= width or len(table.columns) <= keep + 1:
+        return table
+    cols = table.columns
+    cells = [list(c.cells) for c in cols]
+
+    def part(indices: list[int], title) -> Table:
+        t = Table(title=title, title_justify="left", box=table.box, pad_edge=table.pad_edge, caption=table.caption)
+        for i in indices:
+            c = cols[i]
+            t.add_column(c.header, justify=c.justify, style=c.style, no_wrap=c.no_wrap, overflow=c.overflow,
+                         min_width=c.min_width)
+        for r in range(table.row_count):
+            t.add_row(*[cells[i][r] for i in indices])
+        return t
+
+    parts, current = [], []
+    for i in range(keep, len(cols)):
+        if current and needed(part(list(range(keep)) + current + [i], table.title)) > width:
+            parts.append(current)
+            current = []
+        current.append(i)
+    parts.append(current)
+    return Group(*[part(list(range(keep)) + p, table.title if k == 0 else None) for k, p in enumerate(parts)])
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100.0 * x:.1f}%"
 
@@ -116,12 +154,12 @@ def ratings_view(store: LeagueStore, game: str = OVERALL, sort: str = "elo") -> 
     t = Table(title=f"Ratings: {game_label(game)}", title_justify="left",
               caption=None if rows else "no rated results yet", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("#", justify="right", style="dim", no_wrap=True)
-    t.add_column("Player", style="bold", no_wrap=True, min_width=8)
+    t.add_column("Player", style="bold", overflow="fold", min_width=8)
     cells = [[f"{r.elo:.1f}", f"{r.mu:.2f}", f"{r.sigma:.2f}", f"{r.conservative:.2f}", str(r.games), str(r.wins),
               str(r.draws), str(r.losses), _pct(r.win_rate)] for r in rows]
     # Numbers are never cut: each column is at least as wide as its widest value.
     for j, col in enumerate(("Elo", "mu", "sigma", "mu-3σ", "Games", "W", "D", "L", "Win rate")):
-        width = max([len(c[j]) for c in cells] + [1])
+        width = max([len(c[j]) for c in cells] + [len(col)])
         t.add_column(col, justify="right", no_wrap=True, min_width=width)
     for i, (r, c) in enumerate(zip(rows, cells), 1):
         t.add_row(str(i), r.player, *c)
@@ -142,10 +180,10 @@ def returns_view(store: LeagueStore, game: str) -> Table:
               caption=None if common else "no seed finished by every player yet", box=box.SIMPLE_HEAD,
               pad_edge=False)
     t.add_column("#", justify="right", style="dim", no_wrap=True)
-    t.add_column("Player", style="bold", no_wrap=True, min_width=8)
+    t.add_column("Player", style="bold", overflow="fold", min_width=8)
     cells = [[_num(r.mean), _num(r.std), str(r.episodes), str(r.common_seeds), str(r.forfeits)] for r in rows]
     for j, col in enumerate(("Mean return", "Std", "Episodes", "Common seeds", "Forfeits")):
-        width = max([len(c[j]) for c in cells] + [1])
+        width = max([len(c[j]) for c in cells] + [len(col)])
         t.add_column(col, justify="right", no_wrap=True, min_width=width)
     for i, (r, c) in enumerate(zip(rows, cells), 1):
         t.add_row(str(i) if r.mean is not None else "-", r.player, *c)
@@ -160,12 +198,13 @@ def ratings_per_game_views(store: LeagueStore, sort: str = "elo") -> list[Table]
 def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
     """Row player's decayed win rate against each column player, with decayed game counts and alpha-rank."""
     data = payoff_data(store, game)
-    t = Table(title=f"Payoff: {game_label(game)} (row vs column win rate, decayed games in brackets)",
+    t = Table(title=f"Payoff: {game_label(game)} (row vs column win rate; in brackets the decayed weight of "
+                    "their games)",
               title_justify="left",
               caption=" ".join(x for x in (data.capped_note, data.alpharank_error and
                                            f"alpha-rank unavailable: {data.alpharank_error}") if x)
               or (None if data.players else "no rated results yet"))
-    t.add_column("Player", style="bold", no_wrap=True)
+    t.add_column("Player", style="bold", overflow="fold")
     for p in data.players:
         t.add_column(p, justify="right")
     t.add_column("α-rank", justify="right", style="bold magenta")
@@ -194,7 +233,7 @@ def top_table(store: LeagueStore, n: int = 5) -> Table:
     best = sorted(elo, key=lambda p: (-elo[p], p))[:n]
     t = Table(title=f"Top {n} (Elo, all games)", title_justify="left", box=None, pad_edge=False)
     t.add_column("#", justify="right", style="dim")
-    t.add_column("Player", style="bold", no_wrap=True)
+    t.add_column("Player", style="bold", overflow="fold")
     t.add_column("Elo", justify="right")
     t.add_column("mu-3σ", justify="right")
     t.add_column("Played", justify="right")

@@ -1,0 +1,74 @@
+"""Tables a person reads: never cut at 80 columns when written to a file or a pipe, and in a narrow
+terminal shown in parts rather than with numbers, names or headers cut short."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.league.config import load_league_config
+from arena.league.manager import League, open_league
+from arena.league.storage import OVERALL
+
+ROOT = Path(__file__).resolve().parents[2]
+LONG = ["learner-with-a-long-name-000120", "historical-snapshot-of-main-000090"]
+
+
+def _arena(*args, columns: str | None):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def league(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("tables")
+    cfg = d / "l.yaml"
+    cfg.write_text(f"name: t\nseed: 0\ngames: [{{id: openspiel/tic_tac_toe-v0}}]\nplayers:\n"
+                   f"  - {{name: {LONG[0]}, agent: random}}\n  - {{name: {LONG[1]}, agent: first}}\n"
+                   "  - {name: mcts, agent: 'mcts:simulations=5'}\nmatches: 40\nworkers: 1\n")
+    League(load_league_config(cfg), d / "lg", backend="inline").run()
+    return d / "lg"
+
+
+def test_a_table_written_to_a_pipe_is_whole(league):
+    r = _arena("ratings", league, columns=None)
+    assert r.returncode == 0, r.stderr
+    assert "…" not in r.stdout and "..." not in r.stdout
+    for name in LONG:
+        assert name in r.stdout
+    header = next(line for line in r.stdout.splitlines() if "Player" in line)
+    for col in ("Elo", "mu", "sigma", "mu-3σ", "Games", "W", "D", "L", "Win rate"):
+        assert col in header.split() or col in header, header
+    assert max(len(line) for line in r.stdout.splitlines()) > 80  # not squeezed into rich's default 80
+
+
+def test_a_narrow_terminal_gets_the_table_in_parts_with_every_number_whole(league):
+    store = open_league(league)
+    elo = store.elo(OVERALL)
+    store.close()
+    r = _arena("ratings", league, columns="50")
+    assert r.returncode == 0, r.stderr
+    assert "…" not in r.stdout
+    assert all(len(line) <= 50 for line in r.stdout.splitlines()), r.stdout
+    for value in elo.values():
+        assert f"{value:.1f}" in r.stdout
+    text = r.stdout.replace("\n", "")
+    for name in LONG:  # a long name wraps inside its column, in every part
+        assert r.stdout.count(name[:8]) >= 2, r.stdout
+    for col in ("sigma", "mu-3σ", "Games", "Win rate"):
+        assert col in text
+
+
+def test_an_agent_spec_wraps_between_its_options(tmp_path):
+    r = _arena("play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulations=5,rollouts=1,uct_c=2.0", "-p", "random",
+               "-n", "2", columns="70")
+    assert r.returncode == 0, r.stderr
+    assert "mcts:simulations=5," in r.stdout and "rollouts=1," in r.stdout and "uct_c=2.0" in r.stdout
+    r = _arena("play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulations=5,rollouts=1,uct_c=2.0", "-p", "random",
+               "-n", "2", columns=None)
+    assert "mcts:simulations=5, rollouts=1, uct_c=2.0" in r.stdout
