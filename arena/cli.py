@@ -125,7 +125,10 @@ PLAYERS_HELP = ("Agent specs, one per seat: repeat -p (-p human -p random) or li
 @app.command()
 def play(
     game: str = typer.Argument(..., help="Game id, e.g. arena/TicTacToe-v0 (see `arena envs list`)."),
-    more_players: Optional[List[str]] = typer.Argument(None, hidden=True),
+    more_players: Optional[List[str]] = typer.Argument(
+        None, metavar="AGENT", show_default=False,
+        help="More agent specs after the game or after one --players: `arena play GAME --players human random` "
+        "is `-p human -p random`."),
     players: Optional[List[str]] = typer.Option(None, "--players", "-p", help=PLAYERS_HELP),
     vs: Optional[str] = typer.Option(None, "--vs", help="Play a league player yourself: LEAGUE_DIR:PLAYER (rated)."),
     seat: int = typer.Option(0, "--seat", help="With --vs: your seat (0 moves first)."),
@@ -559,10 +562,10 @@ def serve_cmd(
                                        help="Seconds without the page before a person's match is forfeited."),
 ):
     """Web pages of a league at http://127.0.0.1:8000: live leaderboard, matches, replays, play its players."""
+    from arena.league.storage import LeagueStore, no_league_message
+
     if not (directory / "league.db").exists():
-        raise ArenaError(f"no league at {directory} (no league.db); start one with "
-                         f"`arena league run CONFIG --dir {directory}`")
-    from arena.league.storage import LeagueStore
+        raise ArenaError(no_league_message(directory))
 
     LeagueStore(directory, create=False).close()  # a damaged league.db: one line now, not a server that fails
     from arena.ui.web import PlaySettings, read_token, serve
@@ -603,8 +606,9 @@ def ratings(
     plot: bool = typer.Option(False, "--plot", help="Write PNGs: rating curves and payoff heatmaps."),
     recompute: bool = typer.Option(False, "--recompute", help="Recompute from the match log and compare."),
 ):
-    """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates; for one-player games, mean
-    return on the common seeds."""
+    """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates.
+
+    For one-player games: the mean return on the seeds every player finished."""
     from arena.league.storage import league_db_errors
 
     with league_db_errors(directory / "league.db"):
@@ -676,9 +680,9 @@ def train(
                                                "or per rank (odc, fsdp)."),
     plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module or .py file that registers more games."),
 ):
-    """Train the learner a config names (its `trainer:` key: spiral, scc, ppo, mixed, rllib_ppo). An
-    existing run folder resumes, under any --parallel setting. Ctrl-C finishes the iteration, saves it
-    and stops (a second Ctrl-C stops at once); the same command resumes."""
+    """Train the learner a config names (its `trainer:` key: spiral, scc, ppo, mixed, rllib_ppo).
+
+    An existing run folder resumes, under any --parallel setting. Ctrl-C finishes the iteration, saves it and stops (a second Ctrl-C stops at once); the same command resumes."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from arena.trainers.common.stopping import resume_line, stop_line

@@ -117,11 +117,30 @@ def _load_engine(key, path: str, dtype: str, kind: str):
     return _ENGINES[key]
 
 
+def check_model_folder(path) -> None:
+    """An `AgentSpecError` naming the commands that make a model when `path` is not a model folder (or
+    a training run folder, whose best checkpoint it names)."""
+    from pathlib import Path
+
+    from arena.errors import AgentSpecError
+    from arena.inference.models import MAKE_A_MODEL
+
+    folder = Path(str(path)).expanduser()
+    if (folder / "config.json").is_file():
+        return
+    if (folder / "best" / "config.json").is_file() or (folder / "latest" / "config.json").is_file():
+        raise AgentSpecError(f"{folder} is a training run, not a model folder: use llm:{folder / 'best'} "
+                             f"(or llm:{folder / 'latest'})")
+    what = "does not exist" if not folder.exists() else "is not a Hugging Face model folder (no config.json)"
+    raise AgentSpecError(f"model folder {str(folder)!r} {what}: {MAKE_A_MODEL}")
+
+
 def _factory(core, seed, positional, **opts):
     from arena.errors import AgentSpecError
 
     if not positional:
         raise AgentSpecError("llm agents need a model folder: llm:<path to a Hugging Face model folder>")
+    check_model_folder(positional)  # before torch and transformers are imported (seconds)
     from arena.inference.engine import ENGINE_KINDS
 
     kind = str(opts.pop("engine", "hf")).lower()

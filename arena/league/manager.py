@@ -51,6 +51,7 @@ bad value never reaches a league's stored settings.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -65,13 +66,13 @@ from arena.fsio import sync_folder
 from arena.league.config import LeagueConfig
 from arena.league.executor import make_executor
 from arena.league.learners import make_learner
-from arena.league.lock import writer_lock
+from arena.league.lock import LOCK_FILE, writer_lock
 from arena.league.protocols import LearningPlayer
 from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
 from arena.league.storage import OVERALL, LeagueStore, MatchRow
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.runner import MatchJob, keep_replay
-from arena.replays.format import ReplayError, parse_replay, read_replay, replay_path
+from arena.replays.format import LEAGUE_DB, ReplayError, parse_replay, read_replay, replay_path
 
 
 @dataclass
@@ -110,7 +111,27 @@ class League:
             check_game_settings(cfg)
             writable_folder(self.dir, "the league folder")
             self.lock = writer_lock(self.dir)
+        new = store is None and not passive and not (self.dir / LEAGUE_DB).exists()
         self.store = store or LeagueStore(self.dir, elo_k=cfg.elo_k, payoff_decay=cfg.payoff_decay)
+        try:
+            self._start(cfg, passive)
+        except BaseException:
+            if new:  # a league that failed as it was made (a missing checkpoint, a bad spec): leave no half of it
+                self._unmake()
+            raise
+
+    def _unmake(self) -> None:
+        """Remove what making this league wrote (its database, lock and empty folders; the folder itself if
+        nothing else is in it)."""
+        self.store.close()
+        for name in (LEAGUE_DB, LEAGUE_DB + "-wal", LEAGUE_DB + "-shm", LEAGUE_DB + "-journal", LOCK_FILE):
+            with contextlib.suppress(OSError):
+                (self.dir / name).unlink()
+        for sub in (self.store.replay_dir, self.store.players_dir, self.dir):
+            with contextlib.suppress(OSError):
+                sub.rmdir()  # only if empty
+
+    def _start(self, cfg: LeagueConfig, passive: bool) -> None:
         self._eligible_cache: dict[tuple[str, str], bool] = {}
         self._seats_cache: dict[str, int] = {}
         self._view_key: tuple[int, int] | None = None  # the pairing view's cache key (`_pairing_view`)

@@ -54,6 +54,19 @@ SCHEMA_VERSION = 2
 OVERALL = "*"
 
 
+def no_league_message(directory: str | Path) -> str:
+    """What to say of a folder with no league database: a training run of a single-agent task (no
+    league of its own) gets the commands that show and rate it, anything else how to start a league."""
+    d = Path(directory)
+    if (d / "metrics.jsonl").exists() or (d / "latest").exists():
+        return (f"{d} is a training run with no league of its own (a single-agent task): its curve is in "
+                f"{d / 'metrics.jsonl'} (`tensorboard --logdir {d}`); to rank its policy, put "
+                f"`policy:{d / 'best'}` in a league config's players and `arena league run CONFIG --dir DIR`")
+    if not d.exists():
+        return f"no league at {d} (no such folder); start one with `arena league run CONFIG --dir {d}`"
+    return f"no league at {d} (no {LEAGUE_DB}); start one with `arena league run CONFIG --dir {d}`"
+
+
 def check_rating_settings(elo_k: Any, payoff_decay: Any) -> None:
     """ConfigError unless `elo_k` is a finite number > 0 and `payoff_decay` one in (0, 1]."""
     def finite(v: Any) -> bool:
@@ -201,7 +214,7 @@ class LeagueStore:
         if not create and not self.db_path.exists():
             from arena.errors import ArenaError
 
-            raise ArenaError(f"no league at {self.dir} (no league.db); start one with `arena league run CONFIG --dir {self.dir}`")
+            raise ArenaError(no_league_message(self.dir))
         self.replay_dir = self.dir / LEAGUE_REPLAYS
         self.players_dir = self.dir / "players"
         if create:

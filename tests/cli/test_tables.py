@@ -72,3 +72,25 @@ def test_an_agent_spec_wraps_between_its_options(tmp_path):
     r = _arena("play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulations=5,rollouts=1,uct_c=2.0", "-p", "random",
                "-n", "2", columns=None)
     assert "mcts:simulations=5, rollouts=1, uct_c=2.0" in r.stdout
+
+
+def test_help_texts_are_whole_sentences_and_name_every_argument():
+    r = _arena("--help", columns="100")
+    commands = r.stdout.split("Commands", 1)[1]
+    assert "games, mean\n" not in commands and "rllib_ppo). An" not in commands
+    assert "Elo and OpenSkill tables (mu, sigma, conservative), games and win rates." in commands
+    r = _arena("play", "--help", columns="100")
+    assert "[AGENT]..." in r.stdout and "more_players" not in r.stdout
+    assert "More agent specs after the game or after one --players" in " ".join(r.stdout.split())
+
+
+def test_hints_name_commands_not_functions(tmp_path):
+    r = _arena("play", "openspiel/tic_tac_toe-v0", "-p", f"llm:{tmp_path / 'nope'}", "-p", "random", columns="300")
+    assert r.returncode == 2 and "make_tiny_model_folder" not in r.stderr
+    assert "arena train configs/train/spiral_tictactoe_tiny.yaml --dir runs/ttt" in r.stderr
+    run = tmp_path / "pros"
+    (run / "latest").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("{}\n")
+    r = _arena("ratings", run, columns="300")
+    assert r.returncode == 2 and "is a training run with no league of its own" in r.stderr
+    assert f"policy:{run / 'best'}" in r.stderr and "arena league run CONFIG --dir DIR" in r.stderr

@@ -386,3 +386,29 @@ def test_a_worker_forked_by_a_killed_writer_does_not_keep_the_lock(tmp_path):
                 os.kill(child, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_league_that_fails_as_it_is_made_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A new league whose start fails (here its learners fail to load, as a missing checkpoint
+    would) removes its database, lock and folder; a folder that held other files keeps them; an
+    existing league is never removed."""
+    cfg = load_league_config(write(tmp_path / "l.yaml"))
+
+    def broken(self):
+        raise ConfigError("no checkpoint at runs/nope/best")
+
+    monkeypatch.setattr(League, "_load_learners", broken)
+    with pytest.raises(ConfigError, match="no checkpoint"):
+        League(cfg, tmp_path / "new", backend="inline")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept")
+    with pytest.raises(ConfigError):
+        League(cfg, tmp_path / "mine", backend="inline")
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+    monkeypatch.undo()
+    League(cfg, tmp_path / "old", backend="inline").store.close()
+    monkeypatch.setattr(League, "_load_learners", broken)
+    with pytest.raises(ConfigError):
+        League(cfg, tmp_path / "old", backend="inline")
+    assert (tmp_path / "old" / "league.db").exists()
