@@ -520,7 +520,9 @@ def league_run(
             summary = run_with_progress(cfg, directory, backend=backend, address=address, matches=matches,
                                         console=console)
     except KeyboardInterrupt:
-        console.print(f"[yellow]stopped[/]: run the same command again to continue ({directory})")
+        # (a new line first on a terminal: it has echoed ^C where the cursor was)
+        console.print(("\n" if console.is_terminal else "") + f"[yellow]stopped[/]: run the same command again "
+                      f"to continue ({directory})")
         raise typer.Exit(130)
     finally:
         if server is not None:
@@ -766,7 +768,8 @@ def train(
         signal.signal(signal.SIGINT, old_handler)
         trainer.close()
     if interrupted or getattr(trainer, "stop_requested", False):
-        console.print(escape(stop_line(directory)), style="yellow", soft_wrap=True)
+        console.print(("\n" if console.is_terminal else "") + escape(stop_line(directory)), style="yellow",
+                      soft_wrap=True)
         raise typer.Exit(130)
     for k in sorted(final):
         if k.startswith("eval/"):
