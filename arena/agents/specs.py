@@ -107,15 +107,21 @@ def _check_options(kind: str, opts: dict[str, Any], spec: str) -> None:
             raise AgentSpecError(f"agent spec {shown(spec)}: bad option value: {name} must be {what}, got {shown(value)}")
 
 
+def _split_spec(spec: Any) -> tuple[str, str, str]:
+    """(the spec stripped, its kind, the rest after the first ``:``); AgentSpecError unless a non-empty string."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise AgentSpecError(f"agent spec must be a non-empty string, got {shown(spec)}")
+    spec = spec.strip()
+    kind, _, rest = spec.partition(":")
+    return spec, kind, rest
+
+
 def check_spec(spec: Any) -> None:
     """Check a spec without building its agent (no game, no files, no imports): a string, a known kind
     (or ``module:Class``), and a built-in kind's options by `OPTION_RULES`. AgentSpecError names what is
     wrong; what only building can tell (a missing weights file, a game the agent cannot play) is left
     to `make_agent`."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise AgentSpecError(f"agent spec must be a non-empty string, got {shown(spec)}")
-    spec = spec.strip()
-    kind, _, rest = spec.partition(":")
+    spec, kind, rest = _split_spec(spec)
     if kind in _KINDS:
         positional, opts = parse_options(rest, spec)
         if kind in OPTION_RULES and positional is not None:
@@ -138,10 +144,7 @@ def _importable(module: str) -> bool:
 
 def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None) -> Any:
     """Build an agent from its spec string for the given game core."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise AgentSpecError(f"agent spec must be a non-empty string, got {shown(spec)}")
-    spec = spec.strip()
-    kind, _, rest = spec.partition(":")
+    spec, kind, rest = _split_spec(spec)
     if kind in _KINDS:
         positional, opts = parse_options(rest, spec)
         _check_options(kind, opts, spec)

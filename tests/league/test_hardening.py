@@ -47,18 +47,23 @@ def bomb(levels: int = 9, width: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+def refused_with_peak(path: Path):
+    """(the ConfigError loading `path` raised, the most memory Python held meanwhile)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError) as e:
+            load_league_config(path)
+        return e, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 # -- 1. bounded reading ----------------------------------------------------------------------
 def test_a_yaml_bomb_is_refused_before_it_expands(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_text(bomb())
     assert len(path.read_bytes()) < 700  # 9**10 values once expanded
-    tracemalloc.start()
-    try:
-        with pytest.raises(ConfigError) as e:
-            load_league_config(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    e, peak = refused_with_peak(path)
     assert str(e.value) == (f"{path}: expands to more than {MAX_YAML_NODES:,} values through its aliases (*name): "
                             "write the values out")
     assert peak < 20 * 2**20  # the document's nodes, never its expansion
@@ -86,13 +91,7 @@ def test_a_structure_that_contains_itself_is_refused(tmp_path):
 def test_a_10_mb_config_is_refused_reading_at_most_the_cap(tmp_path):
     path = tmp_path / "huge.yaml"
     path.write_bytes(yaml.safe_dump(GOOD).encode() + b"# " + b"x" * (10 << 20) + b"\n")
-    tracemalloc.start()
-    try:
-        with pytest.raises(ConfigError) as e:
-            load_league_config(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    e, peak = refused_with_peak(path)
     assert str(e.value) == f"{path}: larger than 1 MiB, the most a config may be: is it the right file?"
     assert MAX_CONFIG_BYTES == 1 << 20 and peak < 3 * MAX_CONFIG_BYTES
 
