@@ -279,3 +279,27 @@ def test_a_one_player_league_shows_its_returns_and_no_play_form(solo_server, pag
                                                  "no league player to play against")
     assert not page.is_visible("#play-form")
     assert page.dialogs == [] and page.errors == []
+
+
+def test_the_prosthetics_figure_has_a_head_and_two_leg_colours(server, page):
+    """The web replay's stick figure as the GIFs draw it: the prosthetic (right) leg red, the left leg
+    blue, and a head on the neck inside the picture (a standing skeleton, as the model's is at t=0)."""
+    page.goto(server.url + "/")
+    sk = {"joints": {"ground_pelvis": [0, 0.94], "hip_r": [0, 0.9], "knee_r": [0, 0.5], "ankle_r": [0, 0.1],
+                     "hip_l": [0, 0.9], "knee_l": [0.02, 0.5], "ankle_l": [0.02, 0.1], "back": [-0.1, 1.0]},
+          "ends": {"head": [-0.05, 1.57], "pros_foot_r": [0.05, 0.02], "toes_l": [0.1, 0.02]},
+          "segments": [["hip_r", "knee_r"], ["knee_r", "ankle_r"], ["ankle_r", "pros_foot_r"], ["hip_l", "knee_l"],
+                       ["knee_l", "ankle_l"], ["ankle_l", "toes_l"], ["back", "head"], ["hip_l", "hip_r"]],
+          "time": 0.0}
+    out = page.evaluate("""sk => {
+        const s = ArenaRender.skeleton(sk);
+        document.body.appendChild(s);
+        const head = s.querySelector("circle.head");
+        const box = s.getBoundingClientRect(), hb = head.getBoundingClientRect();
+        const colours = [...s.querySelectorAll("line[data-side]")].map(l => [l.dataset.side, l.getAttribute("stroke")]);
+        return {inside: hb.top >= box.top && hb.bottom <= box.bottom && hb.left >= box.left && hb.right <= box.right,
+                r: Number(head.getAttribute("r")), colours};
+    }""", sk)
+    assert out["inside"] and out["r"] > 10
+    colours = dict(out["colours"])
+    assert colours["r"] != colours["l"] and colours["c"] not in (colours["r"], colours["l"])

@@ -174,6 +174,12 @@
     return box;
   }
 
+  // The prosthetics figure as the GIFs draw it (arena/envs/stickfigure.py): the right (prosthetic) leg
+  // red and behind, the left leg blue and in front, the trunk dark, and a head on the neck along the trunk.
+  const SIDE_COLOURS = {l: "#285ac8", r: "#c83228", c: "#1e1e1e"};
+  const HEAD_SIZE = 0.22;  // metres across
+  function side(name) { return name.endsWith("_l") ? "l" : name.endsWith("_r") ? "r" : "c"; }
+
   function skeleton(sk) {
     const w = 320, h = 320, root = svg("svg", {width: w, height: h, class: "skeleton", role: "img"});
     const pts = Object.assign({}, sk.joints, sk.ends);
@@ -181,12 +187,30 @@
     const scale = 130, ox = w / 2 - pelvis[0] * scale, oy = h - 20;
     const P = p => [ox + p[0] * scale, oy - p[1] * scale];
     svg("line", {x1: 0, y1: oy, x2: w, y2: oy, stroke: "#999"}, root);
-    for (const [a, b] of sk.segments) {
+    const order = {r: 0, c: 1, l: 2};
+    const segs = sk.segments.slice().sort((a, b) => order[side(a[1])] - order[side(b[1])]);
+    for (const [a, b] of segs) {
       if (!pts[a] || !pts[b]) continue;
       const [x1, y1] = P(pts[a]), [x2, y2] = P(pts[b]);
-      svg("line", {x1, y1, x2, y2, stroke: "#1f2d3d", "stroke-width": 4, "stroke-linecap": "round"}, root);
+      svg("line", {x1, y1, x2, y2, stroke: SIDE_COLOURS[side(b)], "stroke-width": 4, "stroke-linecap": "round",
+                   "data-side": side(b)}, root);
     }
-    for (const p of Object.values(pts)) { const [x, y] = P(p); svg("circle", {cx: x, cy: y, r: 3, fill: "#c0392b"}, root); }
+    for (const [name, p] of Object.entries(sk.joints)) {
+      const [x, y] = P(p);
+      svg("circle", {cx: x, cy: y, r: 3, fill: SIDE_COLOURS[side(name)]}, root);
+    }
+    if (pts.head) {  // on the neck, along the trunk (from the joint below it), as in the GIFs
+      const [u, v] = P(pts.head), r = HEAD_SIZE / 2 * scale;
+      let base = (sk.segments.find(s => s[1] === "head") || [])[0];
+      if (base && pts[base]) { const [bu, bv] = P(pts[base]); if (Math.hypot(bu - u, bv - v) < 1) base = (sk.segments.find(s => s[1] === base) || [])[0]; }
+      let du = 0, dv = -1;
+      if (base && pts[base]) {
+        const [bu, bv] = P(pts[base]), n = Math.hypot(u - bu, v - bv);
+        if (n > 1e-6) { du = (u - bu) / n; dv = (v - bv) / n; }
+      }
+      svg("circle", {cx: u + du * r, cy: v + dv * r, r, fill: "#fafaf7", stroke: SIDE_COLOURS.c, "stroke-width": 3,
+                     class: "head"}, root);
+    }
     const t = svg("text", {x: 8, y: 16, "font-size": 12}, root); t.textContent = `t = ${sk.time.toFixed(2)} s`;
     return root;
   }
