@@ -97,8 +97,14 @@ def common_seed(league_seed: int, index: int) -> int:
 
 class League:
     def __init__(self, cfg: LeagueConfig, directory: str | Path, *, backend: str | None = None,
-                 address: str | None = None, passive: bool = False, store: LeagueStore | None = None):
+                 address: str | None = None, passive: bool = False, store: LeagueStore | None = None,
+                 config_owner: str | None = None):
+        """`config_owner`: who this config speaks for in a league several configs share (a trainer's, in a
+        mixed league: ``"scc/config"``); the fixed players it adds are recorded as that owner's, and its
+        sync retires only that owner's players, never those another config or a trainer added. None: the
+        league's own config (`arena league run`)."""
         self.cfg = cfg
+        self.config_owner = config_owner
         self.dir = Path(directory)
         self.backend = backend or cfg.backend
         self.address = address or cfg.ray_address
@@ -224,11 +230,12 @@ class League:
                     raise ConfigError(
                         f"player {p.name!r} was {known[p.name].spec!r} and is now {p.agent!r}: its ratings would "
                         "mix two agents. Give the new agent a new name.")
-                store.update_player(p.name, games=games, active=1)
+                claim = {"owner": self.config_owner} if self.config_owner and known[p.name].owner is None else {}
+                store.update_player(p.name, games=games, active=1, **claim)
             else:
                 if not games:
                     raise ConfigError(f"player {p.name!r} ({p.agent}) can play none of the league's games")
-                store.add_player(p.name, "fixed", p.agent, games)
+                store.add_player(p.name, "fixed", p.agent, games, owner=self.config_owner)
         for entry in cfg.learners:
             wanted.add(entry.name)
             if entry.name in known:
@@ -239,8 +246,9 @@ class League:
         for name, row in known.items():
             # Only the config's own players are the config's to retire: not those a trainer added (its
             # teachers, learners, snapshots: an owner, or a learner of a league from before owners
-            # marked "external"), whose config lists only its opponents.
-            managed = row.owner is None and (
+            # marked "external"), whose config lists only its opponents, nor another config's (a
+            # mixed league's other trainer: `config_owner`).
+            managed = row.owner == self.config_owner and (
                 row.kind == "fixed" or (row.kind == "learner" and not (row.state or {}).get("external")))
             if managed and name not in wanted:
                 store.update_player(name, active=0)

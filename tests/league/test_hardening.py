@@ -411,3 +411,26 @@ def test_a_league_that_fails_as_it_is_made_leaves_nothing_behind(tmp_path, monke
     with pytest.raises(ConfigError):
         League(cfg, tmp_path / "old", backend="inline")
     assert (tmp_path / "old" / "league.db").exists()
+
+
+def test_two_configs_sharing_a_league_never_retire_each_others_players(tmp_path):
+    """A mixed league: two trainers' configs each list their own opponents. Each config's sync adds
+    its players as its own (`config_owner`) and retires only its own, so starting one after the
+    other (and again, as a resume does) keeps both sides' opponents active."""
+    a = load_league_config(write(tmp_path / "a.yaml", players=[{"name": "random", "agent": "random"},
+                                                               {"name": "mcts", "agent": "mcts:simulations=5"}]))
+    b = load_league_config(write(tmp_path / "b.yaml", players=[{"name": "first", "agent": "first"},
+                                                               {"name": "random", "agent": "random"}]))
+    d = tmp_path / "mixed"
+    for _ in range(2):
+        for cfg, owner in ((a, "scc/config"), (b, "spiral/config")):
+            League(cfg, d, backend="inline", config_owner=owner).store.close()
+    store = open_league(d)
+    rows = {p.name: p for p in store.players()}
+    assert {n: rows[n].active for n in ("random", "mcts", "first")} == {"random": 1, "mcts": 1, "first": 1}
+    assert (rows["mcts"].owner, rows["first"].owner) == ("scc/config", "spiral/config")
+    # a config still retires its own player once it drops it
+    a2 = load_league_config(write(tmp_path / "a2.yaml", players=[{"name": "random", "agent": "random"}]))
+    League(a2, d, backend="inline", config_owner="scc/config").store.close()
+    assert {p.name: p.active for p in open_league(d).players()}["mcts"] == 0
+    store.close()

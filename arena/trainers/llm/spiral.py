@@ -44,6 +44,7 @@ this module's **Coordinator**, `SpiralTrainer`: the loop, the league, the batch
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from dataclasses import asdict
@@ -183,6 +184,10 @@ class SpiralTrainer:
         self.metrics = MetricsLogger(self.dir)
         #: The league this learner plays in: its own run folder, or one it shares with other learners.
         self.league_dir = Path(league_dir) if league_dir is not None else self.dir
+        #: Who owns what this trainer's config adds to the league ("spiral/config"), named by where the run
+        #: folder sits in the league's folder, as the policy trainer's players are.
+        rel = os.path.relpath(self.dir.resolve(), self.league_dir.resolve())
+        self.owner = "spiral" if rel == "." else f"spiral:{Path(rel).as_posix()}"
         self._setup_league()
 
     @property
@@ -202,7 +207,8 @@ class SpiralTrainer:
         opponents = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
         lcfg = LeagueConfig(games=[GameEntry(cfg.game)], name=f"train-{self.dir.name}", seed=cfg.seed,
                             players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in opponents], matches=0)
-        self.league = League(lcfg, self.league_dir, backend="inline")
+        # its opponents are this config's; in a mixed league the other trainer's are never retired by it
+        self.league = League(lcfg, self.league_dir, backend="inline", config_owner=f"{self.owner}/config")
         store = self.league.store
         if store.player(LEARNER_NAME) is None:
             store.add_player(LEARNER_NAME, "learner", self.weights(), [cfg.game], role="main",

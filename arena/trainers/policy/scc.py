@@ -129,7 +129,8 @@ class SCCTrainer:
         lcfg = LeagueConfig(games=[GameEntry(cfg.game, kwargs=dict(cfg.game_kwargs))], name=f"train-{self.dir.name}",
                             seed=cfg.seed, players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in specs], matches=0,
                             roles=cfg.roles, record="actions")
-        self.league = League(lcfg, self.league_dir, backend="inline")
+        # its opponents are this config's (a mixed league's other trainer lists others, and retires none of these)
+        self.league = League(lcfg, self.league_dir, backend="inline", config_owner=f"{self.owner}/config")
         self.rng = self.league.rng
         self.fixed = [_slug(s) for s in dict.fromkeys(cfg.opponents)]
         store = self.league.store

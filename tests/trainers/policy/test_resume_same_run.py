@@ -223,7 +223,7 @@ def test_an_old_league_database_gains_owners_and_keeps_its_trainers_players(tmp_
     store = again.league.store
     assert store.get_meta("schema") == 2
     assert store.player("main").owner == store.player("first").owner == again.owner
-    assert store.player("first").active and store.player("random").owner is None
+    assert store.player("first").active and store.player("random").owner == f"{again.owner}/config"  # its opponent
     assert again.iteration == 2
     assert {p.name for p in store.players() if p.owner == again.owner} >= {"main", "main@il", "main@2", "first"}
 
