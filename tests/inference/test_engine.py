@@ -409,7 +409,7 @@ def test_vllm_engine_maps_outputs(monkeypatch):
     assert [p["seed"] for p in seen["params"]] == [5, None]
 
 
-def test_llm_agent_spec_plays_on_the_vllm_engine(monkeypatch):
+def test_llm_agent_spec_plays_on_the_vllm_engine(monkeypatch, tmp_path):
     """``llm:<folder>,engine=vllm`` builds the agent over VLLMEngine (bf16 by default); its answers
     become moves or invalid moves exactly as with transformers."""
     from arena.agents import llm as L
@@ -419,23 +419,26 @@ def test_llm_agent_spec_plays_on_the_vllm_engine(monkeypatch):
     from arena.envs.registry import make_core
     from arena.errors import AgentSpecError
 
+    folder = tmp_path / "model"  # a model folder (the stand-in engine reads nothing in it)
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
     seen: dict = {"text": "I take the centre: \\boxed{4}"}
     monkeypatch.setitem(sys.modules, "vllm", _stand_in_vllm(seen))
     monkeypatch.setattr(L, "_ENGINES", {})
     core = make_core("openspiel/tic_tac_toe-v0")
     core.reset(seed=0)
-    agent = make_agent("llm:/some/model,engine=vllm,greedy=true,max_new_tokens=12", core, 3)
+    agent = make_agent(f"llm:{folder},engine=vllm,greedy=true,max_new_tokens=12", core, 3)
     assert isinstance(agent.engine, E.VLLMEngine)
-    assert seen["llm"]["model"] == "/some/model" and seen["llm"]["dtype"] == "bfloat16"
+    assert seen["llm"]["model"] == str(folder) and seen["llm"]["dtype"] == "bfloat16"
     assert agent.act(Observation(core, 0, 0)) == 4
     assert seen["params"][0]["temperature"] == 0.0 and seen["params"][0]["max_tokens"] == 12
     assert "Make valid actions to win" in seen["prompts"][0]  # SPIRAL's template (no chat template here)
     seen["text"] = "no answer"
     assert isinstance(agent.act(Observation(core, 0, 0)), MalformedMove)
-    assert make_agent("llm:/some/model,engine=vllm,dtype=fp16", core, 0).engine is not agent.engine
+    assert make_agent(f"llm:{folder},engine=vllm,dtype=fp16", core, 0).engine is not agent.engine
     assert seen["llm"]["dtype"] == "float16"
     with pytest.raises(AgentSpecError, match="engine must be one of hf, vllm"):
-        make_agent("llm:/some/model,engine=tgi", core, 0)
+        make_agent(f"llm:{folder},engine=tgi", core, 0)
 
 
 def test_make_engine(tiny):
