@@ -13,11 +13,13 @@ from arena.match.runner import MatchJob
 
 
 def schedule_human_match(league: League, player: str, game: str | None = None, seat: int = 0,
-                         seed: int | None = None, human_name: str = "human") -> tuple[MatchRow, MatchJob, list[str]]:
+                         seed: int | None = None, human_name: str = "human",
+                         note: str | None = None) -> tuple[MatchRow, MatchJob, list[str]]:
     """Check a person's request to play league player `player`, add the person as a human player
     (never scheduled by the league itself) and schedule the match: (match row, its job, the seats).
     The terminal (`play_against`) and the web page both start their matches here, so a person's
-    match is played, recorded and rated as the league's own are."""
+    match is played, recorded and rated as the league's own are. `note`: the match's note, written
+    in the transaction that schedules it (a web server's claim on its match)."""
     from arena.envs.registry import make_core
     from arena.errors import ArenaError
     from arena.match.loop import InvalidMovePolicy
@@ -47,7 +49,7 @@ def schedule_human_match(league: League, player: str, game: str | None = None, s
     seats[seat] = human_name
     pairing = Pairing(game, seats, ["human" if n == human_name else row.spec for n in seats], "human vs league player")
     match = league.begin(pairing, status="running", source="external",
-                         seed=seed if seed is not None else int(time.time()) % (2**31))
+                         seed=seed if seed is not None else int(time.time()) % (2**31), note=note)
     job = league.job(match, policy=InvalidMovePolicy(), move_time_limit=None, record="text")
     return match, job, seats
 

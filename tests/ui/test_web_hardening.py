@@ -389,3 +389,24 @@ def test_league_run_serve_takes_the_token_from_a_file(tmp_path):
     r = subprocess.run(base + ["--token-file", str(token_file), "--token", "x"], cwd=root, capture_output=True,
                        text=True, env=env, timeout=300)
     assert r.returncode == 2 and r.stderr.strip().endswith("--token-file PATH (preferred) or --token, not both")
+
+
+def test_a_web_match_is_claimed_in_the_transaction_that_schedules_it(league, monkeypatch):
+    """No moment between scheduling a web match and claiming it for its server: the match row is
+    written with the server's claim in its note, so a kill at any moment leaves a match the next
+    server can close."""
+    from arena.league.storage import LeagueStore
+    from arena.ui.web.play import WEB_NOTE
+
+    notes = []
+    enqueue = LeagueStore.enqueue
+
+    def watched(self, *args, **kw):
+        notes.append(kw.get("note"))
+        return enqueue(self, *args, **kw)
+
+    monkeypatch.setattr(LeagueStore, "enqueue", watched)
+    play = PlaySettings(idle_timeout=60, move_time_limit=60, starts_per_minute=0)
+    with start_in_background(league, port=0, play=play) as srv:
+        status, _ = request(srv.url + "/api/play", {**START, "name": "claimed"})
+    assert status == 200 and len(notes) == 1 and notes[0].startswith(WEB_NOTE), notes

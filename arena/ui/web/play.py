@@ -389,8 +389,10 @@ class PlayManager:
         try:
             league = League.open(self.dir)
             try:
-                match, job, seats = schedule_human_match(league, opponent, game, seat, seed, human)
-                self._claim(league, match.match_id)
+                # claimed as it is scheduled (one transaction): a server killed at any moment after
+                # leaves no match that the next server cannot close
+                match, job, seats = schedule_human_match(league, opponent, game, seat, seed, human,
+                                                         note=self._claim_note())
             except BaseException:
                 league.store.close()
                 raise
@@ -408,17 +410,16 @@ class PlayManager:
         s.thread.start()
         return s
 
-    def _claim(self, league, match_id: str) -> None:
-        """Write this server's id in the match's note (after taking the server's lock, once)."""
+    def _claim_note(self) -> str | None:
+        """The note that claims a match for this server (after taking the server's lock, once); None
+        where no lock can be taken (no flock, a folder it cannot write): the match is not claimed."""
         with self.lock:
             if self._lock_file is None:
                 try:
                     self._lock_file = _ServerLock(self.dir)
                 except (ImportError, OSError):
-                    return  # no flock, or a folder it cannot write: the match is not claimed
-        with league.store.tx() as c:
-            c.execute("UPDATE matches SET note=? WHERE match_id=? AND status='running'",
-                      (WEB_NOTE + self._lock_file.id, match_id))
+                    return None
+        return WEB_NOTE + self._lock_file.id
 
     def _play(self, s: PlaySession, league, job, seats: list[str]) -> None:
         from arena.league.queries import describe_outcome
