@@ -51,11 +51,6 @@ def league_name(store: LeagueStore) -> str:
     return str(cfg.get("name") or store.dir.name)
 
 
-def _rated(r: ResultRow) -> bool:
-    """The store rates a result only between distinct players (self-play is not rated)."""
-    return len(r.players) >= 2 and len(set(r.players)) == len(r.players)
-
-
 def record_counts(store: LeagueStore, game: str = OVERALL) -> dict[str, tuple[int, int, int]]:
     """(wins, draws, losses) per player over the rated results of `game` (OVERALL: every game), kept
     by the store with each commit (two players: the 1 / 0.5 / 0 scores the ratings use; more: a win

@@ -160,9 +160,6 @@ class Plan:
         """``[rank][microbatch]`` tokens (``padded``: rows x length, what the forward computes)."""
         return [[mb.rows * mb.length if padded else mb.tokens for mb in r] for r in self.ranks]
 
-    def total_tokens(self) -> int:
-        return sum(mb.tokens for r in self.ranks for mb in r)
-
     def lockstep_ratio(self, padded: bool = False) -> float:
         """:func:`lockstep_ratio` of this plan's token table."""
         return lockstep_ratio(self.tokens(padded))
@@ -902,11 +899,6 @@ class ODCSharded(_Sharded):
         self.transport.close()
 
 
-def odc_step(odc: ODCSharded, samples: Sequence["Sample"], pad_id: int = 0) -> StepResult:
-    """One ODC minibatch update on every rank: :meth:`ODCSharded.step`."""
-    return odc.step(samples, pad_id)
-
-
 # --------------------------------------------------------------------------- FSDP2
 
 
@@ -1020,11 +1012,6 @@ class FSDP2Sharded(_Sharded):
 
     def close(self) -> None:
         pass
-
-
-def fsdp_step(fsdp: FSDP2Sharded, samples: Sequence["Sample"], pad_id: int = 0) -> StepResult:
-    """One FSDP2 minibatch update on every rank: :meth:`FSDP2Sharded.step`."""
-    return fsdp.step(samples, pad_id)
 
 
 # --------------------------------------------------------------------------- the learner's loop
