@@ -253,55 +253,75 @@ def _card(name: str, card: int, params: dict) -> str:
     return (_RANKS[rank] if rank < len(_RANKS) else str(rank)) + (_SUITS[suit] if suit < len(_SUITS) else "")
 
 
+#: Leduc's bet (and raise) in each betting round: 2 chips in the first, 4 in the second.
+LEDUC_BET_SIZES = (2, 4)
+
+
+def betting_in_words(name: str, rounds: list[list[Any]], players: int = 2) -> tuple[list[dict], list[int], set[int]]:
+    """A Kuhn or Leduc hand's betting (`rounds`: each betting round's action ids, in order) as
+    ``(moves, stake, folded)``: each move ``{"player", "round", "text"}`` in words (``"checked"``,
+    ``"bet 1"``, ``"called"``, ``"folded"``; Leduc's ``"bet 2"``, ``"raised 4"``), each player's
+    chips in the pot (the antes of 1 included) and the players who folded.
+
+    Kuhn (0: pass, 1: bet): one round, the players in turn from player 0; a pass is a fold once a
+    bet is to be answered, a bet is then a call. Leduc (0: fold, 1: call, 2: raise): each round
+    starts with player 0 and goes round the players still in; a call with nothing to call is a
+    check, a raise with nothing bet in the round a bet. Any other action is kept as its text."""
+    leduc = name == "leduc_poker"
+    stake, folded, moves = [1] * players, set(), []
+    for r, actions in enumerate(rounds):
+        size = LEDUC_BET_SIZES[min(r, len(LEDUC_BET_SIZES) - 1)]
+        q, bet_in_round = 0, False
+        for a in actions:
+            while q in folded:
+                q = (q + 1) % players
+            top = max(stake)
+            if not leduc and a == 1:
+                word = "called" if bet_in_round else "bet 1"
+                stake[q] += 1
+                bet_in_round = True
+            elif not leduc and a == 0:
+                word = "folded" if bet_in_round else "checked"
+                if bet_in_round:
+                    folded.add(q)
+            elif leduc and a == 0:
+                word = "folded"
+                folded.add(q)
+            elif leduc and a == 1:
+                word = "called" if stake[q] < top else "checked"
+                stake[q] = top
+            elif leduc and a == 2:
+                word = f"{'raised' if bet_in_round else 'bet'} {size}"
+                stake[q] = top + size
+                bet_in_round = True
+            else:
+                word = str(a)
+            moves.append({"player": q, "round": r + 1, "text": word})
+            q = (q + 1) % players
+    return moves, stake, folded
+
+
 def poker_view(name: str, state, p: int, params: dict) -> str:
     """What player `p` knows of a Kuhn or Leduc poker hand, in words: its card (and Leduc's public
     card), each betting round as moves ("player 0 checked, you bet 1"), the pot and, at the end, the
-    cards shown down and what `p` won or lost. Read off the engine's history, showing the other
-    players' cards only where a showdown reveals them."""
+    cards shown down and what `p` won or lost. Read off the engine's history (`betting_in_words`),
+    showing the other players' cards only where a showdown reveals them."""
     n = state.num_players()
     leduc = name == "leduc_poker"
     history = [(pa.player, pa.action) for pa in state.full_history()]
     deals = [a for q, a in history if q < 0]
     private = deals[:n]
     public = deals[n] if leduc and len(deals) > n else None
-    stake = [1] * n  # the antes
-    folded: set[int] = set()
-    rounds: list[list[str]] = [[]]
+    rounds: list[list[int]] = [[]]
     chance_seen = 0
-    outstanding = False  # a bet to answer in this round
     for q, a in history:
         if q < 0:
             chance_seen += 1
             if chance_seen > n:  # Leduc's public card opens round 2
                 rounds.append([])
-                outstanding = False
             continue
-        who = _player(q, p)
-        if not leduc:  # 0: pass, 1: bet
-            if a == 1:
-                stake[q] += 1
-                rounds[-1].append(f"{who} {'called' if outstanding else 'bet 1'}")
-                outstanding = True
-            elif outstanding:
-                folded.add(q)
-                rounds[-1].append(f"{who} folded")
-            else:
-                rounds[-1].append(f"{who} checked")
-            continue
-        size = 2 if len(rounds) == 1 else 4  # 0: fold, 1: call (check), 2: raise (bet)
-        top = max(stake)
-        if a == 0:
-            folded.add(q)
-            rounds[-1].append(f"{who} folded")
-        elif a == 1:
-            rounds[-1].append(f"{who} {'called' if stake[q] < top else 'checked'}")
-            stake[q] = top
-        else:
-            rounds[-1].append(f"{who} {'raised' if outstanding else 'bet'} {size}")
-            stake[q] = top + size
-            outstanding = True
-        if a == 1 and all(stake[i] == top for i in range(n) if i not in folded):
-            outstanding = False
+        rounds[-1].append(a)
+    moves, stake, folded = betting_in_words(name, rounds, n)
     title = "Kuhn poker" if not leduc else "Leduc poker"
     lines = [f"{title}: you are player {p}"]
     lines.append(f"Your card: {_card(name, private[p], params)}" if p < len(private) else "Your card: not dealt yet")
@@ -309,9 +329,10 @@ def poker_view(name: str, state, p: int, params: dict) -> str:
         lines.append(f"Public card: {_card(name, public, params)}" if public is not None else
                      "Public card: none (the hand ended before it was dealt)" if state.is_terminal() else
                      "Public card: not dealt yet (it comes after the first betting round)")
-    for i, moves in enumerate(rounds, 1):
+    for i in range(1, len(rounds) + 1):
+        said = [f"{_player(m['player'], p)} {m['text']}" for m in moves if m["round"] == i]
         label = "Betting" if not leduc else f"Round {i} betting"
-        lines.append(f"{label}: {', '.join(moves) if moves else 'no moves yet'}")
+        lines.append(f"{label}: {', '.join(said) if said else 'no moves yet'}")
     lines.append(f"Pot: {sum(stake)} chips (you put in {stake[p]})")
     if state.is_terminal():
         left = [i for i in range(n) if i not in folded]

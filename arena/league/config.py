@@ -19,16 +19,12 @@ ranked by mean return on the seeds all of them have finished (``seeds``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from arena.config import load_yaml
 from arena.errors import AgentSpecError, ConfigError, clipped, shown
-
-
-def _finite(v: float) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+from arena.league.storage import check_rating_settings, finite
 
 
 Role = Literal["main", "main_exploiter", "league_exploiter"]
@@ -47,7 +43,7 @@ class GameEntry:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if not _finite(self.weight) or self.weight <= 0:
+        if not finite(self.weight) or self.weight <= 0:
             raise ValueError(f"game {shown(self.id)}: weight must be a finite number > 0, got {shown(self.weight)}")
 
 
@@ -103,7 +99,7 @@ class RolesConfig:
                      "verification_historical_threshold", "selfplay_fallback_threshold", "main_exploiter_threshold",
                      "learner_share", "league_exploiter_reset_p", "snapshot_win_rate"):
             v = getattr(self, name)
-            if not _finite(v) or not 0.0 <= v <= 1.0:
+            if not finite(v) or not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], got {shown(v)}")
         if self.snapshot_steps < 1 or self.snapshot_min_steps < 0:
             raise ValueError(f"snapshot_steps must be >= 1 and snapshot_min_steps >= 0, got {self.snapshot_steps} "
@@ -173,12 +169,8 @@ class LeagueConfig:
             raise ValueError("players: a league needs players")
         if self.seed < 0:
             raise ValueError(f"seed: must be >= 0, got {self.seed}")
-        if not _finite(self.elo_k) or self.elo_k <= 0:
-            raise ValueError(f"elo_k: the Elo K-factor must be a finite number > 0 (32 is usual), got {shown(self.elo_k)}")
-        if not _finite(self.payoff_decay) or not 0.0 < self.payoff_decay <= 1.0:
-            raise ValueError(f"payoff_decay: must be in (0, 1] (1 keeps every game at full weight; 0.99 remembers "
-                             f"about the last 100 games of a pair), got {shown(self.payoff_decay)}")
-        if self.move_time_limit is not None and (not _finite(self.move_time_limit) or self.move_time_limit <= 0):
+        check_rating_settings(self.elo_k, self.payoff_decay)
+        if self.move_time_limit is not None and (not finite(self.move_time_limit) or self.move_time_limit <= 0):
             raise ValueError(f"move_time_limit: seconds per move must be a finite number > 0 (or null for no limit), "
                              f"got {shown(self.move_time_limit)}")
         if self.invalid_allowance < 0 or self.max_attempts < 1 or self.update_every < 1:

@@ -69,7 +69,7 @@ from arena.league.learners import make_learner
 from arena.league.lock import LOCK_FILE, writer_lock
 from arena.league.protocols import LearningPlayer
 from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
-from arena.league.storage import OVERALL, LeagueStore, MatchRow
+from arena.league.storage import OVERALL, LeagueStore, MatchRow, check_rating_settings
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.runner import MatchJob, keep_replay
 from arena.replays.format import LEAGUE_DB, ReplayError, parse_replay, read_replay, replay_path
@@ -169,8 +169,6 @@ class League:
     def _check_fixed_settings(self) -> None:
         """elo_k, payoff_decay and seed: a changed value is applied while nothing has used the old one,
         else refused with one line (see the module docstring)."""
-        from arena.league.storage import check_rating_settings
-
         store, cfg = self.store, self.cfg
         rated = store.conn.execute("SELECT 1 FROM rating_history LIMIT 1").fetchone() is not None
         old_k, old_decay = store.elo_k, store.payoff_decay

@@ -67,15 +67,21 @@ def no_league_message(directory: str | Path) -> str:
     return f"no league at {d} (no {LEAGUE_DB}); start one with `arena league run CONFIG --dir {d}`"
 
 
+def finite(v: Any) -> bool:
+    """A real number (not a bool) that is neither NaN nor infinite."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def check_rating_settings(elo_k: Any, payoff_decay: Any) -> None:
-    """ConfigError unless `elo_k` is a finite number > 0 and `payoff_decay` one in (0, 1]."""
-    def finite(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """ConfigError unless `elo_k` is a finite number > 0 and `payoff_decay` one in (0, 1]: the league
+    config checks them with this before a folder exists, and the store before it makes a database."""
+    from arena.errors import shown
 
     if not finite(elo_k) or elo_k <= 0:
-        raise ConfigError(f"elo_k: the Elo K-factor must be a finite number > 0 (32 is usual), got {elo_k!r}")
+        raise ConfigError(f"elo_k: the Elo K-factor must be a finite number > 0 (32 is usual), got {shown(elo_k)}")
     if not finite(payoff_decay) or not 0.0 < payoff_decay <= 1.0:
-        raise ConfigError(f"payoff_decay: must be in (0, 1], got {payoff_decay!r}")
+        raise ConfigError(f"payoff_decay: must be in (0, 1] (1 keeps every game at full weight; 0.99 remembers "
+                          f"about the last 100 games of a pair), got {shown(payoff_decay)}")
 
 
 #: What SQLite says of a file it cannot read as a league database (truncated, overwritten, not one).
@@ -230,7 +236,6 @@ class LeagueStore:
             raise LeagueDatabaseError(f"{self.db_path} is not a file: give the league's folder, which holds its "
                                       "database there")
         with self._disk_full_as_error():
-            self.dir.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")

@@ -44,7 +44,6 @@ this module's **Coordinator**, `SpiralTrainer`: the loop, the league, the batch
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from dataclasses import asdict
@@ -58,6 +57,7 @@ from arena.fsio import atomic_write_bytes
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
 from arena.trainers.common.metrics import MetricsLogger, plot_curves, read_metrics
+from arena.trainers.common.stopping import ReportsPhases, owner_name
 from arena.trainers.llm.config import SpiralConfig
 from arena.trainers.llm.learner import Batch, LearnerSettings, LLMLearner, Sample
 from arena.trainers.llm.rollout import LEARNER, Episode, LLMActors
@@ -120,7 +120,7 @@ ADVANTAGES: dict[str, Callable[["SpiralTrainer", list[Trajectory], list[float]],
 }
 
 
-class SpiralTrainer:
+class SpiralTrainer(ReportsPhases):
     """The coordinator of SPIRAL self-play: loop, league, batches, evaluation, checkpoints."""
 
     def __init__(self, cfg: SpiralConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None,
@@ -140,8 +140,6 @@ class SpiralTrainer:
         #: Set by a caller (Ctrl-C in `arena train`): the loop checkpoints and stops after the current iteration.
         self.stop_requested = False
         self.in_loop = False
-        #: ``phase(text, done, total)`` of `run`: progress inside an iteration (None: not reported).
-        self._phase: Callable[[str, int, int], None] | None = None
         torch.set_num_threads(cfg.threads)
         self.latest = self.dir / "latest"
         state = None
@@ -186,8 +184,7 @@ class SpiralTrainer:
         self.league_dir = Path(league_dir) if league_dir is not None else self.dir
         #: Who owns what this trainer's config adds to the league ("spiral/config"), named by where the run
         #: folder sits in the league's folder, as the policy trainer's players are.
-        rel = os.path.relpath(self.dir.resolve(), self.league_dir.resolve())
-        self.owner = "spiral" if rel == "." else f"spiral:{Path(rel).as_posix()}"
+        self.owner = owner_name("spiral", self.dir, self.league_dir)
         self._setup_league()
 
     @property
@@ -534,9 +531,6 @@ class SpiralTrainer:
         random.setstate(state["py_random"])
         self._pairing_rng_state = state.get("pairing_rng")
 
-    def _show(self, text: str, done: int, total: int) -> None:
-        if self._phase is not None:
-            self._phase(text, done, total)
 
     def snapshot(self, it: int) -> str:
         """Checkpoint iteration `it` and freeze it into the league as a historical player."""

@@ -49,6 +49,7 @@ from arena.errors import ConfigError
 from arena.fsio import atomic_write_bytes
 from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
 from arena.trainers.common.metrics import MetricsLogger, plot_curves
+from arena.trainers.common.stopping import ReportsPhases
 from arena.trainers.parallel.config import ParallelConfig
 
 
@@ -120,7 +121,7 @@ def episode_seed(seed: int, iteration: int, env: int, episode: int) -> int:
     return (seed * 1_000_003 + iteration * 100_019 + env * 1_009 + episode * 7 + 11) % (2**31)
 
 
-class PPOTrainer:
+class PPOTrainer(ReportsPhases):
     def __init__(self, cfg: PPOConfig, directory: str | Path):
         from arena.envs.registry import make_core
         from arena.inference.policy_nets import build_policy, spec_from_core
@@ -152,8 +153,6 @@ class PPOTrainer:
         self.metrics = MetricsLogger(self.dir)
         self.stop_requested = False
         self.in_loop = False
-        #: ``phase(text, done, total)`` of `run`: progress inside an iteration (None: not reported).
-        self._phase: Any = None
         self.latest = self.dir / "latest"
         if self.latest.exists():
             state = torch.load(self.latest / "trainer_state.pt", map_location="cpu", weights_only=False)
@@ -185,9 +184,6 @@ class PPOTrainer:
             _, v = self.net(torch.from_numpy(np.stack(obs).astype(np.float32, copy=False)))
         return v.numpy()
 
-    def _show(self, text: str, done: int, total: int) -> None:
-        if self._phase is not None:
-            self._phase(text, done, total)
 
     def _moves(self, a) -> list:
         if self.spec.action_kind == "discrete":

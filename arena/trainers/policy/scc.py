@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import time
 from dataclasses import asdict
@@ -51,6 +50,7 @@ from arena.fsio import atomic_write_bytes
 from arena.match.loop import MatchResult
 from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
 from arena.trainers.common.metrics import MetricsLogger, plot_curves
+from arena.trainers.common.stopping import ReportsPhases, owner_name
 from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, play_pairings, to_batch
 from arena.trainers.policy.config import SCCConfig
 from arena.trainers.policy.learner import LearnerSettings, PolicyLearner, make_policy_learner
@@ -68,7 +68,7 @@ def _slug(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[:40]
 
 
-class SCCTrainer:
+class SCCTrainer(ReportsPhases):
     """The coordinator: league, imitation, iterations, role rules, evaluation, checkpoints."""
 
     def __init__(self, cfg: SCCConfig, directory: str | Path, *, league_dir: str | Path | None = None):
@@ -103,13 +103,10 @@ class SCCTrainer:
         #: The owner of the players this trainer adds to the league (learners, teachers, snapshots): the
         #: league's config sync never retires them. Named by where the run folder sits in the league's
         #: folder ("scc" when they are one), which stays the same when the league's folder moves.
-        rel = os.path.relpath(self.dir.resolve(), self.league_dir.resolve())
-        self.owner = "scc" if rel == "." else f"scc:{Path(rel).as_posix()}"
+        self.owner = owner_name("scc", self.dir, self.league_dir)
         self._setup_league()
         self.actors = PolicyActors(cfg.game, cfg.actors, cfg.game_kwargs, cfg.actors_backend, cfg.ray_address)
         self._inflight: dict | None = None
-        #: ``phase(text, done, total)`` of `run`: progress inside an iteration (None: not reported).
-        self._phase: Callable[[str, int, int], None] | None = None
         if self.latest.exists():
             self._load_state(torch.load(self.latest.resolve() / "trainer_state.pt", weights_only=False))
         else:
@@ -156,9 +153,6 @@ class SCCTrainer:
                 elif p.kind == "fixed" and p.name in teachers:
                     store.update_player(p.name, owner=self.owner, active=1)
 
-    def _show(self, text: str, done: int, total: int) -> None:
-        if self._phase is not None:
-            self._phase(text, done, total)
 
     def _weights_spec(self, name: str, it: int) -> str:
         return f"policy:{self._policy_folder(name, it)}"
@@ -246,7 +240,7 @@ class SCCTrainer:
             for name, spec in zip(teachers, il.teachers):
                 if store.player(name) is None:
                     store.add_player(name, "fixed", spec, [cfg.game], owner=self.owner)
-            base = cfg.seed + 17  # match i's seed is base + i (`arena.match.batch.schedule`)
+            base = self._teacher_seed_base()
             kept: dict[int, tuple[Any, list[str]]] = {}
             for m in store.matches(source="external"):
                 r = store.result_for(m.match_id) if m.note == "imitation" else None
@@ -297,6 +291,10 @@ class SCCTrainer:
         self.il_done = True
         return {"folder": str(folder), **report}
 
+    def _teacher_seed_base(self) -> int:
+        """Teacher match i's seed is this + i (`arena.match.batch.schedule`)."""
+        return self.cfg.seed + 17
+
     def _commit_teacher_matches(self, results: list[MatchResult], teachers: list[str],
                                 kept: dict[int, tuple[Any, list[str]]]) -> None:
         """Teacher matches into the league, in one transaction, as rated matches with their replays
@@ -313,7 +311,7 @@ class SCCTrainer:
                 seated.append(names)
             self.league.commit_many(commits)
         for res, names in zip(results, seated):
-            kept[res.seed - (self.cfg.seed + 17)] = (res.replay, names)
+            kept[res.seed - self._teacher_seed_base()] = (res.replay, names)
 
     def _start_from_il(self) -> None:
         """Every learner starts from the imitation weights, which become the KL anchor and ``main@il``."""

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from arena.envs.openspiel_core import LEDUC_BET_SIZES, betting_in_words
+
 _BRACKET_FIELD = re.compile(r"\[([A-Za-z][A-Za-z0-9 ]*?): ?([^\]]*)\]")
 _KUHN_RANKS = "JQK"
 
@@ -118,14 +120,7 @@ def openspiel_kuhn(text: str) -> dict | None:
     if not t or t[0] not in "012" or set(t[1:]) - set("pb"):
         return None
     history = ["pass" if c == "p" else "bet" for c in t[1:]]
-    moves, to_answer = [], False
-    for i, c in enumerate(t[1:]):
-        if c == "b":
-            word = "called" if to_answer else "bet 1"
-            to_answer = True
-        else:
-            word = "folded" if to_answer else "checked"
-        moves.append({"player": i % 2, "round": 1, "text": word})
+    moves, _, _ = betting_in_words("kuhn_poker", [[int(c == "b") for c in t[1:]]])
     return {"kind": "cards", "hand": [_KUHN_RANKS[int(t[0])]], "public": [], "pot": 2 + t.count("b"),
             "money": None, "history": history, "moves": moves, "round": None}
 
@@ -133,40 +128,6 @@ def openspiel_kuhn(text: str) -> dict | None:
 def _leduc_card(x: str) -> str | None:
     x = x.strip()
     return _KUHN_RANKS[int(x) // 2] if x.isdigit() and 0 <= int(x) < 6 else None
-
-
-#: Leduc's bet (and raise) in each round: 2 chips in the first, 4 in the second.
-_LEDUC_SIZES = (2, 4)
-
-
-def _leduc_moves(rounds: list[list[str]], players: int) -> tuple[list[dict], int]:
-    """Leduc's moves in words and the chips in the pot (antes of 1 and every bet, call and raise).
-
-    Each round starts with player 0 and goes round the players still in; 0: fold, 1: call (a check
-    when nothing is to be called), 2: raise (a bet when nothing was bet in the round)."""
-    stake, folded, moves = [1] * players, set(), []
-    for r, actions in enumerate(rounds):
-        size = _LEDUC_SIZES[min(r, len(_LEDUC_SIZES) - 1)]
-        q, bet_in_round = 0, False
-        for a in actions:
-            while q in folded:
-                q = (q + 1) % players
-            top = max(stake)
-            if a == "0":
-                folded.add(q)
-                word = "folded"
-            elif a == "1":
-                word = "called" if stake[q] < top else "checked"
-                stake[q] = top
-            elif a == "2":
-                word = f"{'raised' if bet_in_round else 'bet'} {size}"
-                stake[q] = top + size
-                bet_in_round = True
-            else:
-                word = a
-            moves.append({"player": q, "round": r + 1, "text": word})
-            q = (q + 1) % players
-    return moves, sum(stake)
 
 
 def openspiel_leduc(text: str) -> dict | None:
@@ -181,7 +142,9 @@ def openspiel_leduc(text: str) -> dict | None:
     hand = [c for c in [_leduc_card(fields["Private"])] if c]
     public = [c for c in [_leduc_card(fields.get("Public", ""))] if c]
     money = [int(x) for x in fields.get("Money", "").split() if x.lstrip("-").isdigit()]
-    moves, pot = _leduc_moves(rounds, max(2, len(money)))
+    moves, stake, _ = betting_in_words("leduc_poker", [[int(a) if a.isdigit() else a for a in r] for r in rounds],
+                                       max(2, len(money)))
+    pot = sum(stake)
     return {"kind": "cards", "hand": hand, "public": public, "pot": pot, "money": money or None,
             "history": history, "moves": moves, "round": _int(fields.get("Round", fields.get("Round ", "")))}
 
@@ -294,7 +257,7 @@ def move_label(game_id: str, board: dict | None, action: Any, label: str) -> str
             rnd = 2  # the board card is out: the second round, before its first move
         here = [m for m in moves if m["round"] == rnd]
         bet = any(m["text"].startswith(("bet", "raised")) for m in here)
-        size = _LEDUC_SIZES[min(rnd, len(_LEDUC_SIZES)) - 1]
+        size = LEDUC_BET_SIZES[min(rnd, len(LEDUC_BET_SIZES)) - 1]
         return {0: "fold", 1: "call" if bet else "check", 2: f"raise {size}" if bet else f"bet {size}"}.get(action, label)
     return label
 
