@@ -2,7 +2,7 @@
 
 Why: FSDP2's per-layer collectives make every rank wait for the slowest one at every
 microbatch, so variable-length trajectories leave ranks idle; ODC (on-demand gathers,
-three meetings per minibatch, :mod:`arena.trainers.parallel.odc`) should lose only the
+three meetings per minibatch, :mod:`arena.trainers.parallel.sharded`) should lose only the
 per-minibatch imbalance. One launch of ``--ranks`` gloo processes (1 torch thread each)
 builds the same Llama (``build_tiny_llama``: ``--hidden``, ``--layers``) for each method
 and runs minibatch updates (the learner's policy loss, ``dppo_binary_tv``, token mean,
@@ -35,8 +35,8 @@ Columns: tokens/s of real (unpadded) prompt + response tokens; the ratio to
 ``fsdp2-best``; next to ODC's ratio the *ideal* one from token counts alone (a
 microbatch costs its tokens, a third of it forward): against FSDP2-best, which waits for
 the slowest rank only in its first forward and last backward,
-:func:`~arena.trainers.parallel.odc.fsdp2_best_ratio`; against FSDP2's defaults, in
-lockstep at every microbatch, :func:`~arena.trainers.parallel.odc.lockstep_ratio`
+:func:`_sharded_sim.fsdp2_best_ratio`; against FSDP2's defaults, in
+lockstep at every microbatch, :func:`_sharded_sim.lockstep_ratio`
 ``sum_i max_r t[r][i] / max_r sum_i t[r][i]``. The *no-communication bound* is
 FSDP2-best's step time over ODC's slowest rank's own compute (forward, backward and
 optimizer; no gather, no wait): what ODC would reach with free transfers and meetings.
@@ -95,8 +95,9 @@ def game_turns(tok, matches: int, seed: int) -> list[tuple[list[int], list[int]]
 
 def _pattern_steps(name: str, args, steps: int, tok) -> tuple[str, list[list]]:
     """(balance, one list of samples per step) of a length pattern."""
+    from _sharded_sim import samples_of_lengths
+
     from arena.trainers.llm.learner import Sample
-    from arena.trainers.parallel.odc import samples_of_lengths
 
     n, W, m = args.samples, args.ranks, args.microbatches
     if name == "balanced":
@@ -130,7 +131,8 @@ def _rank(info, args, methods, patterns):
     """Every method on every pattern on this rank (methods take turns); returns each timed step's timing."""
     from arena.inference.models import build_tiny_llama
     from arena.trainers.llm.learner import LearnerSettings
-    from arena.trainers.parallel.odc import FSDP2Sharded, ODCSharded
+    from arena.trainers.parallel.sharded.fsdp2 import FSDP2Sharded
+    from arena.trainers.parallel.sharded.odc import ODCSharded
 
     tok = _tokenizer()
     settings = LearnerSettings(lr=1e-5, minibatch=args.samples)
@@ -191,8 +193,9 @@ def main(argv=None) -> None:
             raise SystemExit(f"unknown method {m!r}: use some of {', '.join(METHODS)}")
     methods = list(args.methods)
 
+    from _sharded_sim import fsdp2_best_ratio
+
     from arena.trainers.parallel.launch import launch
-    from arena.trainers.parallel.odc import fsdp2_best_ratio
 
     tok = _tokenizer()
     steps = args.warmup + args.repeats

@@ -50,8 +50,9 @@ MODES = (
 
 
 def _batches(args):
+    from _sharded_sim import samples_of_lengths
+
     from arena.trainers.llm.learner import Batch
-    from arena.trainers.parallel.odc import samples_of_lengths
 
     lengths = [(args.prompt + (7 * i) % args.prompt, args.response) for i in range(args.samples)]
     return [Batch(samples_of_lengths(lengths, seed=args.seed + k), shuffle_seed=k) for k in range(args.repeats + 1)]

@@ -72,20 +72,24 @@ def _samples(args):
 
 def _rank(info, args, schedules):
     """Every schedule on this rank: warm-up, then ``repeats`` rotating rounds. Returns each step's bubble dict."""
-    from arena.trainers.parallel.pipeline import LMPipeline, pipeline_step
+    from _pipeline_sim import ActionTimeline, bubble_of
+
+    from arena.trainers.parallel.pipeline.runtime import LMPipeline
+    from arena.trainers.parallel.pipeline.step import pipeline_step
 
     model, tok = _model(args)
     samples = _samples(args)
-    pipes = {s: LMPipeline(model, s, n_microbatches=args.microbatches) for s in schedules}
+    pipes = {s: LMPipeline(model, s, n_microbatches=args.microbatches, timeline=ActionTimeline.for_device("cpu"))
+             for s in schedules}
     for s in schedules:
         for _ in range(args.warmup):
-            pipeline_step(pipes[s], samples, pad_id=tok.pad_token_id)
+            bubble_of(pipes[s], pipeline_step(pipes[s], samples, pad_id=tok.pad_token_id))
     steps: dict[str, list] = {s: [] for s in schedules}
     packed = None
     for k in range(args.repeats):
         for s in schedules[k % len(schedules):] + schedules[:k % len(schedules)]:
             out = pipeline_step(pipes[s], samples, pad_id=tok.pad_token_id)
-            steps[s].append(out.bubble)
+            steps[s].append(bubble_of(pipes[s], out))
             packed = out.packed
     return {"steps": steps, "packed": {k: packed[k] for k in ("rows", "length", "tokens")}}
 
@@ -140,8 +144,10 @@ def main(argv=None) -> None:
         args.hidden, args.layers, args.samples, args.prompt, args.response = 32, 4, 8, 12, 6
         args.microbatches, args.repeats, args.warmup = 4, 3, 1
 
+    from _pipeline_sim import FORMULAS, theory
+
     from arena.trainers.parallel.launch import launch
-    from arena.trainers.parallel.pipeline import SCHEDULES, available_schedules, schedule_spec
+    from arena.trainers.parallel.pipeline.schedules import SCHEDULES, available_schedules, schedule_spec
 
     have = available_schedules()
     wanted = args.schedules or list(SCHEDULES)
@@ -181,10 +187,10 @@ def main(argv=None) -> None:
         cpu = " / ".join(f"{med('cpu_s', r) * 1e3:.1f}" for r in range(pr))
         simu = " / ".join(f"{med('sim_unit_bubble', r):.3f}" for r in range(pr))
         simm = " / ".join(f"{med('sim_measured_bubble', r):.3f}" for r in range(pr))
-        th = spec.theory(pr, m)
+        th = theory(s, pr, m)
         rows.append([s, str(spec.stages_per_rank), f"{step[s] * 1e3:.1f}",
                      f"{step[s] / base:.2f}x" if base else "-", busy, cpu, bub, ipb,
-                     f"{spec.formula} = {th:.3f} ({th / (1 + th):.3f})", simu, simm])
+                     f"{FORMULAS[s]} = {th:.3f} ({th / (1 + th):.3f})", simu, simm])
     rows.append(["single process", "-", f"{single * 1e3:.1f}", f"{single / base:.2f}x" if base else "-",
                  f"{single * 1e3:.1f}", "-", "-", "-", "-", "-", "-"])
     head = ["schedule", "stages/rank", "step ms", "vs 1f1b", "busy ms (per rank)", "CPU ms", "bubble measured",

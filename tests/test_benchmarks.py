@@ -1,5 +1,6 @@
 """Smoke tests of the benchmarks: bench_llm.py's learner-step section, a one-run ablation, the tactics probe,
-bench_prosthetics.py with tiny sizes, the wired parallel learner step and the rollout-precision mismatch."""
+bench_prosthetics.py with tiny sizes, the wired parallel learner step and the rollout-precision mismatch; and
+the analysis helpers beside them (the pipeline's schedule simulation, ODC's ideal speed-ups)."""
 
 from __future__ import annotations
 
@@ -168,3 +169,30 @@ def test_bench_replay_store_smoke_compares_the_two_forms():
     assert len(rows) == 3 and any("league database" in k for k in rows)
     assert all(float(v[0]) > 0 and int(v[2].replace(",", "")) > 500 for v in rows.values())  # ms, bytes a match
     assert "database / files with group commit (time):" in proc.stdout
+
+
+def test_simulated_1f1b_order_matches_the_closed_form(monkeypatch):
+    """The pipeline benchmark's schedule simulation (``_pipeline_sim``) on the textbook 1F1B order."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import _pipeline_sim as S
+
+    for p, m in ((2, 4), (4, 8), (3, 3)):
+        sim = S.simulate_order(S.one_f_one_b_order(p, m), {"F": 1.0, "B": 2.0}, p)
+        assert all(b == pytest.approx((p - 1) / (m + p - 1)) for b in sim["bubble"].values())
+        assert sim["makespan"] == pytest.approx(3 * (m + p - 1))
+
+
+def test_lockstep_ratio_is_the_ideal_speedup(monkeypatch):
+    """The ODC benchmark's ideal speed-ups (``_sharded_sim``) on token tables worked by hand."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    from _sharded_sim import fsdp2_best_ratio, lockstep_ratio
+
+    assert lockstep_ratio([[4, 1], [1, 4]]) == pytest.approx(8 / 5)  # alternating 4:1
+    assert lockstep_ratio([[2, 2], [2, 2]]) == 1.0
+    assert lockstep_ratio([[3, 1], [2, 2]]) == pytest.approx(5 / 4)
+    assert lockstep_ratio([[5], []]) == 1.0
+    # FSDP2-best waits only in the first forward and the last backward (forward 1/3, backward 2/3):
+    # 4/3 + max(8/3 + 5 + 1/3, 2/3 + 5 + 4/3) + 8/3 = 12 against ODC's 10
+    assert fsdp2_best_ratio([[4, 1, 4, 1], [1, 4, 1, 4]]) == pytest.approx(12 / 10)
+    assert fsdp2_best_ratio([[2, 2], [2, 2]]) == pytest.approx(1.0)
+    assert fsdp2_best_ratio([[3], [1]]) == pytest.approx(1.0)

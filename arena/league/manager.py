@@ -55,7 +55,7 @@ import contextlib
 import dataclasses
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -67,22 +67,12 @@ from arena.league.config import LeagueConfig
 from arena.league.executor import make_executor
 from arena.league.learners import make_learner
 from arena.league.lock import LOCK_FILE, writer_lock
-from arena.league.protocols import LearningPlayer
+from arena.league.protocols import LearningPlayer, Pairing
 from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
 from arena.league.storage import OVERALL, LeagueStore, MatchRow, check_rating_settings
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.runner import MatchJob, keep_replay
 from arena.replays.format import LEAGUE_DB, ReplayError, parse_replay, read_replay, replay_path
-
-
-@dataclass
-class Pairing:
-    game: str
-    players: list[str]  # by seat
-    specs: list[str]
-    why: str = ""
-    #: The match's seed when the pairing fixes it (an episode of a one-player game: `common_seed`).
-    seed: int | None = None
 
 
 def _seed(league_seed: int, seq: int) -> int:

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from arena.league.manager import League, Pairing
+from arena.league.manager import League
+from arena.league.protocols import Pairing
 from arena.league.storage import MatchRow
 from arena.match.runner import MatchJob
 

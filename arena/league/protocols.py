@@ -1,4 +1,4 @@
-"""The league's two seams, as typed protocols.
+"""The league's two seams, as typed protocols, and the pairing that passes through the first.
 
 * :class:`LeagueClient` is how anything that schedules or plays matches talks to a league:
   the league's own run loop, a trainer feeding its learner from the league, and a person
@@ -8,17 +8,30 @@
   coordinator (``arena.trainers.llm.spiral``); a neural-policy learner implements the same.
 
 Both are structural (``typing.Protocol``): implement the methods, no base class needed.
+
+A :class:`Pairing` is what ``LeagueClient.next_pairing`` returns and ``begin`` takes: a game and
+who plays it, by seat.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from arena.league.manager import Pairing
     from arena.league.storage import MatchRow
     from arena.match.loop import MatchResult
+
+
+@dataclass
+class Pairing:
+    game: str
+    players: list[str]  # by seat
+    specs: list[str]
+    why: str = ""
+    #: The match's seed when the pairing fixes it (an episode of a one-player game: `arena.league.manager.common_seed`).
+    seed: int | None = None
 
 
 @runtime_checkable

@@ -22,7 +22,8 @@ pytest.importorskip("uvicorn")
 
 from arena.agents.base import BaseAgent  # noqa: E402
 from arena.league.config import load_league_config  # noqa: E402
-from arena.league.manager import League, Pairing, open_league  # noqa: E402
+from arena.league.manager import League, open_league  # noqa: E402
+from arena.league.protocols import Pairing  # noqa: E402
 from arena.league.queries import rating_rows, recompute_rows  # noqa: E402
 from arena.league.storage import OVERALL  # noqa: E402
 from arena.match.runner import run_match_job  # noqa: E402

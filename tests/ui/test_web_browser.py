@@ -15,7 +15,8 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 from arena.league.config import load_league_config  # noqa: E402
-from arena.league.manager import League, Pairing, open_league  # noqa: E402
+from arena.league.manager import League, open_league  # noqa: E402
+from arena.league.protocols import Pairing  # noqa: E402
 from arena.match.runner import run_match_job  # noqa: E402
 from arena.ui.web import PlaySettings, start_in_background  # noqa: E402
 

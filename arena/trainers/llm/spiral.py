@@ -247,7 +247,7 @@ class SpiralTrainer(ReportsPhases):
     def _report(self, episodes: list[Episode], learner_name: str, evaluation: bool = False,
                 keep_replays: bool = False) -> None:
         """Commit the episodes to the league as external matches (rated; never part of a budget)."""
-        from arena.league.manager import Pairing
+        from arena.league.protocols import Pairing
 
         for ep in episodes:
             names = [learner_name if s == LEARNER else ep.opponent for s in ep.seats]

@@ -29,7 +29,7 @@ class ParallelConfig:
     timeout_s: float = 1800.0
 
     def __post_init__(self):
-        from arena.trainers.parallel.pipeline import SCHEDULES
+        from arena.trainers.parallel.pipeline.schedules import SCHEDULES
 
         if self.mode != "none" and self.world_size < 2:
             raise ValueError(f"world_size must be >= 2 with mode {self.mode}, got {self.world_size} "

@@ -7,6 +7,9 @@ the place of :class:`~arena.trainers.llm.learner.LLMLearner`; ranks 1 .. N-1 run
 from rank 0 on a group of its own (whose timeout is long: rank 0 spends minutes on rollouts
 between two steps), followed by the collectives of the engine:
 
+* ``init``: a learner's serving part on every rank, of the class the learner names
+  (:class:`LMServed`, or ``arena.trainers.parallel.policy.PolicyServed``), so this loop
+  knows no kind of learner;
 * ``step``: the batch goes to every rank; each runs ``LLMLearner.step``'s loop
   (:func:`~arena.trainers.llm.learner.minibatch_loop`: the same shuffled minibatches) on its
   engine, then the updated weights are assembled on rank 0 and copied into the rollout
@@ -22,12 +25,12 @@ between two steps), followed by the collectives of the engine:
 
 The engines (:class:`Engine`; one per rank, all built from rank 0's model):
 
-* ``pipeline``: :class:`~arena.trainers.parallel.pipeline.LMPipeline` with the configured
-  schedule; each minibatch is one :func:`~arena.trainers.parallel.pipeline.pipeline_step`,
+* ``pipeline``: :class:`~arena.trainers.parallel.pipeline.runtime.LMPipeline` with the configured
+  schedule; each minibatch is one :func:`~arena.trainers.parallel.pipeline.step.pipeline_step`,
   the global gradient clip and AdamW on this rank's stages;
-* ``odc``: :class:`~arena.trainers.parallel.odc.ODCSharded` (shared memory on one machine,
+* ``odc``: :class:`~arena.trainers.parallel.sharded.odc.ODCSharded` (shared memory on one machine,
   the process group across machines);
-* ``fsdp``: :class:`~arena.trainers.parallel.odc.FSDP2Sharded` at its best settings, the
+* ``fsdp``: :class:`~arena.trainers.parallel.sharded.fsdp2.FSDP2Sharded` at its best settings, the
   baseline.
 
 Not yet: the BPCO critic and fp16/bf16 training (each a one-line error naming it). On GPUs (NCCL) the
@@ -172,7 +175,7 @@ class PipelineEngine(Engine):
     def __init__(self, model, settings, ps, info, group=None):
         import torch
 
-        from arena.trainers.parallel.pipeline import LMPipeline
+        from arena.trainers.parallel.pipeline.runtime import LMPipeline
 
         super().__init__(model, settings, ps, info, group)
         self.names = [n for n, _ in model.named_parameters()]
@@ -190,7 +193,7 @@ class PipelineEngine(Engine):
 
     def step(self, batch, pad_id):
         from arena.trainers.llm.learner import minibatch_loop
-        from arena.trainers.parallel.pipeline import clip_grad_norm_, pipeline_step
+        from arena.trainers.parallel.pipeline.step import clip_grad_norm_, pipeline_step
 
         def update(mb):
             out = pipeline_step(self.pipe, mb, pad_id=pad_id)
@@ -207,12 +210,12 @@ class PipelineEngine(Engine):
             self.pipe.eval()
 
     def pull(self):
-        from arena.trainers.parallel.pipeline import full_state_dict
+        from arena.trainers.parallel.pipeline.whole_model import full_state_dict
 
         return full_state_dict(self.pipe, dst=0)
 
     def push(self, state):
-        from arena.trainers.parallel.pipeline import load_full_state_dict
+        from arena.trainers.parallel.pipeline.whole_model import load_full_state_dict
 
         load_full_state_dict(self.pipe, self._broadcast(state))
 
@@ -232,7 +235,8 @@ class ShardedEngine(Engine):
     """ODC or FSDP2 (``ps.mode``): every rank holds a shard of every parameter and of its optimizer state."""
 
     def __init__(self, model, settings, ps, info, group=None, *, units=None, eps: float = 1e-8):
-        from arena.trainers.parallel import odc as O
+        from arena.trainers.parallel.sharded.fsdp2 import FSDP2Sharded
+        from arena.trainers.parallel.sharded.odc import ODCSharded
 
         super().__init__(model, settings, ps, info, group)
         model = model.to(info.device)
@@ -240,15 +244,15 @@ class ShardedEngine(Engine):
         params = set(self.canon)
         self.buffers = [n for n in model.state_dict() if n not in params]  # persistent buffers (a normaliser's)
         if ps.mode == "odc":
-            self.eng = O.ODCSharded(model, settings=settings, n_microbatches=ps.microbatches, transport=ps.transport,
-                                    group=group, device=info.device, units=units, eps=eps)
+            self.eng = ODCSharded(model, settings=settings, n_microbatches=ps.microbatches, transport=ps.transport,
+                                  group=group, device=info.device, units=units, eps=eps)
         else:
-            self.eng = O.FSDP2Sharded(model, settings=settings, n_microbatches=ps.microbatches, group=group,
-                                      best=True, device=info.device, units=units, eps=eps)
+            self.eng = FSDP2Sharded(model, settings=settings, n_microbatches=ps.microbatches, group=group,
+                                    best=True, device=info.device, units=units, eps=eps)
         self.opt = self.eng.opt
 
     def step(self, batch, pad_id):
-        from arena.trainers.parallel.odc import learner_step
+        from arena.trainers.parallel.sharded.engine import learner_step
 
         return learner_step(self.eng, batch, pad_id)
 
@@ -435,9 +439,9 @@ def serve(info: RankInfo) -> None:
             op = cmd[0]
             if op == "stop":
                 return
-            if op == "init":  # ("init", key, kind, args): an engine for one learner
-                _, key, kind, args = cmd
-                engines[key] = SERVED[kind](info, *args)
+            if op == "init":  # ("init", key, served class, args): an engine for one learner
+                _, key, served, args = cmd
+                engines[key] = served(info, *args)
             else:  # (op, key, *args)
                 engines[cmd[1]].serve(op, cmd[2:])
     finally:
@@ -474,16 +478,6 @@ class LMServed:
 
     def close(self) -> None:
         self.engine.close()
-
-
-def _policy_served(info, *args):
-    from arena.trainers.parallel.policy import PolicyServed
-
-    return PolicyServed(info, *args)
-
-
-#: What a serving rank builds for each kind of learner.
-SERVED: dict[str, Any] = {"lm": LMServed, "policy": _policy_served}
 
 
 class Ranks:
@@ -605,7 +599,7 @@ class ParallelLearner:
         self.needs_topk = settings.loss in TOPK_LOSSES
         self.scaler = grad_scaler(self.info.device, "fp32")  # a no-op: fp32 only
         self.closed = False
-        self.ranks.send(("init", self.key, "lm", (type(model), model.config, settings, ps)))
+        self.ranks.send(("init", self.key, LMServed, (type(model), model.config, settings, ps)))
         with torch.random.fork_rng(devices=[]):
             mine = copy.deepcopy(self.model)
         self.engine = build_engine(mine, settings, ps, self.info)

@@ -7,7 +7,7 @@ the trajectories (V-trace) -- with its loss weighted by that share (moves, or va
 the weighted gradients sum to the one-process minibatch gradient. The sum happens in the
 engine, with the parameters and the optimizer state sharded:
 
-* ``odc``: :class:`~arena.trainers.parallel.odc.ODCSharded` with one unit per child module
+* ``odc``: :class:`~arena.trainers.parallel.sharded.odc.ODCSharded` with one unit per child module
   of the network (torso, heads, normaliser): the units gathered on demand, the gradients
   reduced and Adam applied to the shards once per minibatch;
 * ``fsdp``: FSDP2's ``fully_shard`` on each child module and the root, the baseline.
@@ -49,7 +49,7 @@ class DataParallelPolicyLearner(PolicyLearner):
     def __init__(self, net, settings: "LearnerSettings", *, lr: float, anchor=None, ps: "ParallelConfig",
                  info: "RankInfo"):
         from arena.trainers.llm.learner import LearnerSettings as StepSettings
-        from arena.trainers.parallel.odc import module_units
+        from arena.trainers.parallel.sharded.layout import module_units
 
         super().__init__(net, settings, lr=lr, anchor=anchor, device=info.device)
         self.info, self.ps = info, ps
@@ -178,7 +178,7 @@ class ParallelPolicyLearner:
         self.closed = False
         self.ranks = Ranks.acquire(ps, "gloo")
         try:
-            self.ranks.send(("init", key, "policy", (_recipe(net), settings, lr, ps)))
+            self.ranks.send(("init", key, PolicyServed, (_recipe(net), settings, lr, ps)))
             self.inner = DataParallelPolicyLearner(copy.deepcopy(net), settings, lr=lr, ps=ps, info=self.ranks.info)
         except BaseException:
             self.ranks._abandon()

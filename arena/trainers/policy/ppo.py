@@ -125,7 +125,8 @@ class PPOTrainer(ReportsPhases):
     def __init__(self, cfg: PPOConfig, directory: str | Path):
         from arena.envs.registry import make_core
         from arena.inference.policy_nets import build_policy, spec_from_core
-        from arena.trainers.policy.learner import LearnerSettings, check_parallel, make_policy_learner
+        from arena.trainers.policy.learner import LearnerSettings
+        from arena.trainers.policy.make import check_parallel, make_policy_learner
 
         import torch
 

@@ -53,7 +53,8 @@ from arena.trainers.common.metrics import MetricsLogger, plot_curves
 from arena.trainers.common.stopping import ReportsPhases, owner_name
 from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, play_pairings, to_batch
 from arena.trainers.policy.config import SCCConfig
-from arena.trainers.policy.learner import LearnerSettings, PolicyLearner, make_policy_learner
+from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+from arena.trainers.policy.make import make_policy_learner
 
 IL_NAME = "main@il"
 
@@ -299,7 +300,7 @@ class SCCTrainer(ReportsPhases):
                                 kept: dict[int, tuple[Any, list[str]]]) -> None:
         """Teacher matches into the league, in one transaction, as rated matches with their replays
         (the league's replays are the imitation data); each goes into `kept` by its index."""
-        from arena.league.manager import Pairing as LeaguePairing
+        from arena.league.protocols import Pairing as LeaguePairing
 
         il, store, commits, seated = self.cfg.il, self.league.store, [], []
         with store.tx():
@@ -372,7 +373,7 @@ class SCCTrainer(ReportsPhases):
 
     def _apply(self, bundle: dict) -> None:
         """Write an iteration's effects into the league in ONE transaction (see the module docstring)."""
-        from arena.league.manager import Pairing as LeaguePairing
+        from arena.league.protocols import Pairing as LeaguePairing
 
         store, it = self.league.store, bundle["iteration"]
         if int(store.get_meta("scc_applied", -1)) >= it:
@@ -653,7 +654,7 @@ def validate(cfg: SCCConfig) -> None:
     from arena.errors import ArenaError, ConfigError, IncompatibleAgent
     from arena.inference.policy_nets import build_policy, spec_from_core
     from arena.replays.format import LEAGUE_DB
-    from arena.trainers.policy.learner import check_parallel
+    from arena.trainers.policy.make import check_parallel
 
     check_parallel(cfg.parallel)
     if cfg.parallel.mode != "none" and cfg.device != "cpu":

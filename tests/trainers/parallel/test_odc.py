@@ -2,7 +2,7 @@
 
 One launch of 2 gloo ranks (module fixture, about 15 s on 2 cores) runs every case with
 every engine -- ODC over shared memory, ODC over the process group, FSDP2 at its best
-settings and FSDP2 with its defaults -- through :func:`odc.learner_step` (the learner's
+settings and FSDP2 with its defaults -- through :func:`sharded.engine.learner_step` (the learner's
 loop: the same shuffled minibatches) with a real learning rate, weight decay and, in the
 imbalanced case, a gradient clip small enough to act (the learner clips the global norm,
 so the shards must agree on it). The reference is ``LLMLearner.step`` in this process on
@@ -12,6 +12,9 @@ process gives the same logits.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -20,8 +23,18 @@ pytest.importorskip("transformers")
 from arena.inference.models import DEFAULT_CORPUS, build_tiny_llama, load_model, train_char_tokenizer  # noqa: E402
 from arena.trainers.common.losses import TOPK_LOSSES  # noqa: E402
 from arena.trainers.llm.learner import Batch, LearnerSettings, LLMLearner  # noqa: E402
-from arena.trainers.parallel import odc as O  # noqa: E402
 from arena.trainers.parallel.launch import launch  # noqa: E402
+from arena.trainers.parallel.sharded import ODCError  # noqa: E402
+from arena.trainers.parallel.sharded.engine import learner_step  # noqa: E402
+from arena.trainers.parallel.sharded.fsdp2 import FSDP2Sharded  # noqa: E402
+from arena.trainers.parallel.sharded.layout import make_layout  # noqa: E402
+from arena.trainers.parallel.sharded.odc import ODCSharded  # noqa: E402
+from arena.trainers.parallel.sharded.plan import plan_minibatch  # noqa: E402
+from arena.trainers.parallel.sharded.transports import make_transport  # noqa: E402
+
+# synthetic samples live beside the benchmarks (and the spawned ranks import them too)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from _sharded_sim import samples_of_lengths  # noqa: E402
 
 SIZES = dict(hidden=32, layers=4, heads=4, intermediate=64)
 M = 2  # microbatches per rank
@@ -55,13 +68,13 @@ def _model(seed: int = 0):
 
 
 def _samples(lengths, settings):
-    return O.samples_of_lengths(lengths, seed=1, topk=3 if settings.loss in TOPK_LOSSES else 0)
+    return samples_of_lengths(lengths, seed=1, topk=3 if settings.loss in TOPK_LOSSES else 0)
 
 
 def _engine(name, model, settings, balance):
     if name.startswith("odc"):
-        return O.ODCSharded(model, settings=settings, n_microbatches=M, transport=name[4:], balance=balance)
-    return O.FSDP2Sharded(model, settings=settings, n_microbatches=M, balance=balance, best=name == "fsdp2-best")
+        return ODCSharded(model, settings=settings, n_microbatches=M, transport=name[4:], balance=balance)
+    return FSDP2Sharded(model, settings=settings, n_microbatches=M, balance=balance, best=name == "fsdp2-best")
 
 
 def _worker(info, cases, folder):
@@ -70,7 +83,7 @@ def _worker(info, cases, folder):
         for name in engines:
             model, tok = _model()
             eng = _engine(name, model, settings, balance)
-            stats = O.learner_step(eng, Batch(_samples(lengths, settings), shuffle_seed=3), pad_id=tok.pad_token_id)
+            stats = learner_step(eng, Batch(_samples(lengths, settings), shuffle_seed=3), pad_id=tok.pad_token_id)
             state = eng.full_state_dict()
             out[(case_id, name)] = {"stats": stats, "timing": eng.last.timing, "tokens": eng.last.tokens,
                                     "state": state if info.rank == 0 else None}
@@ -81,7 +94,7 @@ def _worker(info, cases, folder):
     for name in ("odc-shm", "fsdp2-best"):
         model, tok = _model(seed=1)
         eng = _engine(name, model, TWO_STEPS_CLIPPED, "tokens")
-        O.learner_step(eng, Batch(_samples(IMBALANCED, TWO_STEPS_CLIPPED)), pad_id=tok.pad_token_id)
+        learner_step(eng, Batch(_samples(IMBALANCED, TWO_STEPS_CLIPPED)), pad_id=tok.pad_token_id)
         eng.save_pretrained(f"{folder}/{name}", tokenizer=tok)
         out[("ckpt", name)] = {"ids": ids, "logits": eng.logits(ids)}
         eng.close()
@@ -165,10 +178,10 @@ def test_checkpoint_from_two_ranks_loads_in_one_process(runs):
 
 
 def test_plan_balances_tokens_and_weights_sum_to_the_minibatch():
-    samples = O.samples_of_lengths(IMBALANCED, seed=0)
+    samples = samples_of_lengths(IMBALANCED, seed=0)
     lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
     for agg in ("token_mean", "seq_mean", "seq_sum_norm"):
-        plan = O.plan_minibatch(samples, 2, 3, agg=agg)
+        plan = plan_minibatch(samples, 2, 3, agg=agg)
         got = sorted(j for r in plan.ranks for mb in r for j in mb.samples)
         assert got == list(range(len(samples)))
         per_rank = [sum(r) for r in plan.tokens()]
@@ -179,26 +192,14 @@ def test_plan_balances_tokens_and_weights_sum_to_the_minibatch():
             for mb in r:
                 assert mb.length % 8 == 0 and mb.rows == len(mb.samples)
                 assert float(mb.target[0, 0, 5]) == pytest.approx(1 / sum(len(s.response_ids) for s in samples))
-    arrival = O.plan_minibatch(samples, 2, 2, balance="none")
+    arrival = plan_minibatch(samples, 2, 2, balance="none")
     assert [mb.samples for mb in arrival.ranks[0]] == [[0, 2, 4], [6, 8, 10]]
-
-
-def test_lockstep_ratio_is_the_ideal_speedup():
-    assert O.lockstep_ratio([[4, 1], [1, 4]]) == pytest.approx(8 / 5)  # alternating 4:1
-    assert O.lockstep_ratio([[2, 2], [2, 2]]) == 1.0
-    assert O.lockstep_ratio([[3, 1], [2, 2]]) == pytest.approx(5 / 4)
-    assert O.lockstep_ratio([[5], []]) == 1.0
-    # FSDP2-best waits only in the first forward and the last backward (forward 1/3, backward 2/3):
-    # 4/3 + max(8/3 + 5 + 1/3, 2/3 + 5 + 4/3) + 8/3 = 12 against ODC's 10
-    assert O.fsdp2_best_ratio([[4, 1, 4, 1], [1, 4, 1, 4]]) == pytest.approx(12 / 10)
-    assert O.fsdp2_best_ratio([[2, 2], [2, 2]]) == pytest.approx(1.0)
-    assert O.fsdp2_best_ratio([[3], [1]]) == pytest.approx(1.0)
 
 
 def test_layout_covers_every_parameter_once():
     model, _ = _model()
     for W in (1, 2, 3):
-        lay = O.make_layout(model, W)
+        lay = make_layout(model, W)
         names = [n for u in lay.units for n in u.params]
         assert sorted(names) == sorted(n for n, _ in model.named_parameters())  # the tied head once
         assert [u.name for u in lay.units][:2] == ["model.embed_tokens", "model.layers.0"]
@@ -209,20 +210,20 @@ def test_layout_covers_every_parameter_once():
 
 
 def test_errors_say_what_to_do():
-    samples = O.samples_of_lengths([(3, 2)], seed=0)
-    with pytest.raises(O.ODCError, match="unknown balance 'best'.*tokens, none"):
-        O.plan_minibatch(samples, 2, 1, balance="best")
-    with pytest.raises(O.ODCError, match="top-K"):
-        O.plan_minibatch(samples, 2, 1, topk=True)
-    with pytest.raises(O.ODCError, match="unknown ODC transport 'rdma'.*auto, shm, pg"):
-        O.make_transport("rdma")
-    with pytest.raises(O.ODCError, match="no process group"):
-        O.ODCSharded(_model()[0], n_microbatches=1)
-    with pytest.raises(O.ODCError, match="at least one token"):
-        O.samples_of_lengths([(0, 2)])
+    samples = samples_of_lengths([(3, 2)], seed=0)
+    with pytest.raises(ODCError, match="unknown balance 'best'.*tokens, none"):
+        plan_minibatch(samples, 2, 1, balance="best")
+    with pytest.raises(ODCError, match="top-K"):
+        plan_minibatch(samples, 2, 1, topk=True)
+    with pytest.raises(ODCError, match="unknown ODC transport 'rdma'.*auto, shm, pg"):
+        make_transport("rdma")
+    with pytest.raises(ODCError, match="no process group"):
+        ODCSharded(_model()[0], n_microbatches=1)
+    with pytest.raises(ODCError, match="at least one token"):
+        samples_of_lengths([(0, 2)])
     samples[0].prompt_ids = []
-    with pytest.raises(O.ODCError, match="empty prompt"):
-        O.plan_minibatch(samples, 1, 1)
+    with pytest.raises(ODCError, match="empty prompt"):
+        plan_minibatch(samples, 1, 1)
 
 
 def test_bench_odc_quick_prints_the_tables():

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -23,15 +25,41 @@ pytest.importorskip("transformers")
 from arena.inference.models import DEFAULT_CORPUS, build_tiny_llama, load_model, train_char_tokenizer  # noqa: E402
 from arena.trainers.common.losses import TOPK_LOSSES  # noqa: E402
 from arena.trainers.llm.learner import Batch, LearnerSettings, LLMLearner, Sample  # noqa: E402
-from arena.trainers.parallel import pipeline as P  # noqa: E402
 from arena.trainers.parallel.launch import ParallelError, in_torchrun, launch  # noqa: E402
+from arena.trainers.parallel.pipeline import PipelineError  # noqa: E402
+from arena.trainers.parallel.pipeline.loss import token_logprobs  # noqa: E402
+from arena.trainers.parallel.pipeline.packing import pack_samples  # noqa: E402
+from arena.trainers.parallel.pipeline.runtime import LMPipeline  # noqa: E402
+from arena.trainers.parallel.pipeline.schedules import (  # noqa: E402
+    SCHEDULES,
+    ScheduleSpec,
+    available_schedules,
+    num_stages,
+    schedule_class,
+    schedule_spec,
+    stage_indices,
+    stage_owner,
+)
+from arena.trainers.parallel.pipeline.stages import balanced_layers, split_llama  # noqa: E402
+from arena.trainers.parallel.pipeline.step import clip_grad_norm_, pipeline_step  # noqa: E402
+from arena.trainers.parallel.pipeline.whole_model import (  # noqa: E402
+    full_state_dict,
+    gather_named,
+    load_pretrained,
+    pipeline_logits,
+    save_pretrained,
+)
+
+# the bubble's measurement and simulation live beside the benchmarks (and the spawned ranks import them too)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+import _pipeline_sim as S  # noqa: E402
 
 SIZES = dict(hidden=32, layers=4, heads=4, intermediate=64)
 M = 4  # microbatches
 TOL = 1e-5
 
 BASE = LearnerSettings()  # dppo_binary_tv, token_mean
-CASES = [(name, name, BASE) for name in P.SCHEDULES] + [
+CASES = [(name, name, BASE) for name in SCHEDULES] + [
     ("1f1b-ppo-seq_sum_norm-entropy", "1f1b",
      LearnerSettings(loss="ppo_clip", agg="seq_sum_norm", max_new_tokens=8, entropy_coef=0.01)),
     ("zbv-topk_tv-seq_mean", "zbv", LearnerSettings(loss="dppo_topk_tv", agg="seq_mean")),
@@ -70,32 +98,34 @@ def _reference(settings: LearnerSettings):
 def _worker(info, cases, folder):
     """Each case on this rank; then the checkpoint round trip. Returns plain data (CPU tensors)."""
     model, tok = _model()
-    available = P.available_schedules()
+    available = available_schedules()
     out = {}
     for case_id, schedule, settings in cases:
         if schedule not in available:
-            out[case_id] = {"skipped": f"torch lacks torch.distributed.pipelining.{P.SCHEDULES[schedule].torch_class}"}
+            out[case_id] = {"skipped": f"torch lacks torch.distributed.pipelining.{SCHEDULES[schedule].torch_class}"}
             continue
-        pipe = P.LMPipeline(model, schedule, n_microbatches=M, settings=settings)
-        step = P.pipeline_step(pipe, _samples(settings.loss in TOPK_LOSSES), pad_id=tok.pad_token_id)
-        grads = P.gather_named(pipe, "grad")
-        out[case_id] = {"loss": step.loss, "stats": step.stats, "grads": grads, "bubble": step.bubble,
-                        "packed": step.packed, "grad_norm": P.clip_grad_norm_(pipe, 1e9)}
+        pipe = LMPipeline(model, schedule, n_microbatches=M, settings=settings,
+                          timeline=S.ActionTimeline.for_device("cpu"))
+        step = pipeline_step(pipe, _samples(settings.loss in TOPK_LOSSES), pad_id=tok.pad_token_id)
+        bubble = S.bubble_of(pipe, step)
+        grads = gather_named(pipe, "grad")
+        out[case_id] = {"loss": step.loss, "stats": step.stats, "grads": grads, "bubble": bubble,
+                        "packed": step.packed, "grad_norm": clip_grad_norm_(pipe, 1e9)}
 
     # checkpoint: train a little on 2 ranks (1f1b: 2 stages), save, then load into a 4-stage zbv split
-    pipe = P.LMPipeline(_model(seed=1)[0], "1f1b", n_microbatches=M, settings=BASE)
-    P.pipeline_step(pipe, _samples(False), pad_id=tok.pad_token_id)
-    P.clip_grad_norm_(pipe, 1.0)
+    pipe = LMPipeline(_model(seed=1)[0], "1f1b", n_microbatches=M, settings=BASE)
+    pipeline_step(pipe, _samples(False), pad_id=tok.pad_token_id)
+    clip_grad_norm_(pipe, 1.0)
     with torch.no_grad():
         for p in pipe.parameters():
             p -= 0.5 * p.grad
-    P.save_pretrained(pipe, folder, tokenizer=tok)
+    save_pretrained(pipe, folder, tokenizer=tok)
     ids = torch.randint(4, 100, (3, 12), generator=torch.Generator().manual_seed(0))
-    full = P.full_state_dict(pipe)
-    logits = P.pipeline_logits(pipe, ids)
-    other = P.LMPipeline(_model(seed=2)[0], "zbv", n_microbatches=M, settings=BASE)
-    P.load_pretrained(other, folder)
-    logits_v = P.pipeline_logits(other, ids)
+    full = full_state_dict(pipe)
+    logits = pipeline_logits(pipe, ids)
+    other = LMPipeline(_model(seed=2)[0], "zbv", n_microbatches=M, settings=BASE)
+    load_pretrained(other, folder)
+    logits_v = pipeline_logits(other, ids)
     out["roundtrip"] = {"ids": ids, "logits_1f1b": logits, "logits_zbv": logits_v,
                         "keys": sorted(full) if full is not None else None}
 
@@ -104,11 +134,11 @@ def _worker(info, cases, folder):
 
     solo = dist.new_group(ranks=[0])  # every rank takes part in making a group
     if info.rank == 0:
-        one = P.LMPipeline(_model(seed=3)[0], "zbv", n_microbatches=M, settings=BASE, group=solo)
-        P.load_pretrained(one, folder)
-        out["roundtrip"]["logits_1rank"] = P.pipeline_logits(one, ids)
-        step = P.pipeline_step(one, _samples(False), pad_id=tok.pad_token_id)
-        out["solo"] = {"loss": step.loss, "grads": P.gather_named(one, "grad")}
+        one = LMPipeline(_model(seed=3)[0], "zbv", n_microbatches=M, settings=BASE, group=solo)
+        load_pretrained(one, folder)
+        out["roundtrip"]["logits_1rank"] = pipeline_logits(one, ids)
+        step = pipeline_step(one, _samples(False), pad_id=tok.pad_token_id)
+        out["solo"] = {"loss": step.loss, "grads": gather_named(one, "grad")}
     return out
 
 
@@ -142,18 +172,18 @@ def test_step_equals_single_process_learner(runs, case_id, schedule, settings):
     assert sorted(j for g in packed["groups"] for j in g) == list(range(8)) and len(packed["groups"]) == M
 
 
-@pytest.mark.parametrize("case_id", [c[0] for c in CASES[:len(P.SCHEDULES)]])
+@pytest.mark.parametrize("case_id", [c[0] for c in CASES[:len(SCHEDULES)]])
 def test_bubble_is_measured_next_to_theory(runs, case_id):
     results, _ = runs
     bubbles = [results[r][case_id].get("bubble") for r in (0, 1)]
     if bubbles[0] is None:
         pytest.skip(results[0][case_id]["skipped"])
-    print("\n" + P.bubble_report(bubbles))
-    spec = P.schedule_spec(case_id)
+    print("\n" + S.bubble_report(bubbles))
+    spec = schedule_spec(case_id)
     for b in bubbles:
         assert b["step_s"] > 0 and 0 < b["busy_s"] <= b["step_s"]
         assert 0 <= b["bubble"] < 1 and b["idle_s"] == pytest.approx(b["step_s"] - b["busy_s"])
-        assert b["theory"] == pytest.approx(spec.theory(2, M)) and b["theory_formula"] == spec.formula
+        assert b["theory"] == pytest.approx(S.theory(case_id, 2, M)) and b["theory_formula"] == S.FORMULAS[case_id]
         assert 0 <= b["theory_fraction"] < 1
         assert b["count"]["F"] == M * spec.stages_per_rank  # every stage ran every microbatch forward
         n_bwd = b["count"].get("B", 0) + b["count"].get("W", 0)
@@ -196,7 +226,7 @@ def test_stages_chained_in_one_process_equal_the_model():
     model, _ = _model()
     ids = torch.randint(4, 100, (2, 9), generator=torch.Generator().manual_seed(1))
     for n in (1, 2, 4):
-        stages = P.split_llama(model, n)
+        stages = split_llama(model, n)
         x = ids
         with torch.no_grad():
             for i in range(n):
@@ -216,40 +246,40 @@ def test_token_logprobs_is_sequence_logprobs_arithmetic():
     with torch.no_grad():
         ref = sequence_logprobs(model, [s.prompt_ids], [s.response_ids], topk_ids=[s.topk_ids], temperature=0.8)
         logits = model(input_ids=seq).logits[:, P_ - 1:P_ - 1 + R]
-        got = P.token_logprobs(logits, torch.tensor([s.response_ids]), torch.ones(1, R), 0.8,
+        got = token_logprobs(logits, torch.tensor([s.response_ids]), torch.ones(1, R), 0.8,
                                topk_ids=torch.tensor([s.topk_ids]))
     for k in ("logp", "entropy", "topk_logp"):
         torch.testing.assert_close(got[k], ref[k], atol=1e-6, rtol=0)
 
 
 def test_balanced_layers_and_placement():
-    assert P.balanced_layers(4, 4) == [(0, 1), (1, 2), (2, 3), (3, 4)]
-    assert P.balanced_layers(7, 3) == [(0, 2), (2, 5), (5, 7)]  # the extra layer goes inside first
-    assert P.balanced_layers(5, 2) == [(0, 3), (3, 5)]
-    with pytest.raises(P.PipelineError, match="cannot fill 4 stages"):
-        P.balanced_layers(3, 4)
-    assert P.stage_indices("zbv", 0, 2) == [0, 3] and P.stage_indices("zbv", 1, 2) == [1, 2]
-    assert P.stage_indices("interleaved_1f1b", 1, 4) == [1, 5] and P.stage_indices("1f1b", 3, 4) == [3]
-    for name in P.SCHEDULES:
+    assert balanced_layers(4, 4) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert balanced_layers(7, 3) == [(0, 2), (2, 5), (5, 7)]  # the extra layer goes inside first
+    assert balanced_layers(5, 2) == [(0, 3), (3, 5)]
+    with pytest.raises(PipelineError, match="cannot fill 4 stages"):
+        balanced_layers(3, 4)
+    assert stage_indices("zbv", 0, 2) == [0, 3] and stage_indices("zbv", 1, 2) == [1, 2]
+    assert stage_indices("interleaved_1f1b", 1, 4) == [1, 5] and stage_indices("1f1b", 3, 4) == [3]
+    for name in SCHEDULES:
         for p in (1, 2, 4):
-            held = [s for r in range(p) for s in P.stage_indices(name, r, p)]
-            assert sorted(held) == list(range(P.num_stages(name, p)))
-            assert all(P.stage_owner(name, s, p) == r for r in range(p) for s in P.stage_indices(name, r, p))
+            held = [s for r in range(p) for s in stage_indices(name, r, p)]
+            assert sorted(held) == list(range(num_stages(name, p)))
+            assert all(stage_owner(name, s, p) == r for r in range(p) for s in stage_indices(name, r, p))
 
 
 def test_schedule_names_and_missing_classes(monkeypatch):
-    with pytest.raises(P.PipelineError, match="unknown pipeline schedule 'zb2'.*gpipe, 1f1b"):
-        P.schedule_spec("zb2")
-    monkeypatch.setitem(P.SCHEDULES, "future", P.ScheduleSpec("future", "ScheduleFromTheFuture", 2, "v", "0"))
-    with pytest.raises(P.PipelineError, match="ScheduleFromTheFuture, which torch .* lacks"):
-        P.schedule_class("future")
-    assert "future" not in P.available_schedules()
+    with pytest.raises(PipelineError, match="unknown pipeline schedule 'zb2'.*gpipe, 1f1b"):
+        schedule_spec("zb2")
+    monkeypatch.setitem(SCHEDULES, "future", ScheduleSpec("future", "ScheduleFromTheFuture", 2, "v"))
+    with pytest.raises(PipelineError, match="ScheduleFromTheFuture, which torch .* lacks"):
+        schedule_class("future")
+    assert "future" not in available_schedules()
 
 
 def test_pack_samples_balances_tokens_and_weights_sum_to_one():
     samples = _samples(False, n=11)
     for agg in ("token_mean", "seq_mean", "seq_sum_norm"):
-        pk = P.pack_samples(samples, 4, agg=agg, pad_to=8)
+        pk = pack_samples(samples, 4, agg=agg, pad_to=8)
         assert pk.ids.shape == (4 * pk.rows, pk.length) and pk.length % 8 == 0 and pk.rows == 3
         assert sorted(j for g in pk.groups for j in g) == list(range(11))
         w = pk.target[::pk.rows, 0, 4]
@@ -257,15 +287,8 @@ def test_pack_samples_balances_tokens_and_weights_sum_to_one():
         assert float(w.sum()) == pytest.approx(expect)
         assert max(pk.tokens) - min(pk.tokens) <= max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
         assert int(pk.target[..., 1].sum()) == sum(len(s.response_ids) for s in samples)
-    with pytest.raises(P.PipelineError, match="top-K"):
-        P.pack_samples(samples, 4, topk=True)
-
-
-def test_simulated_1f1b_order_matches_the_closed_form():
-    for p, m in ((2, 4), (4, 8), (3, 3)):
-        sim = P.simulate_order(P.one_f_one_b_order(p, m), {"F": 1.0, "B": 2.0}, p)
-        assert all(b == pytest.approx((p - 1) / (m + p - 1)) for b in sim["bubble"].values())
-        assert sim["makespan"] == pytest.approx(3 * (m + p - 1))
+    with pytest.raises(PipelineError, match="top-K"):
+        pack_samples(samples, 4, topk=True)
 
 
 def _fail_on_rank_1(info):
@@ -294,6 +317,6 @@ def test_bench_pipeline_quick_prints_the_table():
     proc = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_pipeline.py"), "--quick"], cwd=root,
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in P.available_schedules():
+    for name in available_schedules():
         assert f"| {name} |" in proc.stdout
     assert "step time ZB1P / 1F1B:" in proc.stdout and "step time ZBV / 1F1B:" in proc.stdout

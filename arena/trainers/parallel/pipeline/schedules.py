@@ -1,0 +1,81 @@
+"""The pipeline schedules by name: the torch class that runs each, and which stages a rank holds.
+
+``gpipe`` and ``1f1b`` put one stage on a rank; ``interleaved_1f1b`` and ``zb1p`` two in a
+loop (``r`` and ``r + p``); ``zbv`` and ``dualpipev`` two in a V (``r`` and ``2p - 1 - r``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arena.trainers.parallel.pipeline import PipelineError
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    name: str
+    torch_class: str
+    stages_per_rank: int
+    placement: str  # "single" (stage r), "loop" (r, r + p) or "v" (r, 2p - 1 - r)
+
+
+SCHEDULES: dict[str, ScheduleSpec] = {
+    s.name: s
+    for s in (
+        ScheduleSpec("gpipe", "ScheduleGPipe", 1, "single"),
+        ScheduleSpec("1f1b", "Schedule1F1B", 1, "single"),
+        ScheduleSpec("interleaved_1f1b", "ScheduleInterleaved1F1B", 2, "loop"),
+        ScheduleSpec("zb1p", "ScheduleInterleavedZeroBubble", 2, "loop"),
+        ScheduleSpec("zbv", "ScheduleZBVZeroBubble", 2, "v"),
+        ScheduleSpec("dualpipev", "ScheduleDualPipeV", 2, "v"),
+    )
+}
+
+
+def schedule_spec(name: str) -> ScheduleSpec:
+    try:
+        return SCHEDULES[name]
+    except KeyError:
+        raise PipelineError(f"unknown pipeline schedule {name!r}: use one of {', '.join(SCHEDULES)}") from None
+
+
+def schedule_class(name: str):
+    """The torch schedule class for ``name``; a one-line error if this torch lacks it."""
+    import torch
+    import torch.distributed.pipelining as pp
+
+    spec = schedule_spec(name)
+    cls = getattr(pp, spec.torch_class, None)
+    if cls is None:
+        raise PipelineError(f"pipeline schedule {name!r} needs torch.distributed.pipelining.{spec.torch_class}, "
+                            f"which torch {torch.__version__} lacks: pick another schedule or upgrade torch")
+    return cls
+
+
+def available_schedules() -> list[str]:
+    """The schedule names this torch can run."""
+    import torch.distributed.pipelining as pp
+
+    return [n for n, s in SCHEDULES.items() if hasattr(pp, s.torch_class)]
+
+
+def num_stages(schedule: str, world_size: int) -> int:
+    return schedule_spec(schedule).stages_per_rank * world_size
+
+
+def stage_indices(schedule: str, rank: int, world_size: int) -> list[int]:
+    """The stages rank ``rank`` holds, in increasing order."""
+    spec = schedule_spec(schedule)
+    if spec.placement == "single":
+        return [rank]
+    if spec.placement == "loop":
+        return [rank, rank + world_size]
+    return sorted({rank, 2 * world_size - 1 - rank})
+
+
+def stage_owner(schedule: str, stage: int, world_size: int) -> int:
+    """The rank that holds ``stage``."""
+    spec = schedule_spec(schedule)
+    if spec.placement in ("single", "loop"):
+        return stage % world_size
+    return stage if stage < world_size else 2 * world_size - 1 - stage
