@@ -57,6 +57,9 @@ class PolicyAgent(BaseAgent):
 
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature} (use greedy=true for the best move)")
+        if temperature != 1.0 and net.spec.action_kind == "structured":
+            raise ValueError(f"temperature is for discrete moves; {net.spec.game_id} has structured ones "
+                             "(use greedy=true or the default sampling)")
         self.net, self.meta, self.path = net, meta, path
         self.greedy, self.temperature = bool(greedy), float(temperature)
         self._torch = torch
@@ -75,39 +78,38 @@ class PolicyAgent(BaseAgent):
         return self.decide(observations)[0]
 
     def decide(self, observations: Sequence[Observation]) -> tuple[list[Any], dict]:
-        """The moves, and what a learner keeps of them: the tensors the network read, the actions as
-        the network's indices, their log-probabilities and the value estimates (``[B]`` tensors)."""
+        """The moves, and what a learner keeps of them: the inputs the network read (a dict of
+        ``[B, ...]`` tensors, `arena.inference.policy_nets.policy_inputs`), the actions as the
+        network's arrays (a dict of them for a structured move), their log-probabilities and the value
+        estimates (``[B]`` tensors)."""
         torch = self._torch
-        from arena.inference.policy_nets import policy_input
+        from arena.inference.policy_nets import policy_inputs
+        from arena.inference.trees import tree_map, tree_row, tree_stack, tree_torch
 
         spec = self.net.spec
-        obs, masks, ent_masks = [], [], []
-        for o in observations:
-            raw = o.raw
-            x, m = policy_input(raw, o.player, spec)
-            obs.append(x)
-            masks.append(m)
-            if isinstance(raw, dict) and "entity_mask" in raw:
-                ent_masks.append(np.asarray(raw["entity_mask"], dtype=bool))
-        x = torch.from_numpy(np.stack(obs))
-        mask = torch.from_numpy(np.stack(masks)).bool() if masks[0] is not None else None
-        emask = torch.from_numpy(np.stack(ent_masks)) if ent_masks else None
+        x = tree_torch(tree_stack([policy_inputs(o.raw, o.player, spec) for o in observations]))
         with torch.no_grad():
-            dist, value = self.net(x, mask, entity_mask=emask)
+            dist, value = self.net(x)
             if self.greedy:
                 a = dist.mode()
             else:
                 if self.temperature != 1.0 and hasattr(dist, "logits"):
                     from arena.inference.policy_nets import MaskedCategorical
 
-                    dist = MaskedCategorical(dist.logits / self.temperature, mask)
+                    dist = MaskedCategorical(dist.logits / self.temperature, x.get("mask"))
                 a = dist.sample(self._gen)
             logp = dist.log_prob(a)
-        if self.net.spec.action_kind == "discrete":
+        kind = spec.action_kind
+        if kind == "discrete":
             moves = [int(v) for v in a.tolist()]
+        elif kind == "structured":
+            model = self.net.model
+            arrays = tree_map(lambda t: t.numpy(), a)
+            moves = [model.from_arrays(tree_row(arrays, i)) for i in range(len(observations))]
         else:
             moves = [row for row in a.numpy().astype(np.float32)]
-        return moves, {"obs": x, "mask": mask, "entity_mask": emask, "action": a, "logp": logp, "value": value}
+        return moves, {"inputs": x, "obs": x.get("obs"), "mask": x.get("mask"), "action": a, "logp": logp,
+                       "value": value}
 
 
 def _factory(core, seed, positional, **opts):

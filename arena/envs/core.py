@@ -13,6 +13,14 @@ against, so `validate()` runs only for moves outside that list), one `apply()`
 and, when the replay keeps text, one `text()`. A core may answer those from the
 engine directly: `OpenSpielCore` binds them to the state's own methods at each
 reset, and `TextArenaCore` builds a view's text only when it is read.
+
+Moves come in four kinds (`ACTION_KINDS`): ``discrete``, ``text``, ``continuous`` and
+``structured``. Every kind but text has an action model (`action_model`,
+`arena.envs.actions.ActionModel`): a discrete move is one categorical part, a continuous one a box,
+a structured one (StarCraft's: an action type, units chosen by pointer, a target unit or a map
+cell) a dict of parts, each masked by the observation and by the parts chosen before it. The core
+is also the moves' codec: `encode_action` is the JSON form a replay stores, which `validate`
+reads back.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import numpy as np
 TERMINAL = -4
 SIMULTANEOUS = -2
 
-ACTION_KINDS = ("discrete", "text", "continuous")
+ACTION_KINDS = ("discrete", "text", "continuous", "structured")
 
 #: Longest free-text action accepted before it counts as an invalid move.
 MAX_ACTION_CHARS = 4096
@@ -100,6 +108,8 @@ class GameCore:
                 if stripped in legal:
                     action = stripped
             return action, None
+        if kind == "structured":
+            return self.action_model(p).check(action, self.observation(p))
         # continuous
         space = self.action_space(p)
         try:
@@ -155,7 +165,35 @@ class GameCore:
     def action_mask(self, p: int) -> np.ndarray | None:
         return None
 
+    def action_model(self, p: int):
+        """The parts of player `p`'s moves (`arena.envs.actions.ActionModel`): one categorical part
+        for a discrete game, one box for a continuous one; a structured game overrides this. None
+        for text games."""
+        from arena.envs.actions import ActionModel
+
+        if self.action_kind == "discrete":
+            return ActionModel.discrete(self.action_space(p).n)
+        if self.action_kind == "continuous":
+            space = self.action_space(p)
+            return ActionModel.continuous(space.shape, space.low, space.high)
+        return None
+
+    def encode_action(self, action: Any) -> Any:
+        """The JSON form a replay stores of `action` (a checked move, or whatever an agent returned).
+        `validate` reads a stored structured move back; other kinds store the move itself."""
+        from arena.envs.actions import json_form
+
+        if self.action_kind == "structured" and isinstance(action, dict):
+            p = self.current_player()
+            model = self.action_model(p if p >= 0 else 0)
+            checked, why = model.check(action)
+            if why is None:
+                return model.encode(checked)
+        return json_form(action)
+
     def action_to_text(self, p: int, action: Any) -> str:
+        if self.action_kind == "structured" and isinstance(action, dict):
+            return self.action_model(p).to_text(action)
         if isinstance(action, np.ndarray):
             return "[" + ", ".join(f"{x:.4g}" for x in action.ravel()) + "]"
         return str(action)
@@ -180,6 +218,8 @@ class GameCore:
         if self.action_kind == "continuous":
             space = self.action_space(p)
             return rng.uniform(space.low, space.high).astype(space.dtype)
+        if self.action_kind == "structured":
+            return self.action_model(p).sample(self.observation(p), rng)
         return None
 
     def privileged(self, p: int) -> str | None:

@@ -9,7 +9,15 @@
 * ``entity``: a variable-length set of entities ``{"entities": [N, F], "entity_mask": [N]}``
   through a transformer (`arena.inference.entity.EntityEncoder`, AlphaStar's and SCC's design),
   with a pointer head that selects among them (`arena.inference.entity.PointerHead`) when the
-  game's actions are "pick an entity".
+  game's actions are "pick an entity";
+* ``structured``: a game with structured moves (`arena.envs.actions.ActionModel`: an action
+  type, units by pointer, a target or a cell) or several observation inputs (entities, a map,
+  scalars): an encoder per input and a head per part of the move
+  (`arena.inference.structured.StructuredPolicyNet`).
+
+A policy reads a dict of arrays (`policy_inputs`): ``{"obs", "mask"}`` (and ``"entity_mask"``
+for entity sets) for a game with one observation tensor, the game's own keys otherwise. Rollout
+batches stack those dicts (`arena.inference.trees`).
 
 Heads: discrete actions are a `MaskedCategorical` (an illegal move has probability 0 and is
 never sampled); continuous actions a Gaussian or Beta over the action box
@@ -32,12 +40,13 @@ from typing import Any
 import numpy as np
 
 from arena.errors import AgentSpecError, IncompatibleAgent
+from arena.inference.distributions import MaskedCategorical  # noqa: F401  (the categorical policies' distribution)
 
 FORMAT = "arena-policy"
 VERSION = 1
 FILE = "policy.pt"
 
-ARCHS = ("auto", "mlp", "conv", "entity")
+ARCHS = ("auto", "mlp", "conv", "entity", "structured")
 
 
 def _torch():
@@ -69,6 +78,10 @@ class PolicySpec:
     #: OpenSpiel's board games encode the board absolutely (X's pieces, O's pieces), not "mine" and
     #: "theirs": one network playing both seats must be told which one it is.
     players: int = 0
+    #: Structured games: the observation's keys and shapes (``((key, shape), ...)``), and the action
+    #: model (`arena.envs.actions.ActionModel.to_dict`). Empty / None for one-tensor games.
+    inputs: tuple = ()
+    action: dict | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -81,13 +94,20 @@ class PolicySpec:
         return (int(math.prod(self.obs_shape)) + self.players,)
 
     def describe(self) -> str:
+        if self.action is not None:
+            from arena.envs.actions import ActionModel
+
+            keys = ", ".join(f"{k} {tuple(v)}" for k, v in self.inputs)
+            return f"{self.game_id} (inputs {keys}; moves {ActionModel.from_dict(self.action).describe()})"
         act = f"{self.n_actions} actions" if self.action_kind == "discrete" else f"actions {self.action_shape}"
         obs = f"entities {self.obs_shape}" if self.entities else f"observation {self.obs_shape}"
         return f"{self.game_id} ({obs}, {act})"
 
     def same_interface(self, other: "PolicySpec") -> bool:
-        return (self.obs_shape, self.action_kind, self.n_actions, self.action_shape, self.entities, self.players) == \
-            (other.obs_shape, other.action_kind, other.n_actions, other.action_shape, other.entities, other.players)
+        return (self.obs_shape, self.action_kind, self.n_actions, self.action_shape, self.entities, self.players,
+                self.inputs, self.action) == \
+            (other.obs_shape, other.action_kind, other.n_actions, other.action_shape, other.entities, other.players,
+             other.inputs, other.action)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,6 +117,11 @@ class PolicySpec:
         d = dict(d)
         for k in ("obs_shape", "action_shape", "low", "high"):
             d[k] = tuple(d.get(k) or ())
+        d["inputs"] = tuple((str(k), tuple(int(x) for x in shape)) for k, shape in d.get("inputs") or ())
+        if d.get("action") is not None:
+            from arena.envs.actions import ActionModel
+
+            d["action"] = ActionModel.from_dict(d["action"]).to_dict()  # checked, in one normal form
         return cls(**d)
 
 
@@ -106,6 +131,17 @@ def spec_from_core(core: Any, seat: int = 0) -> PolicySpec:
 
     obs_space = core.observation_space(seat)
     act_space = core.action_space(seat)
+    priv = int(getattr(core, "privileged_dim", 0) or 0)
+    if getattr(core, "action_kind", None) == "structured":
+        if not isinstance(obs_space, spaces.Dict):
+            raise IncompatibleAgent(f"{core.game_id} has structured moves but no dict observation: a neural "
+                                    "policy reads the game's named arrays")
+        model = core.action_model(seat)
+        inputs = tuple((k, tuple(int(x) for x in sp.shape)) for k, sp in obs_space.spaces.items()
+                       if isinstance(sp, spaces.Box))
+        ent = dict(inputs).get(model.entities)
+        return PolicySpec(core.game_id, tuple(ent or ()), "structured", entities=ent is not None,
+                          privileged_dim=priv, inputs=inputs, action=model.to_dict())
     entities = False
     if isinstance(obs_space, spaces.Dict) and "entities" in obs_space.spaces:
         shape, entities = tuple(obs_space["entities"].shape), True
@@ -116,7 +152,6 @@ def spec_from_core(core: Any, seat: int = 0) -> PolicySpec:
     else:
         raise IncompatibleAgent(f"{core.game_id} shows no observation tensor (a text game): a neural policy "
                                 "needs one; play it with an llm: or search agent")
-    priv = int(getattr(core, "privileged_dim", 0) or 0)
     players = len(core.players) if len(core.players) > 1 and not entities else 0
     if isinstance(act_space, spaces.Discrete):
         return PolicySpec(core.game_id, shape, "discrete", n_actions=int(act_space.n), entities=entities,
@@ -155,49 +190,31 @@ def policy_input(raw: Any, seat: int, spec: PolicySpec) -> tuple[np.ndarray, np.
     return np.concatenate([x.ravel(), onehot]), m
 
 
+def policy_inputs(raw: Any, seat: int, spec: PolicySpec) -> dict[str, np.ndarray]:
+    """What a policy reads of the structured observation `raw` seen from `seat`, as a dict of arrays:
+    a structured game's own keys (masks as bool, the rest float32); for a one-tensor game the network
+    input (`policy_input`) as ``"obs"``, its action mask as ``"mask"`` and, for entity sets, the
+    ``"entity_mask"``."""
+    if spec.action is not None:
+        from arena.envs.actions import MASK_KEYS
+
+        masks = MASK_KEYS | {p["mask"] for p in spec.action["parts"] if p.get("mask")}
+        return {k: np.asarray(raw[k], dtype=bool if k in masks else np.float32) for k, _ in spec.inputs}
+    x, m = policy_input(raw, seat, spec)
+    out = {"obs": x}
+    if m is not None:
+        out["mask"] = np.asarray(m, dtype=bool)
+    if spec.entities and isinstance(raw, dict) and "entity_mask" in raw:
+        out["entity_mask"] = np.asarray(raw["entity_mask"], dtype=bool)
+    return out
+
+
 def privileged_vector(core: Any) -> np.ndarray | None:
     """What a privileged critic reads in a game of hidden information: every player's observation
     tensor, concatenated (both hands in poker); None where the game has none (``privileged_dim`` 0)."""
     if not getattr(core, "privileged_dim", 0):
         return None
     return np.asarray(core.all_observations(), dtype=np.float32).ravel()
-
-
-# -- distributions ------------------------------------------------------------------------------
-class MaskedCategorical:
-    """A categorical over the legal actions only: masked logits are the dtype's most negative value,
-    so an illegal action has probability exactly 0 and is never sampled or chosen greedily."""
-
-    def __init__(self, logits: Any, mask: Any | None = None):
-        torch = _torch()
-        if mask is not None:
-            logits = logits.masked_fill(~mask.bool(), torch.finfo(logits.dtype).min)
-        self.logits = logits
-        self.log_probs = torch.log_softmax(logits, dim=-1)
-        self.mask = mask
-
-    @property
-    def probs(self):
-        return self.log_probs.exp()
-
-    def sample(self, generator: Any = None):
-        torch = _torch()
-        return torch.multinomial(self.probs, 1, generator=generator).squeeze(-1)
-
-    def mode(self):
-        return self.logits.argmax(-1)
-
-    def log_prob(self, actions):
-        return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-
-    def entropy(self):
-        p = self.probs
-        # 0 * log 0 = 0 for the masked actions (their log-prob is huge and negative, not -inf)
-        return -(p * self.log_probs).where(p > 0, p.new_zeros(())).sum(-1)
-
-    def kl(self, other: "MaskedCategorical"):
-        p = self.probs
-        return (p * (self.log_probs - other.log_probs)).where(p > 0, p.new_zeros(())).sum(-1)
 
 
 # -- networks ---------------------------------------------------------------------------------
@@ -208,6 +225,12 @@ DEFAULT_SIZES = {"hidden": [128, 128], "channels": 32, "blocks": 1, "d_model": 6
 def _choose_arch(spec: PolicySpec, arch: str) -> str:
     if arch not in ARCHS:
         raise ValueError(f"policy architecture {arch!r} is not one of {', '.join(ARCHS)}")
+    if spec.action is not None:
+        if arch not in ("auto", "structured"):
+            raise ValueError(f"{spec.game_id} has structured moves: its policy is arch structured (or auto), not {arch}")
+        return "structured"
+    if arch == "structured":
+        raise ValueError(f"arch structured is for games with structured moves; {spec.game_id} has {spec.action_kind} ones")
     if arch != "auto":
         if arch == "conv" and len(spec.obs_shape) != 3:
             raise ValueError(f"a conv policy needs board planes [C, H, W]; {spec.game_id} shows {spec.obs_shape}")
@@ -224,7 +247,12 @@ def build_policy(spec: PolicySpec, arch: str = "auto", **sizes: Any):
     unknown = set(sizes) - set(DEFAULT_SIZES)
     if unknown:
         raise ValueError(f"unknown policy size {sorted(unknown)[0]!r}; known: {', '.join(DEFAULT_SIZES)}")
-    return _net_class()(spec, _choose_arch(spec, arch), {**DEFAULT_SIZES, **sizes})
+    chosen = _choose_arch(spec, arch)
+    if chosen == "structured":
+        from arena.inference.structured import StructuredPolicyNet
+
+        return StructuredPolicyNet(spec, chosen, {**DEFAULT_SIZES, **sizes})
+    return _net_class()(spec, chosen, {**DEFAULT_SIZES, **sizes})
 
 
 _NET: list = []
@@ -338,7 +366,14 @@ def _net_class():
                 return self.torso(pooled), per_entity
             return self.torso(self.stem(obs)), None
 
-        def forward(self, obs, mask=None, privileged=None, entity_mask=None):
+        def forward(self, obs, mask=None, privileged=None, entity_mask=None, actions=None):
+            """`obs`: the input tensor, or the dict of `policy_inputs` (``obs``, ``mask``,
+            ``entity_mask``). `actions` is for the structured nets' interface (a one-part move's
+            distribution does not depend on it)."""
+            if isinstance(obs, dict):
+                obs, mask, entity_mask = obs["obs"], obs.get("mask", mask), obs.get("entity_mask", entity_mask)
+            if self.arch == "entity" and entity_mask is None:  # every entity present
+                entity_mask = torch.ones(obs.shape[:2], dtype=torch.bool, device=obs.device)
             feat, per_entity = self.features(obs, entity_mask)
             if self.spec.action_kind == "discrete":
                 if self.pointer is not None:

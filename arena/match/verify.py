@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.errors import ConfigError, GameNotFound, ReplayError, ReplayRefused
+from arena.envs.actions import is_fault
 from arena.replays.format import TIMING_FIELDS, Replay, load_hint, read_replay
 
 
@@ -44,7 +45,7 @@ class ReplayAgent:
             raise RecordedFault("error", "the replay has no more moves for this player")
         step = self._queue.popleft()
         action, event = step.get("action"), step.get("event")
-        if event in ("ok", "invalid") and not isinstance(action, dict):
+        if event in ("ok", "invalid") and not is_fault(action):
             return action
         raise RecordedFault(event or "error", step.get("reason") or "", action)
 
@@ -260,7 +261,7 @@ class _Watching(ReplayAgent):
 
     def act(self, observation) -> Any:
         step = self._queue[0] if self._queue else None
-        if step is not None and step.get("event") == "ok" and not isinstance(step.get("action"), dict):
+        if step is not None and step.get("event") == "ok" and not is_fault(step.get("action")):
             self.out.append((observation.player, observation.raw, step.get("action")))
         return super().act(observation)
 

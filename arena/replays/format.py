@@ -199,34 +199,14 @@ def _jsonable(x: Any) -> Any:
 
 
 def encode_action(action: Any) -> Any:
-    """A JSON form of whatever an agent returned (garbage included), bounded in size."""
+    """A JSON form of whatever an agent returned (garbage included), bounded in size: the game's
+    codec (`arena.envs.actions.json_form`; a structured move as the dict of its parts)."""
     tp = type(action)
-    if tp is int or action is None:
+    if tp is int or action is None or (tp is str and len(action) <= MAX_STORED_ACTION):
         return action
-    if tp is str and len(action) <= MAX_STORED_ACTION:
-        return action
-    import math
+    from arena.envs.actions import json_form
 
-    import numpy as np
-
-    if isinstance(action, bool):
-        return action
-    if isinstance(action, (int, np.integer)):
-        return int(action)
-    if isinstance(action, (float, np.floating)):
-        f = float(action)
-        return f if math.isfinite(f) else {"repr": repr(f)}
-    if isinstance(action, str):
-        if len(action) > MAX_STORED_ACTION:
-            return {"truncated": action[:200], "length": len(action)}
-        return action
-    if isinstance(action, (list, tuple, np.ndarray)):
-        arr = np.asarray(action)
-        if arr.dtype.kind in "fiu" and arr.size <= 4096:
-            if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-                return {"repr": repr(arr.tolist())[:MAX_STORED_ACTION]}
-            return arr.tolist()
-    return {"repr": repr(action)[:MAX_STORED_ACTION]}
+    return json_form(action)
 
 
 def new_match_id(game_id: str, seed: int | None) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 
 from arena.agents.base import derive_seed
 from arena.envs.registry import make_core
+from arena.inference.trees import tree_pad, tree_stack, tree_torch
 from arena.match.lockstep import play_lockstep
 from arena.match.loop import InvalidMovePolicy, MatchResult
 
@@ -52,9 +53,11 @@ class Trajectory:
     learner: str
     match: int  # index into the pairings
     seat: int
-    obs: np.ndarray  # [L, *obs_shape]
-    mask: np.ndarray | None  # [L, A] bool
-    actions: np.ndarray  # [L] or [L, *action_shape]
+    #: What the network read at each move: a dict of ``[L, ...]`` arrays (`policy_inputs`).
+    obs: dict
+    mask: np.ndarray | None  # [L, A] bool (also obs["mask"]), or None
+    #: ``[L]`` or ``[L, *action_shape]``, or a dict of those (structured moves).
+    actions: Any
     logp: np.ndarray  # [L]
     value: np.ndarray  # [L]
     privileged: np.ndarray | None = None  # [L, P]
@@ -83,13 +86,15 @@ class LearnerSeat:
         moves, x = self.agent.decide(observations)
         if self.record:
             from arena.inference.policy_nets import privileged_vector
+            from arena.inference.trees import tree_map, tree_row
 
-            obs, mask, act, logp, val = (x["obs"].numpy(), None if x["mask"] is None else x["mask"].numpy(),
-                                         x["action"].numpy(), x["logp"].numpy(), x["value"].numpy())
+            numpy = lambda t: t.numpy()  # noqa: E731
+            inputs, act = tree_map(numpy, x["inputs"]), tree_map(numpy, x["action"])
+            logp, val = x["logp"].numpy(), x["value"].numpy()
             for k, o in enumerate(observations):
                 pv = privileged_vector(o.core) if self.priv else None
                 self.steps.setdefault((id(o.core), o.player), []).append(
-                    (obs[k], None if mask is None else mask[k], act[k], logp[k], val[k], pv))
+                    (tree_row(inputs, k), tree_row(act, k), logp[k], val[k], pv))
         return moves
 
 
@@ -134,9 +139,9 @@ def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], 
             i = index[cid]
             if not pairings[i].seats[seat].trained:
                 continue
-            obs, mask, act, logp, val, pv = zip(*steps)
-            trajs.append(Trajectory(name, i + index_offset, seat, np.stack(obs),
-                                    None if mask[0] is None else np.stack(mask), np.stack(act),
+            obs, act, logp, val, pv = zip(*steps)
+            inputs = tree_stack(obs)
+            trajs.append(Trajectory(name, i + index_offset, seat, inputs, inputs.get("mask"), tree_stack(act),
                                     np.asarray(logp, dtype=np.float32), np.asarray(val, dtype=np.float32),
                                     None if pv[0] is None else np.stack(pv), float(results[i].returns[seat]), version))
     trajs.sort(key=lambda t: (t.learner, t.match, t.seat))
@@ -152,18 +157,14 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
     B = len(trajs)
     T = max(len(t.logp) for t in trajs)
     first = trajs[0]
-    obs = np.zeros((T, B, *first.obs.shape[1:]), dtype=np.float32)
-    act = np.zeros((T, B, *first.actions.shape[1:]), dtype=first.actions.dtype)
-    mask = np.ones((T, B, first.mask.shape[1]), dtype=bool) if first.mask is not None else None
+    # padded moves: every action legal (a one-tensor game's mask), nothing else present
+    obs = tree_pad([t.obs for t in trajs], T, fill={"mask": True})
+    act = tree_pad([t.actions for t in trajs], T)
     priv = np.zeros((T, B, first.privileged.shape[1]), dtype=np.float32) if first.privileged is not None else None
     logp, val, rew, disc = (np.zeros((T, B), dtype=np.float32) for _ in range(4))
     valid = np.zeros((T, B), dtype=bool)
     for b, t in enumerate(trajs):
         n = len(t.logp)
-        obs[:n, b] = t.obs
-        act[:n, b] = t.actions
-        if mask is not None:
-            mask[:n, b] = t.mask
         if priv is not None:
             priv[:n, b] = t.privileged
         logp[:n, b], val[:n, b] = t.logp, t.value
@@ -171,7 +172,7 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
         disc[: n - 1, b] = gamma
         valid[:n, b] = True
     tt = torch.from_numpy
-    return RolloutBatch(tt(obs), None if mask is None else tt(mask), tt(act), tt(logp), tt(val), tt(rew), tt(disc),
+    return RolloutBatch(tree_torch(obs), None, tree_torch(act), tt(logp), tt(val), tt(rew), tt(disc),
                         tt(valid), None if priv is None else tt(priv),
                         torch.tensor([t.version for t in trajs], dtype=torch.long))
 

@@ -23,9 +23,12 @@ from arena.replays.format import Replay
 
 @dataclass
 class Demonstrations:
-    obs: np.ndarray  # [N, *obs_shape]
+    #: What the network reads at each move: ``[N, *obs_shape]``, or a dict of ``[N, ...]`` arrays
+    #: (`arena.inference.policy_nets.policy_inputs`, for a game with structured moves).
+    obs: Any
     mask: np.ndarray | None  # [N, A] bool
-    actions: np.ndarray  # [N]
+    #: ``[N]``, or a dict of the parts' ``[N, ...]`` arrays (structured moves).
+    actions: Any
     outcome: np.ndarray  # [N]: the final return of the player who moved
     match: np.ndarray  # [N]: which replay each move came from
     privileged: np.ndarray | None = None
@@ -34,7 +37,11 @@ class Demonstrations:
         return len(self.actions)
 
     def take(self, idx: np.ndarray) -> "Demonstrations":
-        return Demonstrations(self.obs[idx], None if self.mask is None else self.mask[idx], self.actions[idx],
+        from arena.inference.trees import tree_map
+
+        take = lambda x: x[idx]  # noqa: E731
+        return Demonstrations(tree_map(take, self.obs), None if self.mask is None else self.mask[idx],
+                              tree_map(take, self.actions),
                               self.outcome[idx], self.match[idx],
                               None if self.privileged is None else self.privileged[idx])
 
@@ -44,8 +51,15 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
     """The moves of the named league players in `replays` (each with its seats' league names), with
     the views re-simulated (as the network reads them: `arena.inference.policy_nets.policy_input` for
     `spec`). A replay's agent specs match too (replays from outside a league)."""
-    from arena.inference.policy_nets import policy_input
+    from arena.inference.policy_nets import policy_input, policy_inputs
+    from arena.inference.trees import tree_stack
     from arena.match.verify import observed_moves
+
+    model = None
+    if spec.action is not None:
+        from arena.envs.actions import ActionModel
+
+        model = ActionModel.from_dict(spec.action)
 
     obs, masks, acts, outs, which = [], [], [], [], []
     for i, (rep, names) in enumerate(replays):
@@ -55,14 +69,21 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
         if not seats:
             continue
         for seat, raw, action in observed_moves(rep, seats):
-            x, m = policy_input(raw, seat, spec)
-            obs.append(x)
-            masks.append(m)
-            acts.append(action)
+            if model is not None:  # the network's inputs and the move's arrays
+                obs.append(policy_inputs(raw, seat, spec))
+                masks.append(None)
+                acts.append(model.to_arrays(model.check(action, raw)[0]))
+            else:
+                x, m = policy_input(raw, seat, spec)
+                obs.append(x)
+                masks.append(m)
+                acts.append(action)
             outs.append(float(rep.result["returns"][seat]) * reward_scale)
             which.append(i)
     if not acts:
         raise ValueError(f"no moves of {sorted(players) if players else 'any player'} in {len(replays)} replays")
+    if model is not None:
+        return Demonstrations(tree_stack(obs), None, tree_stack(acts), np.asarray(outs, np.float32), np.asarray(which))
     mask = np.stack(masks).astype(bool) if masks[0] is not None else None
     return Demonstrations(np.stack(obs).astype(np.float32), mask, np.asarray(acts), np.asarray(outs, np.float32),
                           np.asarray(which))
@@ -90,48 +111,75 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
     tt = torch.from_numpy
 
+    from arena.inference.trees import tree_leaf, tree_map, tree_torch
+
     def tensors(d: Demonstrations):
-        return (tt(d.obs), None if d.mask is None else tt(d.mask), tt(d.actions).long(), tt(d.outcome))
+        acts = tree_torch(d.actions) if isinstance(d.actions, dict) else tt(d.actions).long()
+        return (tree_torch(d.obs) if isinstance(d.obs, dict) else tt(d.obs), None if d.mask is None else tt(d.mask),
+                acts, tt(d.outcome))
 
     X, M, A, Z = tensors(train)
     Xv, Mv, Av, Zv = tensors(val)
+    n_train, n_val = len(tree_leaf(A)), len(tree_leaf(Av))
+
+    def rows(tree, j):
+        return tree_map(lambda t: t[j], tree)
+
+    def hits(dist, actions) -> int:
+        """Moves the policy's most probable choice matches (every part the move uses)."""
+        if not isinstance(actions, dict):
+            return int((dist.mode() == actions).sum())
+        mode = dist.mode()
+        model = net.model
+        kind = actions[model.parts[0].name].long() if model.uses is not None else None
+        ok = None
+        for i, p in enumerate(model.parts):
+            same = (mode[p.name] == actions[p.name]).reshape(len(kind) if kind is not None else -1, -1).all(-1)
+            if kind is not None:
+                same = same | (net.uses[kind, i] == 0)
+            ok = same if ok is None else ok & same
+        return int(ok.sum())
 
     def evaluate() -> tuple[float, float]:
         net.eval()
         with torch.no_grad():
             losses, correct = [], 0
-            for i in range(0, len(Av), 4096):
-                dist, value = net(Xv[i:i + 4096], None if Mv is None else Mv[i:i + 4096])
-                losses.append(float(-dist.log_prob(Av[i:i + 4096]).sum()))
-                correct += int((dist.mode() == Av[i:i + 4096]).sum())
-        return sum(losses) / len(Av), correct / len(Av)
+            for i in range(0, n_val, 4096):
+                j = slice(i, i + 4096)
+                dist, value = net(rows(Xv, j), None if Mv is None else Mv[j])
+                a = rows(Av, j)
+                losses.append(float(-dist.log_prob(a).sum()))
+                correct += hits(dist, a)
+        return sum(losses) / n_val, correct / n_val
 
     best = {"epoch": -1, "val_loss": float("inf")}
     best_state = copy.deepcopy(net.state_dict())
     stale = 0
     for epoch in range(epochs):
         net.train()
-        perm = torch.randperm(len(A), generator=g)
+        perm = torch.randperm(n_train, generator=g)
         tot, correct = 0.0, 0
-        for i in range(0, len(A), batch_size):
+        for i in range(0, n_train, batch_size):
             j = perm[i:i + batch_size]
-            dist, value = net(X[j], None if M is None else M[j])
-            nll = -dist.log_prob(A[j])
+            dist, value = net(rows(X, j), None if M is None else M[j])
+            a = rows(A, j)
+            nll = -dist.log_prob(a)
             loss = nll.mean() + value_coef * 0.5 * ((value - Z[j]) ** 2).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
             tot += float(nll.detach().sum())
-            correct += int((dist.mode().detach() == A[j]).sum())
+            with torch.no_grad():
+                correct += hits(dist, a)
         vloss, vacc = evaluate()
-        line = {"il/epoch": epoch + 1, "il/train_loss": tot / len(A), "il/train_acc": correct / len(A),
+        line = {"il/epoch": epoch + 1, "il/train_loss": tot / n_train, "il/train_acc": correct / n_train,
                 "il/val_loss": vloss, "il/val_acc": vacc}
         if log is not None:
             log(epoch + 1, line)
         if vloss < best["val_loss"] - 1e-4:
-            best = {"epoch": epoch + 1, "val_loss": vloss, "val_acc": vacc, "train_loss": tot / len(A),
-                    "train_acc": correct / len(A)}
+            best = {"epoch": epoch + 1, "val_loss": vloss, "val_acc": vacc, "train_loss": tot / n_train,
+                    "train_acc": correct / n_train}
             best_state = copy.deepcopy(net.state_dict())
             stale = 0
         else:
@@ -141,5 +189,5 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
     net.load_state_dict(best_state)
     net.eval()
     best["epochs_run"] = epoch + 1
-    best["train_moves"], best["val_moves"] = len(A), len(Av)
+    best["train_moves"], best["val_moves"] = n_train, n_val
     return best

@@ -25,14 +25,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from arena.inference.trees import tree_columns, tree_rows, tree_to
 from arena.trainers.common import rl
 
 
 @dataclass
 class RolloutBatch:
-    obs: Any  # [T, B, *obs_shape]
-    mask: Any  # [T, B, A] bool, or None (continuous actions)
-    actions: Any  # [T, B] (discrete) or [T, B, *action_shape]
+    #: What the network read: ``[T, B, *obs_shape]``, or a dict of ``[T, B, ...]`` tensors
+    #: (`arena.inference.policy_nets.policy_inputs`: the observation and its masks).
+    obs: Any
+    mask: Any  # [T, B, A] bool, or None (continuous actions; or inside obs)
+    #: ``[T, B]`` (discrete) or ``[T, B, *action_shape]``, or a dict of those (structured moves).
+    actions: Any
     behaviour_logp: Any  # [T, B]
     behaviour_value: Any  # [T, B]
     rewards: Any  # [T, B]
@@ -41,6 +45,13 @@ class RolloutBatch:
     privileged: Any = None  # [T, B, P]
     #: Weights version that played each column (for the actors' lag).
     version: Any = None  # [B]
+
+    @property
+    def inputs(self) -> dict:
+        """The network's inputs as a dict of ``[T, B, ...]`` tensors."""
+        if isinstance(self.obs, dict):
+            return self.obs
+        return {"obs": self.obs, "mask": self.mask} if self.mask is not None else {"obs": self.obs}
 
     @property
     def moves(self) -> int:
@@ -160,16 +171,17 @@ class PolicyLearner:
         return out
 
     def _forward(self, b: RolloutBatch, idx: Any):
-        """The current network on the flattened moves `idx` (indices into T*B)."""
-        obs = b.obs.reshape(-1, *b.obs.shape[2:])[idx]
-        mask = b.mask.reshape(-1, b.mask.shape[-1])[idx] if b.mask is not None else None
+        """The current network on the flattened moves `idx` (indices into T*B): its distribution
+        (conditioned on the moves played, for a structured move), values, the actions, and the
+        anchor's distribution along the same moves."""
+        inputs = tree_rows(b.inputs, idx)
         priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
-        act = b.actions.reshape(-1, *b.actions.shape[2:])[idx]
-        dist, value = self.net(obs, mask, priv)
+        act = tree_rows(b.actions, idx)
+        dist, value = self.net(inputs, None, priv, actions=act)
         anchor = None
         if self.anchor is not None:
             with self.torch.no_grad():
-                anchor, _ = self.anchor(obs, mask, priv)
+                anchor, _ = self.anchor(inputs, None, priv, actions=act)
         return dist, value, act, anchor
 
     def _terms(self, dist, anchor, mask, kl_coef: float, valid=None):
@@ -215,7 +227,8 @@ class PolicyLearner:
         idx, adv, ret, upgo = idx[part], adv[part], ret[part], upgo[part]
         weight = 0.0 if empty else len(idx) / n  # the losses are means over the moves
         dist, value, act, anchor = self._forward(b, idx)
-        mask = b.mask.reshape(-1, b.mask.shape[-1])[idx] if b.mask is not None else None
+        m = b.inputs.get("mask")
+        mask = m.reshape(-1, m.shape[-1])[idx] if m is not None else None
         logp = dist.log_prob(act)
         old = b.behaviour_logp.reshape(-1)[idx]
         pg, pst = rl.ppo_clip_loss(logp, old, adv, clip=s.clip)
@@ -237,9 +250,10 @@ class PolicyLearner:
         part, empty = self._part(len(cols))
         cols = cols[part]
         weight = 0.0 if empty else float(b.valid[:, cols].sum() / total)  # the losses are means over valid moves
-        sub = RolloutBatch(*(x[:, cols] if x is not None and getattr(x, "dim", None) and x.dim() >= 2 else x
-                             for x in (b.obs, b.mask, b.actions, b.behaviour_logp, b.behaviour_value, b.rewards,
-                                       b.discounts, b.valid, b.privileged)))
+        sub = RolloutBatch(tree_columns(b.inputs, cols), None, tree_columns(b.actions, cols),
+                           *(x[:, cols] if x is not None else x for x in (b.behaviour_logp, b.behaviour_value,
+                                                                          b.rewards, b.discounts, b.valid,
+                                                                          b.privileged)))
         Bc = len(cols)
         idx = torch.arange(T * Bc, device=b.valid.device)
         dist, value, act, anchor = self._forward(sub, idx)
@@ -253,7 +267,8 @@ class PolicyLearner:
         pg, _ = rl.policy_gradient_loss(logp, vt.pg_advantages, sub.valid)
         upgo_loss, _ = rl.policy_gradient_loss(logp, (upgo_target[:, cols] - values.detach()) * vt.rhos, sub.valid)
         vloss, vst = rl.value_loss(values, vt.vs, sub.valid)
-        mask = sub.mask.reshape(-1, sub.mask.shape[-1]) if sub.mask is not None else None
+        m = sub.inputs.get("mask")
+        mask = m.reshape(-1, m.shape[-1]) if m is not None else None
         ent, kl = self._terms(dist, anchor, mask, kl_coef, sub.valid.reshape(-1))
         loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
         n = valid.sum().clamp(min=1)
@@ -289,6 +304,7 @@ class PolicyLearner:
 def _to(b: RolloutBatch, device: str) -> RolloutBatch:
     if device == "cpu":
         return b
-    return RolloutBatch(*(x.to(device) if x is not None and hasattr(x, "to") else x for x in
-                          (b.obs, b.mask, b.actions, b.behaviour_logp, b.behaviour_value, b.rewards, b.discounts,
-                           b.valid, b.privileged, b.version)))
+    return RolloutBatch(tree_to(b.obs, device), tree_to(b.mask, device), tree_to(b.actions, device),
+                        *(x.to(device) if x is not None and hasattr(x, "to") else x for x in
+                          (b.behaviour_logp, b.behaviour_value, b.rewards, b.discounts, b.valid, b.privileged,
+                           b.version)))

@@ -1,0 +1,114 @@
+"""PettingZoo parallel facade over a simultaneous-move `GameCore`.
+
+The AEC facade (`arena.envs.aec.GameAECEnv`) serves games whose players take turns; a game whose
+players all move at once (StarCraft's case) is driven through PettingZoo's parallel API with this
+one, so it passes `parallel_api_test` and `parallel_seed_test` like any PettingZoo game. Used on its
+own (outside the arena's match loop): an illegal move is reported in
+``infos[agent]["invalid_move"]`` and the tick is not played (the players move again); after
+``invalid_move_limit`` retries the offender loses (-1, the others +1), as in the AEC facade.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pettingzoo import ParallelEnv
+
+from arena.envs.aec import forfeit_returns
+from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+
+
+class GameParallelEnv(ParallelEnv):
+    metadata = {"render_modes": ["ansi", "human"], "name": "arena_game", "is_parallelizable": True}
+
+    def __init__(self, core: GameCore, render_mode: str | None = None, invalid_move_limit: int | None = 1):
+        if render_mode not in (None, "ansi", "human"):
+            raise ValueError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
+        self.core = core
+        self.render_mode = render_mode
+        self.invalid_move_limit = invalid_move_limit
+        self.possible_agents = list(core.players)
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.metadata = dict(self.metadata, name=core.game_id)
+        self.agents: list[str] = []
+        self._invalid: dict[str, int] = {}
+        self._obs_spaces: dict[str, Any] = {}
+        self._act_spaces: dict[str, Any] = {}
+
+    def observation_space(self, agent: str):
+        space = self._obs_spaces.get(agent)
+        if space is None:
+            space = self._obs_spaces[agent] = self.core.observation_space(self._index[agent])
+        return space
+
+    def action_space(self, agent: str):
+        space = self._act_spaces.get(agent)
+        if space is None:
+            space = self._act_spaces[agent] = self.core.action_space(self._index[agent])
+        return space
+
+    def _observations(self) -> dict[str, Any]:
+        return {a: self.core.observation(self._index[a]) for a in self.agents}
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self.core.reset(seed)
+        self.agents = list(self.possible_agents)
+        self._invalid = {a: 0 for a in self.agents}
+        p = self.core.current_player()
+        if p not in (SIMULTANEOUS, TERMINAL):
+            raise NotImplementedError(f"{self.core.game_id} is a turn-taking game: use its AEC env")
+        return self._observations(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        core = self.core
+        infos: dict[str, dict] = {a: {} for a in self.agents}
+        moves, refused = {}, {}
+        for a in self.agents:
+            i = self._index[a]
+            move, why = core.validate(i, actions.get(a)) if a in actions else (None, "no move was given")
+            if why is None:
+                moves[i] = move
+            else:
+                refused[a] = why
+        if not refused:
+            for i, why in core.apply_joint(moves).items():
+                refused[self.possible_agents[i]] = why
+            for a in self.agents:
+                if a not in refused:
+                    self._invalid[a] = 0
+        for a, why in refused.items():
+            infos[a]["invalid_move"] = why
+            self._invalid[a] += 1
+        before = core.returns()
+        over = [a for a in refused if self.invalid_move_limit is not None and self._invalid[a] > self.invalid_move_limit]
+        if over and not core.is_terminal():
+            final = forfeit_returns(len(self.possible_agents), self._index[over[0]])
+            rewards = {a: final[self._index[a]] - before[self._index[a]] for a in self.agents}
+            done = True
+        else:
+            step = core.step_rewards() if not refused else [0.0] * len(self.possible_agents)
+            rewards = {a: float(step[self._index[a]]) for a in self.agents}
+            done = core.is_terminal()
+        obs = self._observations()
+        terminations = {a: done for a in self.agents}
+        truncations = {a: False for a in self.agents}
+        if done:
+            self.agents = []
+        if self.render_mode == "human":
+            self.render()
+        return obs, rewards, terminations, truncations, infos
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        text = self.core.text(0)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def state(self):
+        raise NotImplementedError(f"{self.core.game_id} has no global state view")
+
+    def close(self) -> None:
+        self.core.close()

@@ -1,0 +1,177 @@
+"""One distribution protocol for every part of a move, and their autoregressive composite.
+
+Every distribution here, and the continuous ones (`arena.inference.continuous.Gaussian` and
+`Beta`), answers the same five calls over a batch ``[B]``: ``sample(generator)``, ``mode()``,
+``log_prob(actions) -> [B]``, ``entropy() -> [B]`` and ``kl(other) -> [B]`` (``KL(self || other)``).
+So the learners' losses (PPO's ratio, V-trace's importance weights, UPGO, the entropy bonus, the KL
+to the imitation policy) are written once.
+
+* `MaskedCategorical`: a **categorical** part (an action type, a discrete game's move), a
+  **pointer** (one entity slot) and a **spatial** part (one cell of a grid, flattened); an illegal
+  choice has probability exactly 0;
+* `SelectDist` is the **multi-select pointer** (AlphaStar's selected units): up to ``S`` steps,
+  each a categorical over the ``N`` entity slots and an end-of-selection choice, each step masked
+  by the game and by the slots already chosen; the action is the ``S`` slots padded with -1;
+* `Composite` is a whole move: the parts in the order a policy chooses them, each conditioned on
+  the parts chosen before it (its mask and the network's autoregressive embedding depend on them).
+
+A composite is *conditioned on one chain of choices*: sampling builds each part's distribution
+from the choices before it; ``log_prob(actions)`` rebuilds them from the given choices (teacher
+forcing), and ``entropy()`` and ``kl(other)`` are then those of the parts along that chain,
+summed, with ``other`` conditioned on the same chain. The entropy is therefore the chain's
+(AlphaStar's estimate): exact for the first part, a one-sample estimate of the later parts'
+conditional entropies. A part that the chosen action type does not use is multiplied by 0:
+it contributes nothing to the log-probability, the entropy or the KL.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["Composite", "MaskedCategorical", "SelectDist", "select_active", "select_choices"]
+
+# torch is imported where it is used: `arena.inference.policy_nets` imports this module, and importing
+# that needs no torch.
+Tensor = Any
+
+
+class MaskedCategorical:
+    """A categorical over the legal actions only: masked logits are the dtype's most negative value,
+    so an illegal action has probability exactly 0 and is never sampled or chosen greedily. A row
+    with no legal action is uniform (no NaN)."""
+
+    def __init__(self, logits: Any, mask: Any | None = None):
+        import torch
+
+        if mask is not None:
+            logits = logits.masked_fill(~mask.bool(), torch.finfo(logits.dtype).min)
+        self.logits = logits
+        self.log_probs = torch.log_softmax(logits, dim=-1)
+        self.mask = mask
+
+    @property
+    def probs(self):
+        return self.log_probs.exp()
+
+    def sample(self, generator: Any = None):
+        import torch
+
+        return torch.multinomial(self.probs, 1, generator=generator).squeeze(-1)
+
+    def mode(self):
+        return self.logits.argmax(-1)
+
+    def log_prob(self, actions):
+        return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self):
+        p = self.probs
+        # 0 * log 0 = 0 for the masked actions (their log-prob is huge and negative, not -inf)
+        return -(p * self.log_probs).where(p > 0, p.new_zeros(())).sum(-1)
+
+    def kl(self, other: "MaskedCategorical"):
+        p = self.probs
+        return (p * (self.log_probs - other.log_probs)).where(p > 0, p.new_zeros(())).sum(-1)
+
+
+def select_active(actions: Tensor) -> Tensor:
+    """``[B, S]`` bool: the steps a selection of padded slots ``actions [B, S]`` made (each chosen slot,
+    and the end-of-selection step after the last one unless all ``S`` were chosen)."""
+    import torch
+
+    chosen = actions >= 0
+    before = torch.cumprod(chosen.long(), dim=-1)  # 1 while every step so far chose a slot
+    active = torch.ones_like(chosen)
+    active[:, 1:] = before[:, :-1].bool()
+    return active
+
+
+def select_choices(actions: Tensor, n: int) -> Tensor:
+    """The step choices of a selection: the slot, or ``n`` (end of selection) where it is padded."""
+    import torch
+
+    return torch.where(actions >= 0, actions, torch.full_like(actions, n))
+
+
+class SelectDist:
+    """An ordered choice of 1 to S entity slots; see the module docstring. ``steps`` is a
+    `MaskedCategorical` over ``[B, S, N + 1]`` (the slots, then end), conditioned on one chain."""
+
+    def __init__(self, steps: MaskedCategorical, active: Tensor, n: int):
+        self.steps, self.active, self.n = steps, active, n
+
+    def log_prob(self, actions: Tensor) -> Tensor:
+        lp = self.steps.log_prob(select_choices(actions.long(), self.n))
+        return lp.where(self.active, lp.new_zeros(())).sum(-1)
+
+    def entropy(self) -> Tensor:
+        h = self.steps.entropy()
+        return h.where(self.active, h.new_zeros(())).sum(-1)
+
+    def kl(self, other: "SelectDist") -> Tensor:
+        k = self.steps.kl(other.steps)
+        return k.where(self.active, k.new_zeros(())).sum(-1)
+
+
+#: What a network's chain returns: the actions of every part ``{name: [B, ...]}``, each part's
+#: distribution given the choices before it, and whether the move uses it (``{name: [B] float}``).
+Chain = Callable[[dict | None, Any, bool], tuple[dict, dict, dict]]
+
+
+class Composite:
+    """A whole move's distribution; see the module docstring. `chain(actions, generator, greedy)` runs
+    the network's heads in order: with `actions` given it conditions every part on them, else it
+    draws each part (the most probable one when `greedy`) and conditions the next on it."""
+
+    def __init__(self, chain: Chain, names: list[str]):
+        self._chain, self.names = chain, names
+        self.actions: dict | None = None
+        self.parts: dict = {}
+        self.used: dict = {}
+
+    def _run(self, actions: dict | None, generator: Any = None, greedy: bool = False) -> dict:
+        self.actions, self.parts, self.used = self._chain(actions, generator, greedy)
+        return self.actions
+
+    def sample(self, generator: Any = None) -> dict:
+        import torch
+
+        with torch.no_grad():
+            return self._run(None, generator)
+
+    def mode(self) -> dict:
+        import torch
+
+        with torch.no_grad():
+            return self._run(None, None, True)
+
+    def condition(self, actions: dict) -> "Composite":
+        """Rebuild the parts along the chain `actions` (no-op when already conditioned on them)."""
+        if actions is not self.actions:
+            self._run(actions)
+        return self
+
+    def _sum(self, per_part: Callable[[str], Tensor]) -> Tensor:
+        total = None
+        for name in self.names:
+            v = per_part(name) * self.used[name]
+            total = v if total is None else total + v
+        return total
+
+    def log_prob(self, actions: dict) -> Tensor:
+        self.condition(actions)
+        return self._sum(lambda n: self.parts[n].log_prob(actions[n]))
+
+    def entropy(self) -> Tensor:
+        self._need_chain("entropy")
+        return self._sum(lambda n: self.parts[n].entropy())
+
+    def kl(self, other: "Composite") -> Tensor:
+        self._need_chain("kl")
+        other.condition(self.actions)
+        return self._sum(lambda n: self.parts[n].kl(other.parts[n]))
+
+    def _need_chain(self, what: str) -> None:
+        if self.actions is None:
+            raise RuntimeError(f"{what}() of a composite move needs a chain of choices: call sample(), mode() "
+                               "or log_prob(actions) first")
