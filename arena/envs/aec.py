@@ -25,11 +25,11 @@ def forfeit_returns(n: int, offender: int) -> list[float]:
     return out
 
 
-class GameAECEnv(AECEnv):
-    metadata = {"render_modes": ["ansi", "human"], "name": "arena_game", "is_parallelizable": False}
+class CoreSpaces:
+    """What the PettingZoo facades share: the core, the agents and the spaces (the core's, made once
+    per agent: PettingZoo's tests want the same object back every time)."""
 
-    def __init__(self, core: GameCore, render_mode: str | None = None, invalid_move_limit: int | None = 1):
-        super().__init__()
+    def _attach(self, core: GameCore, render_mode: str | None, invalid_move_limit: int | None) -> None:
         if render_mode not in (None, "ansi", "human"):
             raise ValueError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
         self.core = core
@@ -41,7 +41,6 @@ class GameAECEnv(AECEnv):
         self._act_spaces: dict[str, Any] = {}
         self.metadata = dict(self.metadata, name=core.game_id)
         self.agents = []
-        self._forfeit: list[float] | None = None
 
     def observation_space(self, agent: str):
         space = self._obs_spaces.get(agent)
@@ -54,6 +53,16 @@ class GameAECEnv(AECEnv):
         if space is None:
             space = self._act_spaces[agent] = self.core.action_space(self._index[agent])
         return space
+
+
+class GameAECEnv(CoreSpaces, AECEnv):
+    metadata = {"render_modes": ["ansi", "human"], "name": "arena_game", "is_parallelizable": False}
+
+    def __init__(self, core: GameCore, render_mode: str | None = None, invalid_move_limit: int | None = 1):
+        super().__init__()
+        self._attach(core, render_mode, invalid_move_limit)
+        self._forfeit: list[float] | None = None
+
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self.core.reset(seed)

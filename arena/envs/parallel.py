@@ -14,38 +14,16 @@ from typing import Any
 
 from pettingzoo import ParallelEnv
 
-from arena.envs.aec import forfeit_returns
+from arena.envs.aec import CoreSpaces, forfeit_returns
 from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
 
 
-class GameParallelEnv(ParallelEnv):
+class GameParallelEnv(CoreSpaces, ParallelEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "arena_game", "is_parallelizable": True}
 
     def __init__(self, core: GameCore, render_mode: str | None = None, invalid_move_limit: int | None = 1):
-        if render_mode not in (None, "ansi", "human"):
-            raise ValueError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
-        self.core = core
-        self.render_mode = render_mode
-        self.invalid_move_limit = invalid_move_limit
-        self.possible_agents = list(core.players)
-        self._index = {a: i for i, a in enumerate(self.possible_agents)}
-        self.metadata = dict(self.metadata, name=core.game_id)
-        self.agents: list[str] = []
+        self._attach(core, render_mode, invalid_move_limit)
         self._invalid: dict[str, int] = {}
-        self._obs_spaces: dict[str, Any] = {}
-        self._act_spaces: dict[str, Any] = {}
-
-    def observation_space(self, agent: str):
-        space = self._obs_spaces.get(agent)
-        if space is None:
-            space = self._obs_spaces[agent] = self.core.observation_space(self._index[agent])
-        return space
-
-    def action_space(self, agent: str):
-        space = self._act_spaces.get(agent)
-        if space is None:
-            space = self._act_spaces[agent] = self.core.action_space(self._index[agent])
-        return space
 
     def _observations(self) -> dict[str, Any]:
         return {a: self.core.observation(self._index[a]) for a in self.agents}

@@ -264,21 +264,7 @@ def _net_class():
         return _NET[0]
     torch = _torch()
     nn = torch.nn
-
-    class ResBlock(nn.Module):
-        def __init__(self, c: int):
-            super().__init__()
-            self.a = nn.Conv2d(c, c, 3, padding=1)
-            self.b = nn.Conv2d(c, c, 3, padding=1)
-
-        def forward(self, x):
-            return torch.relu(x + self.b(torch.relu(self.a(x))))
-
-    def mlp(sizes: list[int]) -> nn.Module:
-        layers: list[nn.Module] = []
-        for i in range(len(sizes) - 1):
-            layers += [nn.Linear(sizes[i], sizes[i + 1]), nn.ReLU()]
-        return nn.Sequential(*layers)
+    from arena.inference.layers import ResBlock, mlp
 
     class PolicyNet(nn.Module):
         """Encoder -> (policy head, value head). ``forward(obs, mask, privileged=None)`` returns

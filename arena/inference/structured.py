@@ -39,16 +39,7 @@ from torch import Tensor, nn
 from arena.envs.actions import MASK_KEYS, ActionModel, Part
 from arena.inference.distributions import Composite, MaskedCategorical, SelectDist, select_active, select_choices
 from arena.inference.entity import EntityEncoder, PointerHead
-
-
-class _ResBlock(nn.Module):
-    def __init__(self, c: int):
-        super().__init__()
-        self.a = nn.Conv2d(c, c, 3, padding=1)
-        self.b = nn.Conv2d(c, c, 3, padding=1)
-
-    def forward(self, x):
-        return torch.relu(x + self.b(torch.relu(self.a(x))))
+from arena.inference.layers import ResBlock, mlp
 
 
 class _MapEncoder(nn.Module):
@@ -58,19 +49,12 @@ class _MapEncoder(nn.Module):
         super().__init__()
         c, h, w = shape
         self.conv = nn.Sequential(nn.Conv2d(c, channels, 3, padding=1), nn.ReLU(),
-                                  *[_ResBlock(channels) for _ in range(blocks)])
+                                  *[ResBlock(channels) for _ in range(blocks)])
         self.proj = nn.Sequential(nn.Flatten(), nn.Linear(channels * h * w, d), nn.ReLU())
 
     def forward(self, x):
         fmap = self.conv(x)
         return fmap, self.proj(fmap)
-
-
-def _mlp(sizes: list[int]) -> nn.Module:
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers += [nn.Linear(sizes[i], sizes[i + 1]), nn.ReLU()]
-    return nn.Sequential(*layers)
 
 
 def _small(layer: nn.Linear) -> nn.Linear:
@@ -114,7 +98,7 @@ class StructuredPolicyNet(nn.Module):
         if needs_entities and model.entities not in self.kinds:
             raise ValueError(f"{spec.game_id}: parts {needs_entities} point into {model.entities!r}, "
                              "which the observation does not have")
-        self.torso = _mlp([d * len(self.encoders)] + hidden)
+        self.torso = mlp([d * len(self.encoders)] + hidden)
         feat = hidden[-1]
         self.heads = nn.ModuleDict()
         for p in model.parts:

@@ -20,7 +20,6 @@ def gather_named(pipe: LMPipeline, what: str = "grad", dst: int = 0) -> dict[str
     A collective; CPU copies; ``None`` on the other ranks. A missing gradient is zeros.
     """
     import torch
-    import torch.distributed as dist
 
     if what not in ("grad", "param"):
         raise PipelineError(f"gather_named what must be 'grad' or 'param', got {what!r}")
@@ -28,6 +27,13 @@ def gather_named(pipe: LMPipeline, what: str = "grad", dst: int = 0) -> dict[str
     for name, p in pipe.named_parameters():
         t = p if what == "param" else (p.grad if p.grad is not None else torch.zeros_like(p))
         local[name] = t.detach().cpu().clone()
+    return _merged_on(pipe, local, dst)
+
+
+def _merged_on(pipe: LMPipeline, local: dict[str, Any], dst: int) -> dict[str, Any] | None:
+    """Every rank's `local` dict merged on rank ``dst`` (a collective; None on the other ranks)."""
+    import torch.distributed as dist
+
     parts = [None] * pipe.world_size if pipe.rank == dst else None
     dist.gather_object(local, parts, dst=pipe.global_rank(dst), group=pipe.group)
     if pipe.rank != dst:
@@ -43,20 +49,12 @@ def full_state_dict(pipe: LMPipeline, dst: int = 0) -> dict[str, Any] | None:
 
     A collective; CPU tensors; ``None`` on the other ranks.
     """
-    import torch.distributed as dist
 
     local = {}
     for st in pipe.stages.values():
         for k, v in st.state_dict().items():
             local[st.full_name(k)] = v.detach().cpu().clone()
-    parts = [None] * pipe.world_size if pipe.rank == dst else None
-    dist.gather_object(local, parts, dst=pipe.global_rank(dst), group=pipe.group)
-    if pipe.rank != dst:
-        return None
-    out: dict[str, Any] = {}
-    for part in parts:
-        out.update(part)
-    return out
+    return _merged_on(pipe, local, dst)
 
 
 def load_full_state_dict(pipe: LMPipeline, state_dict: dict[str, Any]) -> None:
