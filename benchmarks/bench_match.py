@@ -14,8 +14,11 @@ script plays random-vs-random games, one process, side by side:
    Two reference rows say what limits that ratio: the bare loop re-seeding two
    ``random.Random`` a game, as the arena's ``random`` agents are re-seeded for
    every match (the Mersenne Twister's seeding, about 4 us each, is what makes a
-   seed's match reproducible), and the arena loop with agents that draw from one
-   generator seeded once, as the bare loop does (the loop's own cost).
+   seed's match reproducible, and every draw of the match depends on all of it),
+   and the arena loop with agents that draw from one generator seeded once, as
+   the bare loop does (the loop's own cost). The first is a ceiling for the
+   arena's ratio as long as its agents draw today's streams: the arena cannot
+   do less than the bare loop and those two seedings.
 2. The same arena loop against PettingZoo's ``tictactoe_v3.env()`` (default
    wrappers) driven by the standard ``agent_iter`` / ``last`` / ``step`` loop
    with the action mask.  Goal: arena / PettingZoo >= 3.  PettingZoo's
@@ -88,12 +91,16 @@ PlayFn = Callable[[int], int]
 # -- the variants -----------------------------------------------------------------------
 class SeededOnce:
     """A random agent drawing from one generator that is never re-seeded, as the bare loop's is: with
-    it the arena's figure is the loop's own cost (no per-match `random.Random.seed`)."""
+    it the arena's figure is the loop's own cost (no per-match `random.Random.seed`). It plays through
+    the same fast path as the ``random`` agent (`act_legal(legal)`, no Observation)."""
 
     spec = "random-seeded-once"
 
     def __init__(self, rng: random.Random):
         self._below = rng._randbelow  # what randrange(n) calls
+
+    def act_legal(self, legal):
+        return legal[self._below(len(legal))]
 
     def act(self, observation):
         legal = observation.legal_actions

@@ -27,6 +27,17 @@ class BaseAgent:
     #: after another player's move, ``match_over(view, result, seat)`` at the end.
     observe = None
     match_over = None
+    #: Optional fast path, None where an agent has none: ``act_legal(legal)``, the move `act` would
+    #: return for an observation whose legal list is `legal` (a non-empty list), for agents whose move
+    #: depends on that list alone (``random``, ``first``). The match loop then calls it with the list
+    #: and builds no `Observation`. A subclass that overrides `act` without `act_legal` has none (see
+    #: `__init_subclass__`), so an inherited `act_legal` never plays in place of a new `act`.
+    act_legal = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "act" in cls.__dict__ and "act_legal" not in cls.__dict__:
+            cls.act_legal = None
 
     def reset(self, seed: int | None = None) -> None:
         pass

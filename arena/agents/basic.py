@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _random
 import random
 from typing import Any
 
@@ -10,38 +11,78 @@ import numpy as np
 from arena.agents.base import BaseAgent
 from arena.envs.observation import Observation
 
+#: What `random.Random.seed(a)` comes down to for an int or None (its own code only checks the type and
+#: turns str/bytes into an int first): the Mersenne Twister's seeding, without the Python-level call.
+_seed_mt = _random.Random.seed
+
 
 class RandomAgent(BaseAgent):
     """Uniform over legal moves (or the game's own sampler for free-text and continuous moves).
 
     Draws from its own seeded generators, never the global `random` state.
+
+    Seeding is lazy: the Mersenne Twister's seeding (about 4 us, most of what a bare tic-tac-toe game
+    costs) happens at the first draw after `__init__` or `reset`, not before. Every draw is the
+    same as with eager seeding (the generator is seeded with the same seed before it is first read);
+    what is saved is the seeding nobody reads: an agent built for one match (a spec string, a league
+    job) is built with its seed and then reset with that same seed, and an agent that never moves
+    in a match never seeds. A seed that is neither an int nor None (str, bytes, float) is seeded at
+    once, so a bad one still fails where it is given.
     """
 
     spec = "random"
 
     def __init__(self, seed: int | None = None):
-        self._py = random.Random(seed)
+        # A generator not seeded yet (`__new__` runs no `__init__`, which would seed it; nothing reads
+        # its state before `_seed_now`). `gauss_next` is what `random.Random.__init__` would set (its
+        # getstate(), and so pickling, reads it).
+        py = self._py = random.Random.__new__(random.Random)
+        py.gauss_next = None
         # randrange(n) is _randbelow(n) for n > 0 (CPython's random.py since 3.2): the same draws
         # without randrange's argument checks, one call less per move.
-        self._below = self._py._randbelow
-        self._seed = seed
-        self._np = None  # built on first use: most games never need it
+        self._below = py._randbelow
+        RandomAgent.reset(self, seed)  # this class's own (a subclass's reset may need its own __init__ first)
 
     def reset(self, seed: int | None = None) -> None:
-        # Re-seeding is the Mersenne Twister's own cost (about 4 us, most of a tic-tac-toe match's
-        # agent time); reusing the generator object saves only its allocation.
         self._seed = seed
-        self._py.seed(seed)
-        self._np = None
+        self._np = None  # built on first use: most games never need it
+        if seed is None or type(seed) is int:
+            self._pending = True  # seeded by the first draw (`_seed_now`)
+        else:
+            self._py.seed(seed)  # str, bytes, float, or a bad type (which raises here, as it always did)
+            self._pending = False
+
+    def _seed_now(self) -> None:
+        """Seed the generator with the pending seed: ``random.Random.seed(seed)`` for an int or None,
+        as the C call it ends in (its only other work, resetting `gauss_next`, concerns `gauss()`,
+        which this agent never calls)."""
+        _seed_mt(self._py, self._seed)
+        self._pending = False
 
     def _np_rng(self) -> np.random.Generator:
         if self._np is None:
             self._np = np.random.default_rng(self._seed)
         return self._np
 
+    def act_legal(self, legal: list) -> Any:
+        """`act`'s move for a non-empty legal list (the match loop's fast path): ``legal[randrange(n)]``,
+        written out as CPython's `_randbelow_with_getrandbits` draws it, so the stream is the same as
+        `act`'s (a test checks it draw for draw)."""
+        if self._pending:
+            self._seed_now()
+        n = len(legal)
+        k = n.bit_length()
+        getrandbits = self._py.getrandbits  # (not kept on self: copy.deepcopy would keep a builtin method bound to the original)
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        return legal[r]
+
     def act(self, observation: Observation) -> Any:
         legal = observation.legal_actions
         if legal:
+            if self._pending:
+                self._seed_now()
             return legal[self._below(len(legal))]
         action = observation.sample_action(self._np_rng())
         if action is None:
@@ -55,6 +96,9 @@ class FirstLegalAgent(BaseAgent):
     """Always the first legal move: a deterministic baseline for tests and sanity checks."""
 
     spec = "first"
+
+    def act_legal(self, legal: list) -> Any:
+        return legal[0]
 
     def act(self, observation: Observation) -> Any:
         legal = observation.legal_actions

@@ -92,6 +92,14 @@ class OpenSpielCore(GameCore):
         # nodes never show: they are resolved inside), so the engine may answer for the core.
         self._engine_players = gtype.dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
         self.state = None
+        #: `apply` without its Python call, where nothing else happens after a move (no chance node to
+        #: resolve, no per-move rewards to add up, no subclass's own `apply`): bound to the state's
+        #: `apply_action_with_legality_check` at each reset, it returns nothing and raises where `apply`
+        #: returns the reason (the match loop then asks `apply`, which gives it: a refused move leaves the
+        #: state as it was). None elsewhere.
+        self.apply_fast = None
+        self._apply_plain = (not self._has_chance and self._terminal_rewards
+                             and type(self).apply is OpenSpielCore.apply)
         self._rng = None
         self._seed = None
         self._returns = [0.0] * n
@@ -108,8 +116,11 @@ class OpenSpielCore(GameCore):
         self.text = getattr(state, self._text_fn)
         if self._engine_players:
             self.current_player = state.current_player
-        self._returns = [0.0] * len(self.players)
-        self._last_rewards = [0.0] * len(self.players)
+        if self._apply_plain:
+            self.apply_fast = state.apply_action_with_legality_check
+        if not self._terminal_rewards:  # (with rewards only at the end, apply never adds to them: the zeros stay)
+            self._returns = [0.0] * len(self.players)
+            self._last_rewards = [0.0] * len(self.players)
         if self._has_chance:
             self._resolve_chance()
 

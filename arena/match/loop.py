@@ -8,9 +8,11 @@ every move, and returns a `MatchResult` with the replay.
 
 Speed: a learner plays millions of moves through this loop, so its overhead is the learner's
 speed. A plain move (the agent returns a move from the legal list its observation showed it,
-and the engine takes it) costs one `current_player()`, one lazy `Observation` (nothing is
-computed unless the agent reads it), the agent call between two clock reads, a membership
-test in that same legal list (no second legality check in Python), one `apply()` and, when
+and the engine takes it) costs one `current_player()`, one legal list, one lazy `Observation`
+(nothing is computed unless the agent reads it; none at all for an agent with
+``act_legal(legal)``, `BaseAgent.act_legal`, which is given the list alone), the agent call between
+two clock reads, a membership test in that same legal list (no second legality check in
+Python), one `apply()` (the engine's own call where the core has `apply_fast`) and, when
 recording, one tuple; everything else (retries, faults, refusals, simultaneous steps) goes
 through `_Slow`. The replay's step dicts are built only when the replay is read or written,
 and ``record="actions"`` keeps only what re-simulation needs (`arena.replays.format`).
@@ -126,7 +128,15 @@ class MatchResult:
 
 def _outcome(returns: list[float]) -> tuple[int | None, bool]:
     """(winner, draw): the one best return wins; all equal is a draw; a shared best is neither."""
-    if len(returns) < 2:
+    if len(returns) == 2:  # the common case, compared directly (NaN, neither above nor equal, goes on below)
+        a, b = returns
+        if a > b:
+            return 0, False
+        if b > a:
+            return 1, False
+        if a == b:
+            return None, True
+    elif len(returns) < 2:
         return None, False
     best = max(returns)
     k = returns.count(best)
@@ -355,13 +365,14 @@ def play_match(
     check_agent_count(core, len(agents))
     # One pass over the seats for everything the match needs of an agent (a match of tic-tac-toe
     # is a few microseconds: per-match work counts as much as per-move work).
-    seated, specs, acts, resets, observers, enders = [], [], [], [], [], []
+    specs, acts, legal_acts, resets, observers, enders = [], [], [], [], [], []
     for i, a in enumerate(agents):
         if isinstance(a, str):
             a = make_agent(a, core, derive_seed(seed, i))
-        seated.append(a)
         specs.append(getattr(a, "spec", type(a).__name__))
         acts.append(a.act)
+        # `act_legal(legal)`: the agent's move from the legal list alone (`BaseAgent.act_legal`), no Observation.
+        legal_acts.append(getattr(a, "act_legal", None))
         hook = getattr(a, "reset", None)
         if hook is not None:
             resets.append((i, hook))
@@ -391,12 +402,18 @@ def play_match(
     call = timer.call if timer is not None else None
     slow: _Slow | None = None  # built at the first move that is not a plain legal one
     slow_args = (core, acts, call, move_time_limit, rows, text_mode, invalid, t_total, t_max, calls, policy.allowance)
-    # The hot loop: one turn is cur(), an Observation, the agent call between two clock reads, a
-    # membership test in the legal list the agent was shown, apply(), and a tuple for the replay.
+    # The hot loop: one turn is cur(), the legal list, the agent call between two clock reads (with an
+    # Observation, or the list alone for an agent that has `act_legal`), a membership test in the list the
+    # agent was shown, apply(), and a tuple for the replay.
     cur, apply, to_text = core.current_player, core.apply, core.action_to_text
+    # `apply` without a Python call where the core has one (`OpenSpielCore.apply_fast`): it raises where
+    # `apply` returns a reason, and `apply` is then asked for it.
+    # A core whose `apply` was replaced on the instance (a viewer counting the moves it applies,
+    # `arena.match.verify.resimulate_steps`) keeps every move going through that `apply`.
+    apply_fast = getattr(core, "apply_fast", None) if "apply" not in vars(core) else None
     # The legal list (None where the game has none) is asked once a move, shown to the agent and
     # checked against: no second legality check in Python when the agent picks from it.
-    legal_of = core.legal_actions
+    legal_of, view = core.legal_actions, core.text
     Shown, perf = ShownLegal, _perf
     text = atext = None
     t = 0
@@ -425,11 +442,17 @@ def play_match(
             if t >= limit:
                 outcome, reason = "max_moves", f"stopped after {max_moves} moves"
                 break
-            obs = Shown(core, p, t, legal_of(p))
-            act = acts[p]
+            legal = legal_of(p)
+            fn = legal_acts[p]
+            if fn is not None and legal and type(legal) is list:
+                obs = None  # built only if a move outside the list needs judging
+                arg = legal
+            else:
+                fn = acts[p]
+                obs = arg = Shown(core, p, t, legal)
             t0 = perf()
             try:
-                a = act(obs) if call is None else call(act, obs)
+                a = fn(arg) if call is None else call(fn, arg)
             except (MoveTimeout, Exception) as e:  # not KeyboardInterrupt: a person stopping the run stops it
                 a = _Failed(e, move_time_limit)
             dt = perf() - t0
@@ -438,16 +461,22 @@ def play_match(
             if dt > t_max[p]:
                 t_max[p] = dt
             tp = type(a)
-            legal = obs._legal
             if (tp is int or tp is str) and type(legal) is list and a in legal:
                 # The agent chose from the legal list it was shown: nothing to validate.
                 if text_mode:
-                    text = obs.text
+                    text = obs.text if obs is not None else view(p)
                     try:
                         atext = to_text(p, a)
                     except Exception:
                         atext = None
-                why = apply(p, a)
+                if apply_fast is not None:
+                    try:
+                        apply_fast(a)
+                        why = None
+                    except Exception:
+                        why = apply(p, a)
+                else:
+                    why = apply(p, a)
                 if why is None:
                     if rows is not None:
                         rows.append((t, p, text, a if tp is int else encode_action(a), atext, "ok", None, dt))
@@ -462,6 +491,8 @@ def play_match(
             else:
                 if slow is None:
                     slow = _Slow(*slow_args)
+                if obs is None:
+                    obs = Shown(core, p, t, legal)
                 norm, event, why = slow.judge(p, t, obs, a, dt)
                 a, forfeiter, reason = slow.finish_turn(p, t, norm, event, why)
                 if forfeiter is not None:
