@@ -196,3 +196,11 @@ def test_lockstep_ratio_is_the_ideal_speedup(monkeypatch):
     assert fsdp2_best_ratio([[4, 1, 4, 1], [1, 4, 1, 4]]) == pytest.approx(12 / 10)
     assert fsdp2_best_ratio([[2, 2], [2, 2]]) == pytest.approx(1.0)
     assert fsdp2_best_ratio([[3], [1]]) == pytest.approx(1.0)
+
+
+def test_bench_simultaneous_smoke_prints_its_ratios():
+    proc = _run([str(BENCH / "bench_simultaneous.py"), "--games", "8", "--rounds", "1"], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| lock step")]
+    assert len(rows) == 3
+    assert all(float(r.split("|")[2].strip().replace(",", "")) > 0 for r in rows)  # a rate in every row

@@ -5,8 +5,10 @@ policy) answers the moves of all of them with one forward pass.
 policy there costs one forward pass a move. Here every match runs until its player to move is a
 *batched* agent (one with ``act_batch(observations) -> moves``: `arena.agents.neural.PolicyAgent`,
 a learner's actor), then all the waiting moves of that agent, across every match, go into one
-``act_batch`` call. Other agents (random, MCTS, a person) are asked one move at a time as in
-`play_match`.
+``act_batch`` call. In a simultaneous-move game (StarCraft's case) every batched player of every
+match answers its tick in the same calls (both seats of a self-play match in one forward pass), and
+the tick is stepped once all of its moves are in. Other agents (random, MCTS, a person) are asked
+one move at a time as in `play_match`.
 
 The rules are `play_match`'s own: the same hot path (a move from the legal list the agent was
 shown is applied without a second check), the same invalid-move policy for everything else
@@ -26,7 +28,7 @@ from typing import Any, Callable, Sequence
 from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
 from arena.envs.core import SIMULTANEOUS, GameCore
-from arena.envs.observation import ShownLegal
+from arena.envs.observation import Observation, ShownLegal
 from arena.envs.registry import make_core
 from arena.match.loop import (_DEFAULT_POLICY, InvalidMovePolicy, MatchResult, MoveTimeout, _Failed, _perf, _Slow,
                               check_agent_count, encode_action, finish_match, record_mode)
@@ -37,7 +39,8 @@ class _Match:
     """One match in flight: what `play_match` keeps in local variables."""
 
     __slots__ = ("core", "seed", "match_id", "specs", "acts", "batched", "observers", "enders", "rows", "invalid",
-                 "t_total", "t_max", "calls", "slow", "t", "forfeiter", "outcome", "reason", "started", "index")
+                 "t_total", "t_max", "calls", "slow", "t", "forfeiter", "outcome", "reason", "started", "index",
+                 "joint")
 
     def __init__(self, index, core, seed, match_id, agents, specs, batched, rows, text_mode, allowance):
         n = len(core.players)
@@ -52,6 +55,8 @@ class _Match:
                           self.calls, allowance)
         self.t, self.forfeiter, self.outcome, self.reason = 0, None, "normal", ""
         self.started = _perf()
+        #: A simultaneous tick waiting on batched calls: the first attempts answered so far, by player.
+        self.joint: dict | None = None
 
 
 def play_lockstep(
@@ -153,6 +158,21 @@ def play_lockstep(
         m.t += 1
         return True
 
+    def joint_step(m: _Match) -> bool:
+        """Play a simultaneous tick of `m` (its batched players' first attempts in ``m.joint``, already
+        answered); False when the match ended."""
+        first, m.joint = m.joint, None
+        joint, m.forfeiter, m.reason = m.slow.joint_step(m.t, first)
+        if m.forfeiter is not None:
+            done(m)
+            return False
+        for i, fn in m.observers:
+            for q, a in joint.items():
+                if q != i:
+                    fn(q, a)
+        m.t += 1
+        return True
+
     active = matches
     while active:
         waiting: dict[int, tuple[Any, list[tuple[_Match, int, ShownLegal]]]] = {}
@@ -169,15 +189,17 @@ def play_lockstep(
                         m.outcome, m.reason = "max_moves", f"stopped after {max_moves} moves"
                         done(m)
                         break
-                    joint, m.forfeiter, m.reason = m.slow.joint_step(m.t)
-                    if m.forfeiter is not None:
-                        done(m)
+                    if m.joint is None:
+                        batched_now = [q for q in core.acting_players() if m.batched[q] is not None]
+                        if batched_now:  # their first attempts go into this tick's batched calls
+                            m.joint = {}
+                            for q in batched_now:
+                                obs = Observation(core, q, m.t)
+                                waiting.setdefault(id(m.batched[q]), (m.batched[q], []))[1].append((m, q, obs))
+                            still.append(m)
+                            break
+                    if not joint_step(m):
                         break
-                    for i, fn in m.observers:
-                        for q, a in joint.items():
-                            if q != i:
-                                fn(q, a)
-                    m.t += 1
                     continue
                 if m.t >= limit:
                     m.outcome, m.reason = "max_moves", f"stopped after {max_moves} moves"
@@ -207,7 +229,12 @@ def play_lockstep(
                 moves = [_Failed(e, None)] * len(items)
             dt = (_perf() - t0) / len(items)
             for (m, p, obs), a in zip(items, moves):
-                if not turn(m, p, obs, a, dt):
+                if m.joint is not None:  # a simultaneous move: judged with the others of its tick
+                    m.joint[p] = (obs, a, dt)
+                elif not turn(m, p, obs, a, dt):
                     done(m)
+        for m in still:
+            if m.joint is not None and results[m.index] is None:
+                joint_step(m)
         active = [m for m in still if results[m.index] is None]
     return results  # type: ignore[return-value]

@@ -304,14 +304,24 @@ class _Slow:
                 return None, p, why
             norm, event, why = self.ask(p, t, why)
 
-    def joint_step(self, t: int):
+    def joint_step(self, t: int, first: dict[int, tuple[Observation, Any, float]] | None = None):
         """One simultaneous step: every acting player's move (with retries), then the engine's step.
-        Returns (joint actions, forfeiter, reason)."""
+        `first`: the first attempts of some players, already answered (``(observation, move, seconds)``:
+        a batched agent's, answered for many matches in one call). Returns (joint actions, forfeiter,
+        reason)."""
         joint: dict[int, Any] = {}
         for q in self.core.acting_players():
             tries, feedback = 0, None
             while True:
-                a, event, why = self.ask(q, t, feedback)
+                if first is not None and q in first:
+                    obs, a, dt = first.pop(q)
+                    self.calls[q] += 1
+                    self.t_total[q] += dt
+                    if dt > self.t_max[q]:
+                        self.t_max[q] = dt
+                    a, event, why = self.judge(q, t, obs, a, dt)
+                else:
+                    a, event, why = self.ask(q, t, feedback)
                 if event == "ok":
                     break
                 self.invalid[q] += 1

@@ -91,3 +91,50 @@ def test_a_greedy_policy_plays_the_same_in_lockstep_and_alone(tmp_path):
     for s, r in enumerate(together):
         alone = play_match("openspiel/tic_tac_toe-v0", [spec, "random"], seed=s, record="actions", match_id=f"m{s}")
         assert _same(alone.replay, r.replay)
+
+
+class GreedySquads:
+    """A batched agent for the simultaneous test game: a greedy structured policy (the same move alone
+    or in a batch), counting its calls and the moves in each."""
+
+    spec = "greedy-squads"
+
+    def __init__(self, net):
+        from arena.agents.neural import PolicyAgent
+
+        self.agent = PolicyAgent(net, greedy=True)
+        self.sizes = []
+
+    def act(self, obs):
+        return self.act_batch([obs])[0]
+
+    def act_batch(self, observations):
+        self.sizes.append(len(observations))
+        return self.agent.act_batch(observations)
+
+
+@pytest.mark.parametrize("record", ["text", "actions"])
+def test_simultaneous_moves_of_every_match_are_answered_in_one_call_a_tick(record):
+    torch = pytest.importorskip("torch")
+    from arena.envs import load_plugin, make_core
+    from arena.inference.policy_nets import build_policy, spec_from_core
+
+    load_plugin("plugins.squad_games")
+    torch.manual_seed(0)
+    net = build_policy(spec_from_core(make_core("test/Squads-v0")), hidden=[32], d_model=16, heads=2, layers=1,
+                       channels=4)
+    seeds = list(range(8))
+    batched = GreedySquads(net)
+    together = play_lockstep("test/Squads-v0", [[batched, batched]] * 8, seeds, record=record,
+                             match_ids=[f"m{s}" for s in seeds])
+    ticks = max(r.moves for r in together)
+    # both seats of every match still going, in one call a tick
+    assert len(batched.sizes) == ticks and batched.sizes[0] == 16
+    mixed = GreedySquads(net)
+    half = play_lockstep("test/Squads-v0", [[mixed, "random"]] * 8, seeds, record=record)
+    assert mixed.sizes[0] == 8 and len(mixed.sizes) == max(r.moves for r in half)
+    for s, r in zip(seeds, together):
+        alone = play_match("test/Squads-v0", [GreedySquads(net), GreedySquads(net)], seed=s, record=record,
+                           match_id=f"m{s}")
+        assert _same(alone.replay, r.replay)
+        assert (alone.returns, alone.moves) == (r.returns, r.moves)
