@@ -221,3 +221,22 @@ def test_a_one_tensor_checkpoint_spec_from_before_still_loads():
            "players": 2}
     spec = PolicySpec.from_dict(old)
     assert spec.inputs == () and spec.action is None and spec.input_shape == (5, 3, 3)
+
+
+def test_a_checkpoint_written_before_structured_moves_loads_and_plays(tmp_path):
+    # the blob as the previous version wrote it: its spec has no inputs and no action model
+    from arena.agents.neural import PolicyAgent
+    from arena.envs import make_core
+    from arena.inference.policy_nets import FILE, FORMAT, build_policy, load_policy, spec_from_core
+    from arena.match import play_match
+
+    core = make_core("openspiel/tic_tac_toe-v0")
+    net = build_policy(spec_from_core(core), hidden=[8], channels=4)
+    spec = {k: v for k, v in net.spec.to_dict().items() if k not in ("inputs", "action")}
+    blob = {"format": FORMAT, "version": 1, "spec": spec, "arch": net.arch, "sizes": net.sizes, "info": {},
+            "state_dict": net.state_dict()}
+    torch.save(blob, tmp_path / FILE)
+    back, meta = load_policy(tmp_path, spec_from_core(core))
+    assert meta.spec.inputs == () and meta.spec.action is None and back.arch == "conv"
+    r = play_match("openspiel/tic_tac_toe-v0", [PolicyAgent(back, greedy=True), "random"], seed=1)
+    assert r.outcome == "normal"
