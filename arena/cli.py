@@ -687,20 +687,19 @@ def train(
     An existing run folder resumes, under any --parallel setting. Ctrl-C finishes the iteration, saves it and stops (a second Ctrl-C stops at once); the same command resumes."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from arena.trainers.common.stopping import resume_line, stop_line
     from arena.trainers.parallel.learner import parallel_overrides
     from arena.trainers.registry import read_train_config
 
     _plugins(plugin)
     par = parallel_overrides(parallel, world_size, stages, schedule, microbatches)
     entry, cfg = read_train_config(config, model=model, loss=loss, iterations=iterations, parallel=par)
-    trainer = entry.builder()(cfg, directory)
+    trainer = entry.make(cfg, directory)
     pcfg = getattr(cfg, "parallel", None)
     if pcfg is not None and pcfg.mode != "none":
         what = (f"schedule {pcfg.schedule}" if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
                 if entry.name == "spiral" else "each minibatch shared out")
         console.print(f"learner step: {pcfg.mode} on {pcfg.world_size} ranks ({what}); rollouts on rank 0")
-    resuming = resume_line(directory, cfg.iterations)
+    resuming = trainer.resume_line()
     if resuming is not None:
         console.print(escape(resuming), soft_wrap=True)
     cols = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
@@ -709,8 +708,7 @@ def train(
     def on_sigint(signum, frame):
         # First Ctrl-C: finish the current iteration, checkpoint it, stop. A second one (or one before the
         # first iteration starts) stops at once; the last checkpoint stands.
-        if getattr(trainer, "in_loop", False) and not getattr(trainer, "stop_requested", True):
-            trainer.stop_requested = True
+        if trainer.request_stop():
             console.print("[yellow]stopping after this iteration[/] (Ctrl-C again to stop at once)")
             return
         raise KeyboardInterrupt
@@ -758,17 +756,14 @@ def train(
                         milestones.add(quarter)
                         progress.console.print(f"{text} ({done}/{total})")
 
-            import inspect
-
-            takes_phase = "phase" in inspect.signature(trainer.run).parameters  # optional for registered trainers
-            final = trainer.run(progress=show, **({"phase": phase} if takes_phase else {}))
+            final = trainer.run(progress=show, phase=phase)
     except KeyboardInterrupt:
         interrupted = True
     finally:
         signal.signal(signal.SIGINT, old_handler)
         trainer.close()
-    if interrupted or getattr(trainer, "stop_requested", False):
-        console.print(("\n" if console.is_terminal else "") + escape(stop_line(directory)), style="yellow",
+    if interrupted or trainer.stop_requested:
+        console.print(("\n" if console.is_terminal else "") + escape(trainer.stop_line()), style="yellow",
                       soft_wrap=True)
         raise typer.Exit(130)
     for k in sorted(final):

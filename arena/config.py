@@ -94,6 +94,11 @@ def from_dict(cls: type[T], data: dict, where: str = "") -> T:
     unknown = [k for k in data if k not in fields]
     if unknown:
         k = unknown[0]
+        moved = getattr(cls, "moved_keys", None) or {}
+        if isinstance(k, str) and k in moved:
+            prefix = where + "." if where else ""
+            raise ConfigError(f"{prefix}{k}: this key moved to {prefix}{moved[k]} (write it under "
+                              f"{prefix}{moved[k].rsplit('.', 1)[0]}:)")
         import difflib
 
         close = difflib.get_close_matches(str(k)[:100], list(fields), n=1)

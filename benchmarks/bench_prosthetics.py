@@ -455,8 +455,9 @@ def rllib_ppo_run(seconds: float, root: Path, num_cpus: int, threads: int, seed:
                          env_to_module_connector=lambda env, spaces=None, device=None: MeanStdFilter())
             .learners(num_learners=0)
             # the arena config's batch, minibatch, epochs, lr, gamma, lambda and clip: the same PPO
-            .training(train_batch_size_per_learner=cfg.envs * cfg.steps_per_env, minibatch_size=cfg.minibatch,
-                      num_epochs=cfg.epochs, lr=cfg.lr, gamma=cfg.gamma, lambda_=cfg.lam, clip_param=cfg.clip)
+            .training(train_batch_size_per_learner=cfg.envs * cfg.steps_per_env, minibatch_size=cfg.learner.minibatch,
+                      num_epochs=cfg.learner.epochs, lr=cfg.lr, gamma=cfg.learner.gamma, lambda_=cfg.learner.lam,
+                      clip_param=cfg.learner.clip)
             .debugging(seed=seed, log_level="ERROR")
         )
         t0 = _perf()

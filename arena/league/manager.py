@@ -68,11 +68,11 @@ from arena.league.executor import make_executor
 from arena.league.learners import make_learner
 from arena.league.lock import LOCK_FILE, writer_lock
 from arena.league.protocols import LearningPlayer, Pairing
-from arena.league.roles import Member, branch_source, choose_opponent, ready_to_snapshot, reset_after_snapshot
-from arena.league.storage import OVERALL, LeagueStore, MatchRow, check_rating_settings
+from arena.league.roles import Member, after_update, choose_opponent
+from arena.league.storage import OVERALL, LeagueStore, MatchRow, PlayerRow, ResultRow, check_rating_settings
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.runner import MatchJob, keep_replay
-from arena.replays.format import LEAGUE_DB, ReplayError, parse_replay, read_replay, replay_path
+from arena.replays.format import LEAGUE_DB, Replay, ReplayError, parse_replay, read_replay, replay_path
 
 
 def _seed(league_seed: int, seq: int) -> int:
@@ -143,6 +143,13 @@ class League:
         self._sync_config()
         self._load_learners()
 
+    def close(self) -> None:
+        """Close the database and let go of the writer lock."""
+        self.store.close()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
     @classmethod
     def open(cls, directory: str | Path) -> "League":
         """A passive client of an existing league (live play, tools): it schedules and commits matches
@@ -205,25 +212,8 @@ class League:
                     f"{', '.join(cfg.game_ids)}. Game ids cannot change in a running league: restore them, "
                     "or start a new league in another --dir."
                 )
+        wanted = self._sync_players(cfg.players, self.config_owner)
         known = {p.name: p for p in store.players()}
-        wanted = set()
-        for p in cfg.players:
-            wanted.add(p.name)
-            try:
-                games = self._games_for(p.agent, p.games)
-            except ConfigError as e:
-                raise ConfigError(f"player {p.name!r}: {e}") from None
-            if p.name in known:
-                if known[p.name].spec != p.agent:
-                    raise ConfigError(
-                        f"player {p.name!r} was {known[p.name].spec!r} and is now {p.agent!r}: its ratings would "
-                        "mix two agents. Give the new agent a new name.")
-                claim = {"owner": self.config_owner} if self.config_owner and known[p.name].owner is None else {}
-                store.update_player(p.name, games=games, active=1, **claim)
-            else:
-                if not games:
-                    raise ConfigError(f"player {p.name!r} ({p.agent}) can play none of the league's games")
-                store.add_player(p.name, "fixed", p.agent, games, owner=self.config_owner)
         for entry in cfg.learners:
             wanted.add(entry.name)
             if entry.name in known:
@@ -318,13 +308,16 @@ class League:
         """``win_rate(a, b)``: a's decayed win rate against b on `game` (the role rules' input)."""
         return self._win_rate_fn(game)
 
-    def _pick_game(self, games: list[str]) -> str:
+    def _pick_game(self, games: list[str], rng: np.random.Generator | None = None) -> str:
         weights = {g.id: g.weight for g in self.cfg.games}
         w = np.array([weights.get(g, 1.0) for g in games], dtype=float)
-        return games[int(self.rng.choice(len(games), p=w / w.sum()))]
+        return games[int((rng or self.rng).choice(len(games), p=w / w.sum()))]
 
-    def next_pairing(self, learner: str | None = None) -> Pairing:
-        """The next match: for `learner` by its role, else fixed players by the configured pairing."""
+    def next_pairing(self, learner: str | None = None, rng: np.random.Generator | None = None) -> Pairing:
+        """The next match: for `learner` by its role, else fixed players by the configured pairing.
+        `rng`: a trainer's own generator for a learner's draws (None: the league's)."""
+        if learner is not None and rng is not None:
+            return self._learner_pairing(learner, rng)
         players, frozen_by_game, solo = self._pairing_view()
         learners = [n for n, p in players.items() if p.kind == "learner"]
         if learner is None and learners and self.rng.random() < self.cfg.roles.learner_share:
@@ -334,14 +327,18 @@ class League:
                 self.store.set_meta("learner_turn", turn + 1)
             learner = sorted(learners)[turn % len(learners)]
         if learner is not None:
-            me = players[learner]
-            game = self._pick_game(me.games)
-            pool = [Member(p.name, p.kind, p.role, p.parent) for p in players.values() if game in p.games]
-            opp, why = choose_opponent(Member(me.name, me.kind, me.role, me.parent), pool, self._win_rate_fn(game),
-                                       self.cfg.roles, self.rng)
-            seats = [learner, opp] if self.rng.random() < 0.5 else [opp, learner]
-            return Pairing(game, seats, [players[n].spec for n in seats], why)
+            return self._learner_pairing(learner, self.rng)
         return self._fixed_pairing(players, frozen_by_game, solo)
+
+    def _learner_pairing(self, learner: str, rng: np.random.Generator) -> Pairing:
+        players = self._pairing_view()[0]
+        me = players[learner]
+        game = self._pick_game(me.games, rng)
+        pool = [Member(p.name, p.kind, p.role, p.parent) for p in players.values() if game in p.games]
+        opp, why = choose_opponent(Member(me.name, me.kind, me.role, me.parent), pool, self._win_rate_fn(game),
+                                   self.cfg.roles, rng)
+        seats = [learner, opp] if rng.random() < 0.5 else [opp, learner]
+        return Pairing(game, seats, [players[n].spec for n in seats], why)
 
     def _pairing_view(self) -> tuple[dict, list[tuple[str, list[str]]], list[tuple[str, list[str]]]]:
         """The active players by name, and per two-player game and per one-player game the sorted frozen
@@ -471,17 +468,90 @@ class League:
 
     def add_snapshot(self, parent: str, spec: str, name: str | None = None) -> str:
         """Freeze `spec` (weights of learning player `parent`) as a historical player."""
-        prow = self.store.player(parent)
-        if prow is None:
-            raise KeyError(f"no player {parent!r} in this league")
-        state = dict(prow.state or {})
-        n = int(state.get("snapshots", 0)) + 1
-        name = name or f"{parent}@{n}"
-        self.store.add_player(name, "historical", spec, prow.games, role=prow.role, parent=parent, owner=prow.owner)
-        state.update(snapshots=n, steps_at_snapshot=prow.steps)
-        self.store.update_player(parent, state=state)
-        self.store.add_event("snapshot", parent, snapshot=name, steps=prow.steps, version=prow.version)
+        with self.store.tx():  # the snapshot, its parent's count and the event: all or nothing
+            prow = self.store.player(parent)
+            if prow is None:
+                raise KeyError(f"no player {parent!r} in this league")
+            state = dict(prow.state or {})
+            n = int(state.get("snapshots", 0)) + 1
+            name = name or f"{parent}@{n}"
+            self.store.add_player(name, "historical", spec, prow.games, role=prow.role, parent=parent,
+                                  owner=prow.owner)
+            state.update(snapshots=n, steps_at_snapshot=prow.steps)
+            self.store.update_player(parent, state=state)
+            self.store.add_event("snapshot", parent, snapshot=name, steps=prow.steps, version=prow.version)
         return name
+
+    # -- what a trainer reads and writes (`arena.league.protocols.LeagueClient`) -----------------------
+    def player(self, name: str) -> PlayerRow | None:
+        """Player `name`'s row (None: no such player)."""
+        return self.store.player(name)
+
+    def players(self, active_only: bool = False) -> list[PlayerRow]:
+        return self.store.players(active_only=active_only)
+
+    def add_player(self, name: str, kind: str, spec: str, games: list[str], *, role: str | None = None,
+                   state: dict | None = None, owner: str | None = None) -> None:
+        """A player a trainer adds (its learner, its teachers): `owner` is the trainer's, so no config's
+        sync retires it."""
+        self.store.add_player(name, kind, spec, games, role=role, state=state, owner=owner)
+
+    def update_player(self, name: str, **fields) -> None:
+        self.store.update_player(name, **fields)
+
+    def transaction(self):
+        """One write transaction around several calls (nested calls join it)."""
+        return self.store.tx()
+
+    def matches(self, source: str | None = None) -> list[MatchRow]:
+        return self.store.matches(source=source)
+
+    def result_for(self, match_id: str) -> ResultRow | None:
+        """The result of match `match_id` (None: not committed)."""
+        return self.store.result_for(match_id)
+
+    def results(self, game: str | None = None) -> list[ResultRow]:
+        return self.store.results(game=game)
+
+    def read_replay(self, match_id: str) -> Replay:
+        return self.store.read_replay(match_id)
+
+    def meta(self, key: str, default=None):
+        return self.store.get_meta(key, default)
+
+    def set_meta(self, key: str, value) -> None:
+        self.store.set_meta(key, value)
+
+    def add_event(self, kind: str, player: str | None = None, **data) -> None:
+        self.store.add_event(kind, player, **data)
+
+    def _sync_players(self, players: list, owner: str | None) -> set[str]:
+        """A config's fixed players added (under `owner`) or re-activated; `owner`'s fixed players the
+        list no longer names retired. Returns the names listed."""
+        store = self.store
+        known = {p.name: p for p in store.players()}
+        wanted = set()
+        for p in players:
+            wanted.add(p.name)
+            try:
+                games = self._games_for(p.agent, p.games)
+            except ConfigError as e:
+                raise ConfigError(f"player {p.name!r}: {e}") from None
+            if p.name in known:
+                if known[p.name].spec != p.agent:
+                    raise ConfigError(
+                        f"player {p.name!r} was {known[p.name].spec!r} and is now {p.agent!r}: its ratings would "
+                        "mix two agents. Give the new agent a new name.")
+                claim = {"owner": owner} if owner and known[p.name].owner is None else {}
+                store.update_player(p.name, games=games, active=1, **claim)
+            else:
+                if not games:
+                    raise ConfigError(f"player {p.name!r} ({p.agent}) can play none of the league's games")
+                store.add_player(p.name, "fixed", p.agent, games, owner=owner)
+        for name, row in known.items():
+            if row.owner == owner and row.kind == "fixed" and name not in wanted and owner is not None:
+                store.update_player(name, active=0)
+        return wanted
 
     # -- learning players --------------------------------------------------------------------
     def _feed_learners(self, match_id: str, result: MatchResult) -> None:
@@ -513,13 +583,13 @@ class League:
         self.store.update_player(name, spec=spec, version=version, state=state)
         me = Member(name, "learner", prow.role, None)
         game = prow.games[0]
-        pool = [m for m in self.members() if m.kind != "learner" or m.name != name]
         steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
-        if ready_to_snapshot(me, steps_since, pool, self._win_rate_fn(OVERALL if len(prow.games) > 1 else game),
-                             self.cfg.roles):
+        step = after_update(me, steps_since, self.members(),
+                            self._win_rate_fn(OVERALL if len(prow.games) > 1 else game), self.cfg.roles, self.rng)
+        if step.snapshot:
             snap = self.add_snapshot(name, learner.freeze(self.dir / "players" / "frozen" / f"{name}-v{version}.json"))
-            if reset_after_snapshot(me, self.cfg.roles, self.rng):
-                source = branch_source(me, self.members())
+            if step.reset:
+                source = step.branch_from
                 src = self.store.player(source) if source is not None else None
                 learner.reset_to(self._version_path(source, src.version) if src is not None else None)
                 version += 1

@@ -20,8 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from arena.league.storage import MatchRow
+    from contextlib import AbstractContextManager
+
+    import numpy as np
+
+    from arena.league.roles import Member
+    from arena.league.storage import MatchRow, PlayerRow, ResultRow
     from arena.match.loop import MatchResult
+    from arena.replays.format import Replay
 
 
 @dataclass
@@ -36,8 +42,9 @@ class Pairing:
 
 @runtime_checkable
 class LeagueClient(Protocol):
-    def next_pairing(self, learner: str | None = None) -> "Pairing":
-        """The next match: for `learner` by its role's opponent rule, else by the configured pairing."""
+    def next_pairing(self, learner: str | None = None, rng: "np.random.Generator | None" = None) -> "Pairing":
+        """The next match: for `learner` by its role's opponent rule, else by the configured pairing.
+        `rng`: the caller's own generator for a learner's draws (a trainer checkpoints it)."""
 
     def begin(self, pairing: "Pairing", *, status: str = "queued", source: str = "league",
               seed: int | None = None, note: str | None = None) -> "MatchRow":
@@ -49,8 +56,56 @@ class LeagueClient(Protocol):
     def add_snapshot(self, parent: str, spec: str, name: str | None = None) -> str:
         """Freeze `spec` (weights of learning player `parent`) as a historical player; returns its name."""
 
+    def commit_many(self, items: "list[tuple[str, MatchResult]]") -> list[bool]:
+        """Several finished matches in one transaction (each at most once)."""
+
+    def attach_replay(self, match_id: str, result: "MatchResult") -> "MatchResult":
+        """Ready a replay played outside the league to be kept under `match_id` by the next commit."""
+
     def win_rates(self, game: str) -> "Callable[[str, str], float]":
         """``win_rate(a, b)`` on `game`, for a learner's own role rules (snapshots, resets)."""
+
+    def members(self) -> "list[Member]":
+        """The active players as the role rules see them."""
+
+    # -- what a trainer reads and writes: its players, its matches, its own marks -------------------
+    def player(self, name: str) -> "PlayerRow | None":
+        """Player `name`'s row (None: no such player)."""
+
+    def players(self, active_only: bool = False) -> "list[PlayerRow]":
+        """Every player's row."""
+
+    def add_player(self, name: str, kind: str, spec: str, games: list[str], *, role: str | None = None,
+                   state: dict | None = None, owner: str | None = None) -> None:
+        """A player the caller adds (a trainer's learner or teacher), owned by `owner`."""
+
+    def update_player(self, name: str, **fields) -> None:
+        """Change a player's row (its spec, version, owner, state, active)."""
+
+    def transaction(self) -> "AbstractContextManager":
+        """One write transaction around several calls."""
+
+    def matches(self, source: str | None = None) -> "list[MatchRow]":
+        """The matches begun (of `source`: "league" or "external")."""
+
+    def result_for(self, match_id: str) -> "ResultRow | None":
+        """The result of a match (None: not committed)."""
+
+    def results(self, game: str | None = None) -> "list[ResultRow]":
+        """The committed results (of `game`), in commit order."""
+
+    def read_replay(self, match_id: str) -> "Replay":
+        """A committed match's replay."""
+
+    def meta(self, key: str, default=None):
+        """A value the caller keeps in the league (what it has applied)."""
+
+    def set_meta(self, key: str, value) -> None:
+        """Keep a value in the league (inside the caller's transaction)."""
+
+    def add_event(self, kind: str, player: str | None = None, **data) -> None:
+        """Record an event (a reset) in the league's log."""
+
 
 
 @runtime_checkable

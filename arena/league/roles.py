@@ -158,3 +158,27 @@ def branch_source(me: Member, members: Sequence[Member]) -> str | None:
     """SCC branching: a reset exploiter restarts from the current main agent's weights."""
     current = [m for m in mains(members) if m.name != me.name]
     return current[0].name if current else None
+
+
+@dataclass(frozen=True)
+class RoleStep:
+    """What a learning player's role calls for after an update."""
+
+    snapshot: bool = False
+    #: Restart after the snapshot (exploiters), from `branch_from`'s weights (None: from the start).
+    reset: bool = False
+    branch_from: str | None = None
+
+
+def after_update(me: Member, steps_since_snapshot: int, members: Sequence[Member], win_rate: WinRate,
+                 cfg: RolesConfig, rng: np.random.Generator, *, due: bool = False) -> RoleStep:
+    """The role lifecycle after an update of `me`, the same for every learner family (the league's own
+    learners, the neural-policy trainer's): snapshot when `due` (a trainer's own schedule) or when
+    `ready_to_snapshot`; then reset by `reset_after_snapshot`, branching from `branch_source`. The
+    generator is drawn from only when a snapshot is taken."""
+    pool = [m for m in members if m.name != me.name]
+    if not due and not ready_to_snapshot(me, steps_since_snapshot, pool, win_rate, cfg):
+        return RoleStep()
+    if not reset_after_snapshot(me, cfg, rng):
+        return RoleStep(snapshot=True)
+    return RoleStep(snapshot=True, reset=True, branch_from=branch_source(me, members))

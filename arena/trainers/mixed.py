@@ -4,7 +4,8 @@
 ``trainer: mixed`` (``configs/train/mixed_tictactoe.yaml``) holds a ``llm:`` section (a SPIRAL
 config) and a ``policy:`` section (an SCC config) for one ``game``. The run folder is the
 league's (``arena ratings <dir>`` shows everyone); each learner keeps its checkpoints in its own
-sub-folder (``<dir>/llm``, ``<dir>/policy``). The two coordinators take turns, one iteration
+sub-folder (``<dir>/llm``, ``<dir>/policy``). The league is opened once, here, and both
+coordinators reach it through the same `arena.league.protocols.LeagueClient`. They take turns, one iteration
 each: each schedules its learner's matches by its own rules through the shared league, so the
 language model meets the neural players (their snapshots are frozen `policy:` players) and the
 neural learners meet the language model's snapshots (`llm:` players), and every match is rated
@@ -15,17 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from arena.config import from_dict
 from arena.errors import ConfigError
+from arena.trainers.common.base import Trainer, TrainerConfig
 
 
 @dataclass
-class MixedConfig:
+class MixedConfig(TrainerConfig):
     game: str = "openspiel/tic_tac_toe-v0"
     iterations: int = 10
-    seed: int = 0
     #: A SPIRAL config (``trainer: spiral`` keys, without game, iterations, seed).
     llm: dict[str, Any] = field(default_factory=dict)
     #: An SCC config (``trainer: scc`` keys, without game, iterations, seed).
@@ -53,45 +54,70 @@ class MixedConfig:
         return llm, policy
 
 
-class MixedTrainer:
+class MixedTrainer(Trainer):
+    """Two trainers on one league: the run folder's, opened once here (with both trainers' opponents)
+    and handed to both, which add their own players to it under their own owners."""
+
+    keeps_metrics = False  # each learner keeps its own, in its sub-folder
+
     def __init__(self, cfg: MixedConfig, directory: str | Path):
         from arena.trainers.llm.spiral import SpiralTrainer
         from arena.trainers.policy.scc import SCCTrainer
 
-        self.cfg = cfg
-        self.dir = Path(directory)
         llm_cfg, policy_cfg = cfg.parts()
-        self.policy = SCCTrainer(policy_cfg, self.dir / "policy", league_dir=self.dir)
-        self.llm = SpiralTrainer(llm_cfg, self.dir / "llm", league_dir=self.dir)
-        self.stop_requested = False
-        self.in_loop = False
+        super().__init__(cfg, directory)
+        self.league = self._open_league(llm_cfg, policy_cfg)
+        try:
+            self.policy = SCCTrainer(policy_cfg, self.dir / "policy", league=self.league)
+            self.llm = SpiralTrainer(llm_cfg, self.dir / "llm", league=self.league)
+        except BaseException:
+            self.league.close()
+            raise
+        self._out: dict[str, float] = {}
+
+    def _open_league(self, llm_cfg: Any, policy_cfg: Any) -> Any:
+        """The one league both learners play in: the game (with the policy config's settings), both
+        learners' opponents as its fixed players, the policy learners' role rules."""
+        from arena.league.manager import League
+        from arena.trainers.llm.spiral import league_config as llm_league
+        from arena.trainers.policy.scc import league_config as policy_league
+
+        name = f"train-{self.dir.name}"
+        lcfg, other = policy_league(policy_cfg, name), llm_league(llm_cfg, name)
+        have = {p.name for p in lcfg.players}
+        lcfg.players += [p for p in other.players if p.name not in have]
+        return League(lcfg, self.dir, backend="inline", config_owner="mixed/config")
 
     @property
     def iteration(self) -> int:
         return min(self.policy.iteration, self.llm.iteration)
 
-    def run(self, progress: Callable | None = None, phase: Callable | None = None) -> dict[str, float]:
-        out: dict[str, float] = {}
-        kw = {"phase": phase} if phase is not None else {}
+    def _parts(self):
+        return (("policy", self.policy), ("llm", self.llm))
+
+    def needs_start(self) -> bool:
+        return any(t.iteration == 0 for _, t in self._parts())
+
+    def start(self, last: int) -> None:
         # Both starts (imitation, the first checkpoint, its snapshot) before any match between the two:
         # each learner's league spec must point at weights that exist when the other one draws it.
-        for trainer in (self.policy, self.llm):
+        for _, trainer in self._parts():
             if trainer.iteration == 0:
-                trainer.run(iterations=0, **kw)
-        self.in_loop = True
-        try:
-            for it in range(self.iteration + 1, self.cfg.iterations + 1):
-                for name, trainer in (("policy", self.policy), ("llm", self.llm)):
-                    if trainer.iteration < it:
-                        line = trainer.run(iterations=it, **kw)
-                        out.update({f"{name}/{k}": v for k, v in line.items()})
-                if progress is not None:
-                    progress(it, self.cfg.iterations, out)
-                if self.stop_requested:
-                    break
-        finally:
-            self.in_loop = False
-        return out
+                trainer.run(iterations=0, phase=self._phase)
+
+    def iterate(self, it: int, last: int) -> dict[str, float]:
+        for name, trainer in self._parts():
+            if trainer.iteration < it:
+                line = trainer.run(iterations=it, phase=self._phase)
+                self._out.update({f"{name}/{k}": v for k, v in line.items()})
+        return self._out
+
+    def save_finished(self, it: int) -> None:
+        for _, trainer in self._parts():
+            trainer.save_finished(it)
+
+    def finish(self, last: int, stopped: bool) -> None:
+        pass  # each learner drew its own curves
 
     def close(self) -> None:
         self.policy.close()

@@ -1,8 +1,10 @@
 """Trainers by name: ``arena train CONFIG`` reads the config's ``trainer:`` key, validates the rest
 into that trainer's config dataclass and builds the trainer.
 
-A trainer is any object with ``iteration`` (iterations done), ``run(progress=None) -> dict`` (train to the
-config's end, resuming where the run folder left off) and ``close()``. Register your own with
+A trainer is a `arena.trainers.common.base.Trainer` (its config a
+`arena.trainers.common.base.TrainerConfig`): ``iteration`` (iterations done), ``run(iterations=None,
+progress=None, phase=None) -> dict`` (train to the config's end, resuming where the run folder left
+off), ``request_stop()``, ``resume_line()``, ``stop_line()`` and ``close()``. Register your own with
 :func:`register_trainer`; the built-in ones are named by ``module:attr`` strings and imported only
 when used (importing this module needs no torch).
 """
@@ -33,6 +35,19 @@ class TrainerEntry:
 
     def builder(self) -> Callable[..., Any]:
         return _resolve(self.build)
+
+    def make(self, cfg: Any, directory: str | Path) -> Any:
+        """The trainer on run folder `directory`; a `ConfigError` if what was registered is not a `Trainer`."""
+        from arena.trainers.common.base import Trainer
+
+        trainer = self.builder()(cfg, directory)
+        if not isinstance(trainer, Trainer):
+            close = getattr(trainer, "close", None)
+            if callable(close):
+                close()
+            raise ConfigError(f"trainer: {self.name} built a {type(trainer).__name__}, not an "
+                              "arena.trainers.common.base.Trainer: subclass it (it owns resume, checkpoints and stop)")
+        return trainer
 
 
 _TRAINERS: dict[str, TrainerEntry] = {
@@ -113,4 +128,4 @@ def load_train_config(path: str | Path, **overrides: Any) -> Any:
 def make_trainer(path: str | Path, directory: str | Path, **overrides: Any) -> Any:
     """Build the trainer a config file names, on run folder `directory`."""
     entry, cfg = read_train_config(path, **overrides)
-    return entry.builder()(cfg, directory)
+    return entry.make(cfg, directory)

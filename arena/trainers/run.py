@@ -87,18 +87,15 @@ def _main(a: argparse.Namespace) -> int:
 
 
 def _train(entry, cfg, a: argparse.Namespace, world: int) -> int:
-    from arena.trainers.common.stopping import resume_line, stop_line
-
     pcfg = cfg.parallel
-    trainer = entry.builder()(cfg, a.dir)
+    trainer = entry.make(cfg, a.dir)
     print(f"learner step: {pcfg.mode} on {world} ranks under torchrun; rollouts on rank 0", flush=True)
-    resuming = resume_line(a.dir, cfg.iterations)
+    resuming = trainer.resume_line()
     if resuming is not None:
         print(resuming, flush=True)
 
     def stop(signum, frame):
-        if getattr(trainer, "in_loop", False) and not trainer.stop_requested:
-            trainer.stop_requested = True
+        if trainer.request_stop():
             print("stopping after this iteration", flush=True)
             return
         raise KeyboardInterrupt
@@ -119,7 +116,7 @@ def _train(entry, cfg, a: argparse.Namespace, world: int) -> int:
     finally:
         trainer.close()
     if interrupted or trainer.stop_requested:
-        print(stop_line(a.dir), flush=True)
+        print(trainer.stop_line(), flush=True)
         return 130
     for k in sorted(final):
         if k.startswith("eval/"):

@@ -102,3 +102,21 @@ def test_reset_rules_and_scc_branching():
 def test_unknown_role_is_an_error():
     with pytest.raises(ValueError, match="unknown role"):
         choose_opponent(Member("x", "learner", "coach"), [RANDOM], wr_table({}), CFG, np.random.default_rng(0))
+
+
+def test_after_update_is_the_one_role_lifecycle():
+    """Snapshot when due or ready; then a main exploiter always resets (branching from the main), a
+    league exploiter with its probability, a main never; the generator is drawn only on a snapshot."""
+    from arena.league.roles import RoleStep, after_update
+
+    members = [MAIN, MX, LX, RANDOM, MAIN_1]
+    never = RolesConfig(snapshot_steps=10_000, snapshot_min_steps=10_000)
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    assert after_update(LX, 0, members, wr_table({}), never, rng) == RoleStep()
+    assert rng.bit_generator.state == before  # nothing drawn without a snapshot
+    assert after_update(MAIN, 0, members, wr_table({}), never, rng, due=True) == RoleStep(snapshot=True)
+    assert after_update(MX, 0, members, wr_table({}), never, rng, due=True) == RoleStep(True, True, "main")
+    assert after_update(MX, 10_000, members, wr_table({}), never, rng) == RoleStep(True, True, "main")
+    always = RolesConfig(snapshot_steps=10_000, snapshot_min_steps=10_000, league_exploiter_reset_p=1.0)
+    assert after_update(LX, 0, members, wr_table({}), always, rng, due=True) == RoleStep(True, True, "main")

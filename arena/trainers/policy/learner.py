@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from arena.inference.trees import tree_columns, tree_rows, tree_to
 from arena.trainers.common import rl
@@ -64,26 +64,42 @@ class RolloutBatch:
 
 @dataclass
 class LearnerSettings:
-    algo: str = "ppo"
+    """The neural-policy learner's settings: a training config's ``learner:`` section
+    (`arena.trainers.common.base.TrainerConfig`)."""
+
+    algo: Literal["ppo", "vtrace"] = "ppo"
+    #: Passes over each batch, in minibatches of this many moves.
     epochs: int = 4
     minibatch: int = 128
     gamma: float = 1.0
     lam: float = 0.95
+    #: PPO's clip range.
     clip: float = 0.2
+    #: V-trace's truncation levels (IMPALA's rho-bar and c-bar).
     rho_bar: float = 1.0
     c_bar: float = 1.0
     value_coef: float = 0.5
     entropy_coef: float = 0.01
+    #: UPGO's policy-gradient term (AlphaStar), added to the main term with this weight.
     upgo_coef: float = 0.5
-    kl_direction: str = "policy_to_anchor"
+    #: "policy_to_anchor" KL(pi || pi_IL) (mode-seeking: the policy may sharpen inside the imitation
+    #: policy's support) or "anchor_to_policy" KL(pi_IL || pi) (mass-covering).
+    kl_direction: Literal["policy_to_anchor", "anchor_to_policy"] = "policy_to_anchor"
     max_grad_norm: float = 1.0
     #: PPO only: stop the epochs once a minibatch's approximate KL to the behaviour policy passes
     #: 1.5 x this (Spinning Up's and Stable-Baselines3's early stop); None: all epochs.
     target_kl: float | None = None
 
-    @classmethod
-    def of(cls, cfg: Any) -> "LearnerSettings":
-        return cls(**{k: getattr(cfg, k) for k in cls.__dataclass_fields__ if hasattr(cfg, k)})
+    #: The keys a training config had at its top level before they moved into its ``learner:`` section.
+    FLAT_KEYS: ClassVar[tuple[str, ...]] = ("algo", "epochs", "minibatch", "gamma", "lam", "clip", "rho_bar", "c_bar",
+                                            "value_coef", "entropy_coef", "upgo_coef", "kl_direction",
+                                            "max_grad_norm", "target_kl")
+
+    def __post_init__(self):
+        if self.epochs < 1 or self.minibatch < 1:
+            raise ValueError("epochs >= 1 and minibatch >= 1 are required")
+        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
+            raise ValueError("gamma must be in (0, 1] and lam in [0, 1]")
 
 
 class PolicyLearner:

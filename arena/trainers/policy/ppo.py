@@ -37,20 +37,17 @@ second bar with a rate.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from arena.errors import ConfigError
-from arena.fsio import atomic_write_bytes
-from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
-from arena.trainers.common.metrics import MetricsLogger, plot_curves
-from arena.trainers.common.stopping import ReportsPhases
+from arena.trainers.common.base import Trainer, TrainerConfig
 from arena.trainers.parallel.config import ParallelConfig
+from arena.trainers.policy.learner import LearnerSettings
 
 
 @dataclass
@@ -68,10 +65,28 @@ class PPOEvalConfig:
 
 
 @dataclass
-class PPOConfig:
+class PPOLearnerSettings(LearnerSettings):
+    """The neural-policy learner's settings with PPO's defaults for continuous control (clipped
+    surrogate, GAE, the KL early stop; no UPGO)."""
+
+    epochs: int = 8
+    gamma: float = 0.99
+    #: Stop an iteration's epochs once a minibatch's approximate KL passes 1.5 x this (None: never).
+    target_kl: float | None = 0.02
+    entropy_coef: float = 0.0
+    upgo_coef: float = 0.0
+    max_grad_norm: float = 0.5
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.algo != "ppo":
+            raise ValueError(f"learner.algo: the ppo trainer learns by ppo, got {self.algo}")
+
+
+@dataclass
+class PPOConfig(TrainerConfig):
     game: str = "arena/Prosthetics-v0"
     game_kwargs: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
     #: Torch threads of the learner's process (the env processes use none).
     threads: int = 1
     #: Copies of the env, stepped together.
@@ -84,32 +99,24 @@ class PPOConfig:
     arch: Literal["auto", "mlp", "conv", "entity"] = "auto"
     #: Network sizes (`arena.inference.policy_nets.DEFAULT_SIZES`): ``continuous: beta`` for a Beta head.
     sizes: dict[str, Any] = field(default_factory=lambda: {"hidden": [256, 256], "obs_norm": True})
-    epochs: int = 8
-    minibatch: int = 128
+    #: The learner's settings (`PPOLearnerSettings`): epochs, minibatch, gamma, lam, clip, target_kl,
+    #: value_coef, entropy_coef, max_grad_norm.
+    learner: PPOLearnerSettings = field(default_factory=PPOLearnerSettings)
     lr: float = 3e-4
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     lr_end: float = 0.0
-    gamma: float = 0.99
-    lam: float = 0.95
-    clip: float = 0.2
-    #: Stop an iteration's epochs once a minibatch's approximate KL passes 1.5 x this (None: never).
-    target_kl: float | None = 0.02
-    value_coef: float = 0.5
-    entropy_coef: float = 0.0
-    max_grad_norm: float = 0.5
     #: Rewards are multiplied by this before learning (the prosthetics task: about 10 a step).
     reward_scale: float = 0.05
     eval: PPOEvalConfig = field(default_factory=PPOEvalConfig)
     #: The learner's step data parallel over ranks (mode odc or fsdp; `arena.trainers.parallel.policy`).
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
+    #: Keys that moved: an old config naming one at the top gets a one-line error naming the new place.
+    moved_keys: ClassVar[dict[str, str]] = {k: f"learner.{k}" for k in LearnerSettings.FLAT_KEYS}
+
     def __post_init__(self):
         if self.envs < 1 or self.steps_per_env < 1 or self.iterations < 0:
             raise ValueError("envs >= 1, steps_per_env >= 1 and iterations >= 0 are required")
-        if self.epochs < 1 or self.minibatch < 1:
-            raise ValueError("epochs >= 1 and minibatch >= 1 are required")
-        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
-            raise ValueError("gamma must be in (0, 1] and lam in [0, 1]")
 
     def lr_at(self, iteration: int) -> float:
         from arena.trainers.common.schedules import lr_at
@@ -121,11 +128,13 @@ def episode_seed(seed: int, iteration: int, env: int, episode: int) -> int:
     return (seed * 1_000_003 + iteration * 100_019 + env * 1_009 + episode * 7 + 11) % (2**31)
 
 
-class PPOTrainer(ReportsPhases):
+class PPOTrainer(Trainer):
+    curve_keys = ("eval/return", "train/return", "train/episode_len", "train/entropy", "train/value_loss",
+                  "train/approx_kl", "train/env_steps_per_s")
+
     def __init__(self, cfg: PPOConfig, directory: str | Path):
         from arena.envs.registry import make_core
         from arena.inference.policy_nets import build_policy, spec_from_core
-        from arena.trainers.policy.learner import LearnerSettings
         from arena.trainers.policy.make import check_parallel, make_policy_learner
 
         import torch
@@ -141,22 +150,14 @@ class PPOTrainer(ReportsPhases):
             self.spec = spec_from_core(core)
         finally:
             core.close()
-        self.dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(cfg, directory)
         torch.manual_seed(cfg.seed)
         self.net = build_policy(self.spec, cfg.arch, **cfg.sizes)
-        settings = LearnerSettings(algo="ppo", epochs=cfg.epochs, minibatch=cfg.minibatch, gamma=cfg.gamma,
-                                   lam=cfg.lam, clip=cfg.clip, target_kl=cfg.target_kl, value_coef=cfg.value_coef,
-                                   entropy_coef=cfg.entropy_coef, upgo_coef=0.0, max_grad_norm=cfg.max_grad_norm)
-        self.learner = make_policy_learner(self.net, settings, lr=cfg.lr, parallel=cfg.parallel)
-        self.iteration = 0
+        self.learner = make_policy_learner(self.net, cfg.learner, lr=cfg.lr, parallel=cfg.parallel)
         self.env_steps = 0
         self.envs = None
-        self.metrics = MetricsLogger(self.dir)
-        self.stop_requested = False
-        self.in_loop = False
-        self.latest = self.dir / "latest"
-        if self.latest.exists():
-            state = torch.load(self.latest / "trainer_state.pt", map_location="cpu", weights_only=False)
+        state = self.latest_state(map_location="cpu")
+        if state is not None:
             self.learner.load_state_dict(state["learner"])
             self.iteration = int(state["iteration"])
             self.env_steps = int(state.get("env_steps", 0))
@@ -243,13 +244,13 @@ class PPOTrainer(ReportsPhases):
                 ep_len[i] += 1
                 rew[k, i] = r * cfg.reward_scale
                 done = bool(term or trunc)
-                disc[k, i] = 0.0 if done else cfg.gamma
+                disc[k, i] = 0.0 if done else cfg.learner.gamma
                 if "error" in info:
                     errors += 1
                 lost = "restarted" in str(info.get("error", ""))
                 # cut but not ended: bootstrap from the value of where it was cut (a lost worker has no state)
                 if ((trunc and not term) or (k == T - 1 and not done)) and not lost:
-                    rew[k, i] += cfg.gamma * float(self._values([o])[0])
+                    rew[k, i] += cfg.learner.gamma * float(self._values([o])[0])
                     disc[k, i] = 0.0
                 if done:
                     finished.append((float(ep_ret[i]), int(ep_len[i])))
@@ -319,97 +320,66 @@ class PPOTrainer(ReportsPhases):
                 "eval/episode_len": float(np.mean(steps))}
 
     # -- checkpoints ---------------------------------------------------------------------------------
-    def checkpoint(self, it: int) -> Path:
-        from arena.fsio import disk_full_as_error
+    def save(self, folder: Path, it: int) -> None:
         from arena.inference.policy_nets import save_policy
 
-        ckpt = self.dir / checkpoint_path(it)
-        with disk_full_as_error(self.dir, f"saving checkpoint {checkpoint_path(it)}"):
-            save_policy(ckpt, self.net, {"trainer": "ppo", "iteration": it, "run": str(self.dir),
-                                         "game_kwargs": dict(self.cfg.game_kwargs)})
-            save_torch_atomic({"iteration": it, "learner": self.learner.state_dict(), "env_steps": self.env_steps,
-                               "config": asdict(self.cfg)}, ckpt / "trainer_state.pt")
-        link(self.dir, "latest", checkpoint_path(it))
-        return ckpt
+        save_policy(folder, self.net, {"trainer": "ppo", "iteration": it, "run": str(self.dir),
+                                       "game_kwargs": dict(self.cfg.game_kwargs)})
+        self.save_state(folder, {"iteration": it, "learner": self.learner.state_dict(), "env_steps": self.env_steps,
+                                 "config": asdict(self.cfg)})
 
-    def _track_best(self, it: int, value: float) -> None:
-        path = self.dir / "best.json"
-        prev = json.loads(path.read_text()) if path.exists() else None
-        if prev is not None and value <= prev["value"]:
-            return
-        ckpt = checkpoint_path(it)
-        atomic_write_bytes(path, json.dumps({"iteration": it, "metric": "eval/return", "value": value,
-                                             "checkpoint": str(ckpt)}, indent=1).encode())
-        link(self.dir, "best", ckpt)
+    # -- the loop (`Trainer.run`) ------------------------------------------------------------------------
+    def on_phase(self, phase) -> None:
+        self.learner.on_epoch = None if phase is None else (lambda k, n: phase("update: epochs", k, n))
 
-    # -- the loop -----------------------------------------------------------------------------------
-    def run(self, iterations: int | None = None, progress=None, phase=None) -> dict[str, float]:
-        """Train to iteration `iterations` (default: the config's), resuming where the run folder left
-        off; ``progress(it, last, metrics)`` after each iteration, ``phase(text, done, total)`` inside one."""
+    def start(self, last: int) -> dict[str, float]:
+        # Iteration 0 plays one batch with the first policy and learns nothing from it: its
+        # observations start the normaliser (else the first update sees raw inputs, metres next to
+        # newtons, and moves the policy far), and its return is the first policy's.
+        batch, line = self.collect(0)
+        self._normalise_with(batch)
+        self.env_steps += batch.moves
+        out = {**line, **self.evaluate(), "train/env_steps_total": float(self.env_steps)}
+        self.checkpoint(0)
+        self.track_best(0, "eval/return", out["eval/return"])
+        self.metrics.log(0, **out)
+        return out
+
+    def iterate(self, it: int, last: int) -> dict[str, float]:
         torch = self.torch
         cfg = self.cfg
-        self._phase = phase
-        self.learner.on_epoch = None if phase is None else (lambda k, n: phase("update: epochs", k, n))
-        last = cfg.iterations if iterations is None else iterations
-        result: dict[str, float] = {}
-        if self.iteration == 0 and not self.latest.exists():
-            # Iteration 0 plays one batch with the first policy and learns nothing from it: its
-            # observations start the normaliser (else the first update sees raw inputs, metres next to
-            # newtons, and moves the policy far), and its return is the first policy's.
-            batch, line = self.collect(0)
-            self._normalise_with(batch)
-            self.env_steps += batch.moves
-            out = {**line, **self.evaluate(), "train/env_steps_total": float(self.env_steps)}
-            self.checkpoint(0)
-            self._track_best(0, out["eval/return"])
-            self.metrics.log(0, **out)
-            result = out
-        self.in_loop = True
-        try:
-            for it in range(self.iteration + 1, last + 1):
-                t0 = time.perf_counter()
-                lr = cfg.lr_at(it)
-                self.learner.set_lr(lr)
-                batch, line = self.collect(it)
-                t_roll = time.perf_counter() - t0
-                t1 = time.perf_counter()
-                gen = torch.Generator().manual_seed(episode_seed(cfg.seed, it, 998, 0))
-                self._show("update: epochs", 0, cfg.epochs)
-                stats = self.learner.step(batch, 0.0, gen)
-                self._normalise_with(batch)
-                t_learn = time.perf_counter() - t1
-                samples = batch.moves
-                self.env_steps += samples
-                line.update({f"train/{k}": v for k, v in stats.items() if k not in ("moves",)})
-                line.update({"train/lr": lr, "train/env_steps_total": float(self.env_steps),
-                             "time/rollout_s": t_roll, "time/learn_s": t_learn,
-                             "train/env_steps_per_s": samples / max(t_roll, 1e-9),
-                             "train/samples_per_s": samples / max(t_roll + t_learn, 1e-9)})
-                evaluated = it % cfg.eval.every == 0 or it == last
-                if evaluated:
-                    line.update(self.evaluate())
-                self.iteration = it
-                self.checkpoint(it)
-                if evaluated:
-                    self._track_best(it, line["eval/return"])
-                line["time/iteration_s"] = time.perf_counter() - t0
-                self.metrics.log(it, **line)
-                result = line
-                if progress is not None:
-                    progress(it, last, result)
-                if self.stop_requested:
-                    break
-        finally:
-            self.in_loop = False
-        if self.iteration >= cfg.iterations:
-            plot_curves(self.metrics.path, self.dir / "curves.png",
-                        keys=("eval/return", "train/return", "train/episode_len", "train/entropy",
-                              "train/value_loss", "train/approx_kl", "train/env_steps_per_s"))
-        return result
+        t0 = time.perf_counter()
+        lr = cfg.lr_at(it)
+        self.learner.set_lr(lr)
+        batch, line = self.collect(it)
+        t_roll = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        gen = torch.Generator().manual_seed(episode_seed(cfg.seed, it, 998, 0))
+        self._show("update: epochs", 0, cfg.learner.epochs)
+        stats = self.learner.step(batch, 0.0, gen)
+        self._normalise_with(batch)
+        t_learn = time.perf_counter() - t1
+        samples = batch.moves
+        self.env_steps += samples
+        line.update({f"train/{k}": v for k, v in stats.items() if k not in ("moves",)})
+        line.update({"train/lr": lr, "train/env_steps_total": float(self.env_steps),
+                     "time/rollout_s": t_roll, "time/learn_s": t_learn,
+                     "train/env_steps_per_s": samples / max(t_roll, 1e-9),
+                     "train/samples_per_s": samples / max(t_roll + t_learn, 1e-9)})
+        evaluated = it % cfg.eval.every == 0 or it == last
+        if evaluated:
+            line.update(self.evaluate())
+        self.iteration = it
+        self.checkpoint(it)
+        if evaluated:
+            self.track_best(it, "eval/return", line["eval/return"])
+        line["time/iteration_s"] = time.perf_counter() - t0
+        self.metrics.log(it, **line)
+        return line
 
     def close(self) -> None:
         if self.envs is not None:
             self.envs.close()
             self.envs = None
         self.learner.close()
-        self.metrics.close()
+        super().close()

@@ -19,8 +19,10 @@ StarCraft Commander (Wang et al. 2021, arXiv 2012.13169) trains in two stages, b
 The trainer is three parts like the language-model trainer's: the **Learners**
 (`arena.trainers.policy.learner.PolicyLearner`, one per learning player), the **Actors**
 (`arena.trainers.policy.actors.PolicyActors`, in this process or worker processes) and this
-**Coordinator**. The coordinator talks to the league only through `LeagueClient` methods
-(`next_pairing`, `begin`, `commit_many`, `add_snapshot`).
+**Coordinator**, a `arena.trainers.common.base.Trainer` (whose base owns the run folder, the
+checkpoint write, ``best``, the metrics and stopping). The coordinator talks to the league only
+through `LeagueClient` methods (`next_pairing` with its own generator, `begin`, `commit_many`,
+`add_snapshot`, the player rows); its role rules are the league's (`arena.league.roles.after_update`).
 
 Exactly once, exactly resumed: an iteration's effects on the league (its matches, snapshots,
 new weights, evaluation games) are written in one transaction *after* the iteration's checkpoint,
@@ -37,7 +39,6 @@ lists only the opponents, never retires them on a restart.
 from __future__ import annotations
 
 import copy
-import json
 import random
 import time
 from dataclasses import asdict
@@ -46,14 +47,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from arena.fsio import atomic_write_bytes
 from arena.match.loop import MatchResult
-from arena.trainers.common.checkpoints import checkpoint_path, link, save_torch_atomic
-from arena.trainers.common.metrics import MetricsLogger, plot_curves
-from arena.trainers.common.stopping import ReportsPhases, owner_name
+from arena.trainers.common.base import Trainer
+from arena.trainers.common.checkpoints import checkpoint_path
+from arena.trainers.common.stopping import owner_name
 from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, play_pairings, to_batch
 from arena.trainers.policy.config import SCCConfig
-from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+from arena.trainers.policy.learner import PolicyLearner
 from arena.trainers.policy.make import make_policy_learner
 
 IL_NAME = "main@il"
@@ -69,24 +69,36 @@ def _slug(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[:40]
 
 
-class SCCTrainer(ReportsPhases):
-    """The coordinator: league, imitation, iterations, role rules, evaluation, checkpoints."""
+def league_config(cfg: SCCConfig, name: str) -> Any:
+    """The league an SCC run plays in: its game, its opponents (fixed players), its role rules."""
+    from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
 
-    def __init__(self, cfg: SCCConfig, directory: str | Path, *, league_dir: str | Path | None = None):
+    specs = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
+    return LeagueConfig(games=[GameEntry(cfg.game, kwargs=dict(cfg.game_kwargs))], name=name, seed=cfg.seed,
+                        players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in specs], matches=0, roles=cfg.roles,
+                        record="actions")
+
+
+class SCCTrainer(Trainer):
+    """The coordinator: league, imitation, iterations, role rules, evaluation, checkpoints.
+
+    `league`: a league shared with other trainers (`arena.trainers.mixed`), else the trainer opens
+    its own in its run folder."""
+
+    def __init__(self, cfg: SCCConfig, directory: str | Path, *, league: Any = None):
         torch = _torch()
         from arena.envs.registry import make_core
         from arena.inference.policy_nets import build_policy, spec_from_core
 
         validate(cfg)
-        self.cfg = cfg
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.stop_requested = False
-        self.in_loop = False
+        super().__init__(cfg, directory)
+        self.curve_keys = ("eval/win_rate/" + _slug(cfg.eval.opponents[0]), "eval/nash_conv", "train/return",
+                           "train/entropy", "train/kl_anchor", "train/value_loss", "train/upgo_loss", "il/val_acc",
+                           "il/val_loss", "train/env_steps_per_s")
         torch.set_num_threads(cfg.threads)
         self.spec = spec_from_core(make_core(cfg.game, **cfg.game_kwargs))
         self.main = next(e.name for e in cfg.learners if e.role == "main")
-        settings = LearnerSettings.of(cfg)
+        settings = cfg.learner
         torch.manual_seed(cfg.seed)
         self.learners: dict[str, PolicyLearner] = {}
         for e in cfg.learners:
@@ -94,65 +106,60 @@ class SCCTrainer(ReportsPhases):
                                                         lr=cfg.lr, device=cfg.device, parallel=cfg.parallel,
                                                         key=e.name)
         self.anchor_net = None
-        self.iteration = 0
         self.il_done = False
         self.il_report: dict = {}
-        self.latest = self.dir / "latest"
-        self.metrics = MetricsLogger(self.dir)
-        #: The league this trainer's learners play in: the run folder, or one shared with other learners.
-        self.league_dir = Path(league_dir) if league_dir is not None else self.dir
+        #: The league this trainer's learners play in: its own in the run folder, or one shared with others.
+        self.league_dir = Path(league.dir) if league is not None else self.dir
         #: The owner of the players this trainer adds to the league (learners, teachers, snapshots): the
         #: league's config sync never retires them. Named by where the run folder sits in the league's
         #: folder ("scc" when they are one), which stays the same when the league's folder moves.
         self.owner = owner_name("scc", self.dir, self.league_dir)
-        self._setup_league()
+        #: The trainer's own generator (opponents, resets), checkpointed with its state.
+        self.rng = self.pairing_rng()
+        self._setup_league(league)
         self.actors = PolicyActors(cfg.game, cfg.actors, cfg.game_kwargs, cfg.actors_backend, cfg.ray_address)
         self._inflight: dict | None = None
-        if self.latest.exists():
-            self._load_state(torch.load(self.latest.resolve() / "trainer_state.pt", weights_only=False))
+        state = self.latest_state()
+        if state is not None:
+            self._load_state(state)
         else:
             # No checkpoint yet (a new run, or one killed before its first): start over as a new run does,
-            # with the pairing stream of a first start (the league seeds its generator with how often it
-            # was opened) and without the metrics lines of a killed attempt (its imitation epochs).
-            self.rng.bit_generator.state = np.random.default_rng([cfg.seed, 0]).bit_generator.state
+            # without the metrics lines of a killed attempt (its imitation epochs).
             self.metrics.rewind(0)
 
     # -- league ---------------------------------------------------------------------------------
-    def _setup_league(self) -> None:
-        from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
+    def _setup_league(self, league: Any) -> None:
         from arena.league.manager import League
 
         cfg = self.cfg
-        specs = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
-        lcfg = LeagueConfig(games=[GameEntry(cfg.game, kwargs=dict(cfg.game_kwargs))], name=f"train-{self.dir.name}",
-                            seed=cfg.seed, players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in specs], matches=0,
-                            roles=cfg.roles, record="actions")
-        # its opponents are this config's (a mixed league's other trainer lists others, and retires none of these)
-        self.league = League(lcfg, self.league_dir, backend="inline", config_owner=f"{self.owner}/config")
-        self.rng = self.league.rng
+        lcfg = league_config(cfg, f"train-{self.dir.name}")
+        if league is None:  # its own league, whose config's players are this trainer's opponents
+            league = League(lcfg, self.league_dir, backend="inline", config_owner=f"{self.owner}/config")
+        self.league = league
         self.fixed = [_slug(s) for s in dict.fromkeys(cfg.opponents)]
-        store = self.league.store
-        for e in cfg.learners:
-            if store.player(e.name) is None:
-                store.add_player(e.name, "learner", self._weights_spec(e.name, 0), [cfg.game], role=e.role,
-                                 state={"snapshots": 0, "steps_at_snapshot": 0, "external": True}, owner=self.owner)
+        with league.transaction():
+            for e in cfg.learners:
+                if league.player(e.name) is None:
+                    league.add_player(e.name, "learner", self._weights_spec(e.name, 0), [cfg.game], role=e.role,
+                                      state={"snapshots": 0, "steps_at_snapshot": 0, "external": True},
+                                      owner=self.owner)
         self._claim_players({p.name for p in lcfg.players})
 
     def _claim_players(self, configured: set[str]) -> None:
         """Own the players this trainer added to a league written before players had owners: its
         learners, their snapshots and its imitation teachers (which that league's config sync retired
         on each restart: they are active again, as in a run that never stopped)."""
-        cfg, store = self.cfg, self.league.store
+        cfg, league = self.cfg, self.league
         teachers = set() if cfg.il is None or not cfg.il.matches else {_slug(s) for s in cfg.il.teachers} - configured
-        with store.tx():
-            for p in store.players():
+        with league.transaction():
+            for p in league.players():
                 if p.owner is not None:
                     continue
                 if (p.kind == "learner" and p.name in self.learners) or (p.kind == "historical"
                                                                          and p.parent in self.learners):
-                    store.update_player(p.name, owner=self.owner)
+                    league.update_player(p.name, owner=self.owner)
                 elif p.kind == "fixed" and p.name in teachers:
-                    store.update_player(p.name, owner=self.owner, active=1)
+                    league.update_player(p.name, owner=self.owner, active=1)
 
 
     def _weights_spec(self, name: str, it: int) -> str:
@@ -167,7 +174,7 @@ class SCCTrainer(ReportsPhases):
             return Seat(learner=me, trained=True)
         if opp in self.learners:
             return Seat(learner=opp, trained=False)
-        return Seat(spec=self.league.store.player(opp).spec)
+        return Seat(spec=self.league.player(opp).spec)
 
     def _pairings(self) -> list[Pairing]:
         """Every learner's matches of the next iteration, by its role's rule (and `fixed_share`)."""
@@ -177,7 +184,7 @@ class SCCTrainer(ReportsPhases):
                 if self.fixed and self.rng.random() < cfg.fixed_share:
                     opp, why = self.fixed[int(self.rng.integers(len(self.fixed)))], "fixed"
                 else:
-                    p = self.league.next_pairing(e.name)
+                    p = self.league.next_pairing(e.name, self.rng)
                     opp = next((x for x in p.players if x != e.name), e.name)
                     why = p.why
                 me = Seat(learner=e.name, trained=True)
@@ -221,11 +228,11 @@ class SCCTrainer(ReportsPhases):
 
         cfg, il = self.cfg, self.cfg.il
         items: list[tuple[Any, list[str]]] = []
-        store = self.league.store
+        league = self.league
         if il.league:
-            from arena.league.manager import open_league
+            from arena.league.manager import League
 
-            other = open_league(il.league)
+            other = League.open(il.league)  # a passive client: it reads, and changes nothing
             try:
                 for r in other.results(game=cfg.game):
                     if r.replay and (il.players is None or set(il.players) & set(r.players)):
@@ -239,14 +246,14 @@ class SCCTrainer(ReportsPhases):
             # the demonstrations are those of a run that never stopped.
             teachers = [_slug(s) for s in il.teachers]
             for name, spec in zip(teachers, il.teachers):
-                if store.player(name) is None:
-                    store.add_player(name, "fixed", spec, [cfg.game], owner=self.owner)
+                if league.player(name) is None:
+                    league.add_player(name, "fixed", spec, [cfg.game], owner=self.owner)
             base = self._teacher_seed_base()
             kept: dict[int, tuple[Any, list[str]]] = {}
-            for m in store.matches(source="external"):
-                r = store.result_for(m.match_id) if m.note == "imitation" else None
+            for m in league.matches(source="external"):
+                r = league.result_for(m.match_id) if m.note == "imitation" else None
                 if r is not None and r.replay and 0 <= m.seed - base < il.matches:
-                    kept[m.seed - base] = (store.read_replay(r.match_id), r.players)
+                    kept[m.seed - base] = (league.read_replay(r.match_id), r.players)
             todo = [i for i in range(il.matches) if i not in kept]
             waiting: dict[int, MatchResult] = {}
             order = iter(todo)
@@ -302,8 +309,8 @@ class SCCTrainer(ReportsPhases):
         (the league's replays are the imitation data); each goes into `kept` by its index."""
         from arena.league.protocols import Pairing as LeaguePairing
 
-        il, store, commits, seated = self.cfg.il, self.league.store, [], []
-        with store.tx():
+        il, commits, seated = self.cfg.il, [], []
+        with self.league.transaction():
             for res in results:
                 names = [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a) for a in res.agents]
                 row = self.league.begin(LeaguePairing(self.cfg.game, names, list(res.agents), "imitation"),
@@ -339,29 +346,29 @@ class SCCTrainer(ReportsPhases):
     def _roles(self, it: int) -> tuple[list[dict], list[dict]]:
         """Snapshots and resets the role rules call for after iteration `it`'s updates (applied to the
         learners now; recorded in the league after the checkpoint)."""
-        from arena.league.roles import Member, branch_source, ready_to_snapshot, reset_after_snapshot
+        from arena.inference.policy_nets import save_policy
+        from arena.league.roles import Member, after_update
 
-        cfg, store = self.cfg, self.league.store
+        cfg = self.cfg
         snaps, events = [], []
         members = self.league.members()
         wr = self.league.win_rates(cfg.game)
         for e in cfg.learners:
-            prow = store.player(e.name)
+            prow = self.league.player(e.name)
             state = prow.state or {}
             me = Member(e.name, "learner", e.role, None)
-            pool = [m for m in members if m.name != e.name]
             steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
-            due = cfg.snapshot_every and it % cfg.snapshot_every == 0
-            if not due and not ready_to_snapshot(me, steps_since, pool, wr, cfg.roles):
+            due = bool(cfg.snapshot_every and it % cfg.snapshot_every == 0)
+            step = after_update(me, steps_since, members, wr, cfg.roles, self.rng, due=due)
+            if not step.snapshot:
                 continue
-            from arena.inference.policy_nets import save_policy
 
             n = int(state.get("snapshots", 0)) + len([s for s in snaps if s["parent"] == e.name]) + 1
             folder = self.dir / "players" / "frozen" / f"{e.name}-it{it:05d}"
             save_policy(folder, self.learners[e.name].net, {"learner": e.name, "iteration": it, "role": e.role})
             snaps.append({"parent": e.name, "spec": f"policy:{folder}", "name": f"{e.name}@{n}", "iteration": it})
-            if reset_after_snapshot(me, cfg.roles, self.rng):
-                source = branch_source(me, members)
+            if step.reset:
+                source = step.branch_from
                 lrn = self.learners[e.name]
                 if source in self.learners and source != e.name:
                     lrn.net.load_state_dict(self.learners[source].net.state_dict())
@@ -375,10 +382,10 @@ class SCCTrainer(ReportsPhases):
         """Write an iteration's effects into the league in ONE transaction (see the module docstring)."""
         from arena.league.protocols import Pairing as LeaguePairing
 
-        store, it = self.league.store, bundle["iteration"]
-        if int(store.get_meta("scc_applied", -1)) >= it:
+        league, it = self.league, bundle["iteration"]
+        if int(league.meta("scc_applied", -1)) >= it:
             return
-        with store.tx():
+        with league.transaction():
             commits = []
             for names, specs, why, note, res in bundle["matches"]:
                 row = self.league.begin(LeaguePairing(self.cfg.game, names, specs, why), status="running",
@@ -386,12 +393,12 @@ class SCCTrainer(ReportsPhases):
                 commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
             self.league.commit_many(commits)
             for name in self.learners:
-                store.update_player(name, spec=self._weights_spec(name, it), version=it)
+                league.update_player(name, spec=self._weights_spec(name, it), version=it)
             for s in bundle["snapshots"]:
-                self.league.add_snapshot(s["parent"], s["spec"], name=s["name"])
+                league.add_snapshot(s["parent"], s["spec"], name=s["name"])
             for ev in bundle["events"]:
-                store.add_event(ev["kind"], ev["player"], **{k: v for k, v in ev.items() if k not in ("kind", "player")})
-            store.set_meta("scc_applied", it)
+                league.add_event(ev["kind"], ev["player"], **{k: v for k, v in ev.items() if k not in ("kind", "player")})
+            league.set_meta("scc_applied", it)
 
     def _match_records(self, pairings: list[Pairing], results: list[MatchResult], note: str,
                        specs_of: Callable[[Pairing], list[str]]) -> list:
@@ -439,41 +446,24 @@ class SCCTrainer(ReportsPhases):
         game = getattr(core, "settings", {}).get("game")
         return nash_conv_of(game, net_policy_fn(self.learners[name].net), core.settings.get("params") or None)
 
-    def _track_best(self, it: int, out: dict[str, float]) -> None:
-        key = f"eval/win_rate/{_slug(self.cfg.eval.opponents[0])}"
-        path = self.dir / "best.json"
-        prev = json.loads(path.read_text()) if path.exists() else None
-        if prev is not None and out[key] <= prev["value"]:
-            return
-        ckpt = checkpoint_path(it)
-        atomic_write_bytes(path, json.dumps({"iteration": it, "metric": key, "value": out[key],
-                                             "checkpoint": str(ckpt)}, indent=1).encode())
-        link(self.dir, "best", ckpt)
-
     # -- checkpoints ---------------------------------------------------------------------------------
-    def checkpoint(self, it: int, bundle: dict | None) -> Path:
-        from arena.fsio import disk_full_as_error
+    def save(self, folder: Path, it: int, bundle: dict | None = None) -> None:
         from arena.inference.policy_nets import save_policy
 
         torch = _torch()
-        ckpt = self.dir / checkpoint_path(it)
-        with disk_full_as_error(self.dir, f"saving checkpoint {checkpoint_path(it)}"):
-            for name, lrn in self.learners.items():
-                save_policy(self._policy_folder(name, it), lrn.net, {"learner": name, "iteration": it,
-                                                                      "run": str(self.dir)})
-            state = {
-                "iteration": it, "il_done": self.il_done, "il_report": self.il_report,
-                "learners": {n: lrn.state_dict() for n, lrn in self.learners.items()},
-                "anchor": None if self.anchor_net is None else self.anchor_net.state_dict(),
-                "torch_rng": torch.get_rng_state(), "py_random": random.getstate(),
-                "pairing_rng": self.rng.bit_generator.state, "config": asdict(self.cfg),
-                "bundle": bundle, "inflight": self._inflight,
-                # the metrics file up to this iteration's line, which comes after the league's transaction
-                "metrics_size": self.metrics.size(),
-            }
-            save_torch_atomic(state, ckpt / "trainer_state.pt")
-        link(self.dir, "latest", checkpoint_path(it))
-        return ckpt
+        for name, lrn in self.learners.items():
+            save_policy(self._policy_folder(name, it), lrn.net, {"learner": name, "iteration": it,
+                                                                  "run": str(self.dir)})
+        self.save_state(folder, {
+            "iteration": it, "il_done": self.il_done, "il_report": self.il_report,
+            "learners": {n: lrn.state_dict() for n, lrn in self.learners.items()},
+            "anchor": None if self.anchor_net is None else self.anchor_net.state_dict(),
+            "torch_rng": torch.get_rng_state(), "py_random": random.getstate(),
+            "pairing_rng": self.rng.bit_generator.state, "config": asdict(self.cfg),
+            "bundle": bundle, "inflight": self._inflight,
+            # the metrics file up to this iteration's line, which comes after the league's transaction
+            "metrics_size": self.metrics.size(),
+        })
 
     def _load_state(self, state: dict) -> None:
         from arena.inference.policy_nets import build_policy
@@ -507,114 +497,98 @@ class SCCTrainer(ReportsPhases):
         """An iteration's metrics line and `best`, after its league transaction (and again on resume,
         over what a killed run wrote after its checkpoint)."""
         if bundle["evaluated"]:
-            self._track_best(bundle["iteration"], bundle["metrics"])
+            key = f"eval/win_rate/{_slug(self.cfg.eval.opponents[0])}"
+            self.track_best(bundle["iteration"], key, bundle["metrics"][key])
         self.metrics.log(bundle["iteration"], **bundle["metrics"])
 
-    # -- the loop -----------------------------------------------------------------------------------
-    def run(self, iterations: int | None = None, progress=None,
-            phase: Callable[[str, int, int], None] | None = None) -> dict[str, float]:
-        """Train to iteration `iterations` (default: the config's), resuming where the run folder left
-        off. ``progress(it, last, metrics)`` after each iteration; ``phase(text, done, total)`` as it
-        goes: the imitation stage's teacher matches and epochs, then each iteration's ``"rollout:
-        matches"``, ``"update: epochs"`` (every learner's passes, one after another) and
-        ``"evaluation: games"``."""
-        cfg = self.cfg
-        torch = _torch()
-        last = cfg.iterations if iterations is None else iterations
-        self._phase = phase
-        passes = LearnerSettings.of(cfg).epochs
+    # -- the loop (`Trainer.run`: train to an iteration, resuming; progress; stop) -----------------------
+    def on_phase(self, phase: Callable[[str, int, int], None] | None) -> None:
+        """``phase(text, done, total)``: the imitation stage's teacher matches and epochs, then each
+        iteration's ``"rollout: matches"``, ``"update: epochs"`` (every learner's passes, one after
+        another) and ``"evaluation: games"``."""
+        passes = self.cfg.learner.epochs
         for k, lrn in enumerate(self.learners.values()):
             lrn.on_epoch = None if phase is None else (
                 lambda done, n, off=k * passes: phase("update: epochs", off + done, passes * len(self.learners)))
-        if self.iteration == 0 and not self.latest.exists():
-            if cfg.il is not None and not self.il_done:
-                self.imitation(phase)
-                self._start_from_il()
-            out, records = self.evaluate(0)
-            snaps = [] if cfg.il is None else [{"parent": self.main, "spec": f"policy:{self.dir / 'checkpoints' / 'il'}",
-                                                 "name": IL_NAME, "iteration": 0}]
-            bundle = {"iteration": 0, "matches": records, "snapshots": snaps, "events": [], "metrics": out,
-                      "evaluated": True}
-            self.checkpoint(0, bundle)
-            self._apply(bundle)
-            self._report(bundle)
-        result: dict[str, float] = {}
-        self.in_loop = True
+
+    def start(self, last: int) -> None:
+        cfg = self.cfg
+        if cfg.il is not None and not self.il_done:
+            self.imitation(self._phase)
+            self._start_from_il()
+        out, records = self.evaluate(0)
+        snaps = [] if cfg.il is None else [{"parent": self.main, "spec": f"policy:{self.dir / 'checkpoints' / 'il'}",
+                                             "name": IL_NAME, "iteration": 0}]
+        bundle = {"iteration": 0, "matches": records, "snapshots": snaps, "events": [], "metrics": out,
+                  "evaluated": True}
+        self.checkpoint(0, bundle=bundle)
+        self._apply(bundle)
+        self._report(bundle)
+
+    def iterate(self, it: int, last: int) -> dict[str, float]:
+        cfg = self.cfg
+        torch = _torch()
+        passes = cfg.learner.epochs
         overlap = cfg.overlap and cfg.actors > 0
-        try:
-            for it in range(self.iteration + 1, last + 1):
-                t0 = time.perf_counter()
-                lr = cfg.lr_at(it)
-                for lrn in self.learners.values():
-                    lrn.set_lr(lr)
-                if overlap and self._inflight is not None and self._inflight["iteration"] == it:
-                    pairings = self._inflight["pairings"]
-                    if self.actors._pending is None:  # resumed: play it again with the weights it had
-                        self._resubmit(self._inflight)
-                else:
-                    pairings = self._pairings()
-                    self._submit(it, pairings)
-                self._show("rollout: matches", 0, len(pairings))
-                results, trajs = self.actors.collect()
-                self._show("rollout: matches", len(pairings), len(pairings))
-                if overlap and it < last:  # the next iteration plays while this one learns (one version of lag)
-                    nxt = self._pairings()
-                    self._inflight = {"iteration": it + 1, "pairings": nxt, "seed": cfg.seed * 100_003 + it + 1,
-                                      "version": self.learners[self.main].version,
-                                      "weights": {n: copy.deepcopy(l.net.state_dict()) for n, l in self.learners.items()}}
-                    self._submit(it + 1, nxt)
-                else:
-                    self._inflight = None
-                t_roll = time.perf_counter() - t0
-                t1 = time.perf_counter()
-                line: dict[str, float] = {}
-                kl = cfg.kl_at(it) if self.anchor_net is not None else 0.0
-                gen = torch.Generator().manual_seed(cfg.seed * 7_919 + it)
-                self._show("update: epochs", 0, passes * len(self.learners))
-                for name, lrn in self.learners.items():
-                    mine = [t for t in trajs if t.learner == name]
-                    if not mine:
-                        continue
-                    stats = lrn.step(to_batch(mine, gamma=cfg.gamma, reward_scale=cfg.reward_scale), kl, gen)
-                    prefix = "train" if name == self.main else f"train_{name}"
-                    line.update({f"{prefix}/{k}": v for k, v in stats.items()})
-                    line[f"{prefix}/return"] = float(np.mean([t.ret for t in mine]))
-                t_learn = time.perf_counter() - t1
-                line.update(self._win_rates(pairings, results))
-                moves = sum(r.moves for r in results)
-                line.update({"train/kl_coef": kl, "train/lr": lr, "time/rollout_s": t_roll, "time/learn_s": t_learn,
-                             "train/env_steps": moves, "train/env_steps_per_s": moves / max(t_roll, 1e-9)})
-                snaps, events = self._roles(it)
-                records = self._match_records(pairings, results, "training", self._seat_specs(it))
-                evaluated = it % cfg.eval.every == 0 or it == last
-                if evaluated:
-                    out, ev_records = self.evaluate(it)
-                    line.update(out)
-                    records += ev_records
-                self.iteration = it
-                # The metrics line rides in the checkpoint: a run killed before it is written writes it on resume
-                # (with the time to the checkpoint; a run that goes on counts the league's transaction too).
-                line["time/iteration_s"] = time.perf_counter() - t0
-                bundle = {"iteration": it, "matches": records, "snapshots": snaps, "events": events, "metrics": line,
-                          "evaluated": evaluated}
-                self.checkpoint(it, bundle)
-                self._apply(bundle)
-                line["time/iteration_s"] = time.perf_counter() - t0
-                self._report(bundle)
-                result = line
-                if progress is not None:
-                    progress(it, last, result)
-                if self.stop_requested:
-                    break
-        finally:
-            self.in_loop = False
-        if self.iteration >= cfg.iterations:
-            plot_curves(self.metrics.path, self.dir / "curves.png",
-                        keys=("eval/win_rate/" + _slug(cfg.eval.opponents[0]), "eval/nash_conv", "train/return",
-                              "train/entropy",
-                              "train/kl_anchor", "train/value_loss", "train/upgo_loss", "il/val_acc", "il/val_loss",
-                              "train/env_steps_per_s"))
-        return result
+        t0 = time.perf_counter()
+        lr = cfg.lr_at(it)
+        for lrn in self.learners.values():
+            lrn.set_lr(lr)
+        if overlap and self._inflight is not None and self._inflight["iteration"] == it:
+            pairings = self._inflight["pairings"]
+            if self.actors._pending is None:  # resumed: play it again with the weights it had
+                self._resubmit(self._inflight)
+        else:
+            pairings = self._pairings()
+            self._submit(it, pairings)
+        self._show("rollout: matches", 0, len(pairings))
+        results, trajs = self.actors.collect()
+        self._show("rollout: matches", len(pairings), len(pairings))
+        if overlap and it < last:  # the next iteration plays while this one learns (one version of lag)
+            nxt = self._pairings()
+            self._inflight = {"iteration": it + 1, "pairings": nxt, "seed": cfg.seed * 100_003 + it + 1,
+                              "version": self.learners[self.main].version,
+                              "weights": {n: copy.deepcopy(l.net.state_dict()) for n, l in self.learners.items()}}
+            self._submit(it + 1, nxt)
+        else:
+            self._inflight = None
+        t_roll = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        line: dict[str, float] = {}
+        kl = cfg.kl_at(it) if self.anchor_net is not None else 0.0
+        gen = torch.Generator().manual_seed(cfg.seed * 7_919 + it)
+        self._show("update: epochs", 0, passes * len(self.learners))
+        for name, lrn in self.learners.items():
+            mine = [t for t in trajs if t.learner == name]
+            if not mine:
+                continue
+            stats = lrn.step(to_batch(mine, gamma=cfg.learner.gamma, reward_scale=cfg.reward_scale), kl, gen)
+            prefix = "train" if name == self.main else f"train_{name}"
+            line.update({f"{prefix}/{k}": v for k, v in stats.items()})
+            line[f"{prefix}/return"] = float(np.mean([t.ret for t in mine]))
+        t_learn = time.perf_counter() - t1
+        line.update(self._win_rates(pairings, results))
+        moves = sum(r.moves for r in results)
+        line.update({"train/kl_coef": kl, "train/lr": lr, "time/rollout_s": t_roll, "time/learn_s": t_learn,
+                     "train/env_steps": moves, "train/env_steps_per_s": moves / max(t_roll, 1e-9)})
+        snaps, events = self._roles(it)
+        records = self._match_records(pairings, results, "training", self._seat_specs(it))
+        evaluated = it % cfg.eval.every == 0 or it == last
+        if evaluated:
+            out, ev_records = self.evaluate(it)
+            line.update(out)
+            records += ev_records
+        self.iteration = it
+        # The metrics line rides in the checkpoint: a run killed before it is written writes it on resume
+        # (with the time to the checkpoint; a run that goes on counts the league's transaction too).
+        line["time/iteration_s"] = time.perf_counter() - t0
+        bundle = {"iteration": it, "matches": records, "snapshots": snaps, "events": events, "metrics": line,
+                  "evaluated": evaluated}
+        self.checkpoint(it, bundle=bundle)
+        self._apply(bundle)
+        line["time/iteration_s"] = time.perf_counter() - t0
+        self._report(bundle)
+        return line
 
     def _resubmit(self, inflight: dict) -> None:
         from arena.inference.policy_nets import build_policy
@@ -644,7 +618,7 @@ class SCCTrainer(ReportsPhases):
         self.actors.close()
         for lrn in self.learners.values():
             lrn.close()
-        self.metrics.close()
+        super().close()
 
 
 def validate(cfg: SCCConfig) -> None:

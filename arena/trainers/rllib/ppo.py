@@ -41,15 +41,15 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import gymnasium
 import numpy as np
 from pettingzoo.utils.wrappers import BaseWrapper
 
 from arena.errors import ConfigError
+from arena.trainers.common.base import Trainer, TrainerConfig
 from arena.trainers.common.checkpoints import checkpoint_path, link
-from arena.trainers.common.metrics import MetricsLogger, plot_curves
 
 try:  # Ray is an extra: without it the config still loads, and building the trainer says what to install
     from ray.rllib.algorithms.ppo import PPO as _PPO
@@ -71,9 +71,8 @@ STATE_FILE = "arena_state.json"
 
 
 @dataclass
-class RLlibPPOConfig:
+class RLlibPPOConfig(TrainerConfig):
     game: str = "openspiel/connect_four-v0"
-    seed: int = 0
     iterations: int = 30
     #: Env steps sampled per iteration (all seats' moves together).
     train_batch_size: int = 4000
@@ -285,8 +284,10 @@ def _num(d: dict, *keys: str, default: float = float("nan")) -> float:
         return default
 
 
-class RLlibPPOTrainer:
+class RLlibPPOTrainer(Trainer):
     """``trainer: rllib_ppo``: RLlib PPO self-play with checkpoints, metrics and arena evaluation."""
+
+    state_file = STATE_FILE
 
     def __init__(self, cfg: RLlibPPOConfig, directory: str | Path):
         if _PPO is None:
@@ -296,56 +297,55 @@ class RLlibPPOTrainer:
         import torch
         from ray.tune.registry import register_env
 
-        self.cfg = cfg
         self.model_config = validate(cfg)  # before anything is written to the run folder
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        #: Set by a caller (Ctrl-C in `arena train`): checkpoint after the current iteration and return.
-        self.stop_requested = False
-        self.in_loop = False
-        self.iteration = 0
+        super().__init__(cfg, directory)
+        self.curve_keys = ("eval/win_rate/" + _slug(cfg.eval_opponent), "eval/invalid_rate", "train/return/player_0",
+                           "train/episode_len", "train/entropy", "train/env_steps_per_s")
         self.env_steps = 0
+        self._lifetime: int | None = None
         torch.set_num_threads(cfg.threads)
         _quiet_rllib()
-        self._ray = start_ray(self.dir, num_cpus=max(2, cfg.num_env_runners + 1))
+        self._ray = None
         self.algo = None
         try:
+            self._ray = start_ray(self.dir, num_cpus=max(2, cfg.num_env_runners + 1))
             register_env(ENV_NAME, make_rllib_env)
             with warnings.catch_warnings():  # each sampler re-registers RLlib's env wrapper with Gymnasium
                 warnings.filterwarnings("ignore", message=".*Overriding environment rllib-multi-agent-env")
                 self.algo = algorithm_config(cfg, self.model_config, self.dir).build_algo()
-            self.latest = self.dir / "latest"
-            if self.latest.exists():
-                path = self.latest.resolve()
-                state = json.loads((path / STATE_FILE).read_text())
-                self.algo.restore_from_path(str(path))
+            state = self.latest_state()
+            if state is not None:
+                self.algo.restore_from_path(str(self.latest.resolve()))
                 self.iteration = int(state["iteration"])
                 self.env_steps = int(state["env_steps"])
-            self.metrics = MetricsLogger(self.dir)
         except BaseException:
             self.close()
             raise
 
-    # -- checkpoints --------------------------------------------------------------------------
-    def checkpoint(self, it: int) -> Path:
-        """Save iteration `it` to ``checkpoints/iter-NNNNN`` (written aside, renamed into place) and
-        point ``latest`` and ``checkpoint`` at it."""
-        from arena.fsio import atomic_write_bytes, disk_full_as_error
+    def latest_state(self, map_location: Any = None) -> dict | None:
+        if not self.latest.exists():
+            return None
+        return json.loads((self.latest.resolve() / STATE_FILE).read_text())
 
-        rel = checkpoint_path(it)
-        path = self.dir / rel
-        tmp = path.with_name(path.name + ".tmp")
-        with disk_full_as_error(self.dir, f"saving checkpoint {rel}"):
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            self.algo.save_to_path(str(tmp.resolve()))
-            state = {"iteration": it, "env_steps": self.env_steps, "config": asdict(self.cfg)}
-            atomic_write_bytes(tmp / STATE_FILE, json.dumps(state, indent=1).encode())
-            if path.exists():
-                shutil.rmtree(path)
-            os.replace(tmp, path)
-        link(self.dir, "latest", rel)
-        link(self.dir, "checkpoint", rel)
+    # -- checkpoints --------------------------------------------------------------------------
+    def save(self, folder: Path, it: int) -> None:
+        """Iteration `it`'s RLlib checkpoint, written aside and renamed into place whole."""
+        from arena.fsio import atomic_write_bytes
+
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        self.algo.save_to_path(str(tmp.resolve()))
+        state = {"iteration": it, "env_steps": self.env_steps, "config": asdict(self.cfg)}
+        atomic_write_bytes(tmp / STATE_FILE, json.dumps(state, indent=1).encode())
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+
+    def checkpoint(self, it: int, **extra: Any) -> Path:
+        """Save iteration `it` (`Trainer.checkpoint`) and point ``latest`` and ``checkpoint`` at it."""
+        path = super().checkpoint(it)
+        link(self.dir, "checkpoint", checkpoint_path(it))
         return path
 
     def evaluate(self, checkpoint: str | Path, it: int) -> dict[str, float]:
@@ -359,7 +359,7 @@ class RLlibPPOTrainer:
         return {f"eval/win_rate/{_slug(cfg.eval_opponent)}": me.win_rate,
                 "eval/invalid_rate": me.invalid / max(1, me.move_calls)}
 
-    # -- the loop -----------------------------------------------------------------------------
+    # -- the loop (`Trainer.run`) -----------------------------------------------------------------
     def _train_line(self, r: dict, seconds: float, steps: int) -> dict[str, float]:
         er = r.get("env_runners", {})
         learner = r.get("learners", {}).get(MODULE_ID, {})
@@ -384,56 +384,42 @@ class RLlibPPOTrainer:
             line[f"train/return/{seat}"] = float(v)
         return line
 
-    def run(self, progress: Callable[[int, int, dict], None] | None = None) -> dict[str, float]:
-        """Train to ``cfg.iterations``, resuming where the run folder left off; ``progress(it, total,
-        metrics)`` after each iteration. Returns the last iteration's metrics."""
-        cfg = self.cfg
-        last = cfg.iterations
-        result: dict[str, float] = {}
-        if self.iteration == 0 and not (self.dir / "latest").exists():
-            result = self.evaluate(self.checkpoint(0), 0)  # the untrained policy: the curves' first point
-            self.metrics.log(0, **result)
-        # RLlib's lifetime counter of sampled env steps (restored with a checkpoint, or 0): each
-        # iteration's steps are its increase.
-        lifetime = int(self.algo.metrics.peek(("env_runners", "num_env_steps_sampled_lifetime"), default=0))
-        self.in_loop = True
-        try:
-            for it in range(self.iteration + 1, last + 1):
-                t0 = time.perf_counter()
-                r = self.algo.train()
-                seconds = time.perf_counter() - t0
-                now = int(_num(r, "env_runners", "num_env_steps_sampled_lifetime", default=0))
-                steps, lifetime = max(0, now - lifetime), now
-                self.iteration = it
-                self.env_steps += steps
-                result = self._train_line(r, seconds, steps)
-                evaluate = it % cfg.eval_every == 0 or it == last
-                saved = evaluate or it % cfg.checkpoint_every == 0 or self.stop_requested
-                if saved:
-                    ckpt = self.checkpoint(it)
-                    if evaluate:
-                        result.update(self.evaluate(ckpt, it))
-                self.metrics.log(it, **result)
-                if progress is not None:
-                    progress(it, last, result)
-                if self.stop_requested:
-                    if not saved:  # asked during the last steps: the finished iteration is not redone on resume
-                        self.checkpoint(it)
-                    break
-        finally:
-            self.in_loop = False
-        plot_curves(self.metrics.path, self.dir / "curves.png",
-                    keys=("eval/win_rate/" + _slug(cfg.eval_opponent), "eval/invalid_rate", "train/return/player_0",
-                          "train/episode_len", "train/entropy", "train/env_steps_per_s"))
+    def start(self, last: int) -> dict[str, float]:
+        result = self.evaluate(self.checkpoint(0), 0)  # the untrained policy: the curves' first point
+        self.metrics.log(0, **result)
         return result
 
+    def iterate(self, it: int, last: int) -> dict[str, float]:
+        cfg = self.cfg
+        if self._lifetime is None:
+            # RLlib's lifetime counter of sampled env steps (restored with a checkpoint, or 0): each
+            # iteration's steps are its increase.
+            self._lifetime = int(self.algo.metrics.peek(("env_runners", "num_env_steps_sampled_lifetime"), default=0))
+        t0 = time.perf_counter()
+        r = self.algo.train()
+        seconds = time.perf_counter() - t0
+        now = int(_num(r, "env_runners", "num_env_steps_sampled_lifetime", default=0))
+        steps, self._lifetime = max(0, now - self._lifetime), now
+        self.iteration = it
+        self.env_steps += steps
+        result = self._train_line(r, seconds, steps)
+        evaluate = it % cfg.eval_every == 0 or it == last
+        # asked to stop during the steps: saved now (asked later: `Trainer.run` saves it before stopping)
+        if evaluate or it % cfg.checkpoint_every == 0 or self.stop_requested:
+            ckpt = self.checkpoint(it)
+            if evaluate:
+                result.update(self.evaluate(ckpt, it))
+        self.metrics.log(it, **result)
+        return result
+
+    def finish(self, last: int, stopped: bool) -> None:
+        self.plot_curves()
+
     def close(self) -> None:
-        if self.algo is not None:
+        if getattr(self, "algo", None) is not None:
             self.algo.stop()
             self.algo = None
-        metrics = getattr(self, "metrics", None)
-        if metrics is not None:
-            metrics.close()
-        if self._ray is not None:
+        super().close()
+        if getattr(self, "_ray", None) is not None:
             stop_ray(*self._ray)
             self._ray = None

@@ -28,7 +28,8 @@ TOL = 1e-6
 
 def _scc(tmp: Path, name: str, algo: str, **parallel) -> Path:
     cfg = yaml.safe_load((ROOT / "configs" / "train" / "scc_leduc.yaml").read_text())
-    cfg.update(iterations=2, games_per_iter=8, threads=1, algo=algo, minibatch=17, epochs=2)
+    cfg.update(iterations=2, games_per_iter=8, threads=1)
+    cfg["learner"].update(algo=algo, minibatch=17, epochs=2)
     cfg["eval"] = {"every": 2, "games": 8, "opponents": ["random"]}
     cfg["il"].update(matches=20, epochs=1, workers=1)
     cfg["parallel"] = parallel
@@ -39,8 +40,8 @@ def _scc(tmp: Path, name: str, algo: str, **parallel) -> Path:
 
 def _ppo(tmp: Path, name: str, **parallel) -> Path:
     cfg = {"trainer": "ppo", "game": "Pendulum-v1", "seed": 0, "envs": 2, "processes": False, "steps_per_env": 48,
-           "iterations": 2, "sizes": {"hidden": [16], "obs_norm": True, "continuous": "gaussian"}, "epochs": 4,
-           "minibatch": 20, "target_kl": 0.001, "eval": {"every": 2, "seeds": [0]}, "parallel": parallel}
+           "iterations": 2, "sizes": {"hidden": [16], "obs_norm": True, "continuous": "gaussian"},
+           "learner": {"epochs": 4, "minibatch": 20, "target_kl": 0.001}, "eval": {"every": 2, "seeds": [0]}, "parallel": parallel}
     p = tmp / f"{name}.yaml"
     p.write_text(yaml.safe_dump(cfg))
     return p

@@ -22,7 +22,7 @@ def control_plugin():
 def _trainer(tmp_path: Path, name: str = "run", **cfg):
     data = {"trainer": "ppo", "game": "plugin/Target-v0", "seed": 0, "envs": 2, "processes": False,
             "steps_per_env": 64, "iterations": 2, "sizes": {"hidden": [32, 32], "obs_norm": True},
-            "epochs": 2, "minibatch": 32, "reward_scale": 1.0, "eval": {"every": 1, "seeds": [0, 1]}}
+            "learner": {"epochs": 2, "minibatch": 32}, "reward_scale": 1.0, "eval": {"every": 1, "seeds": [0, 1]}}
     data.update(cfg)
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(data))
@@ -39,7 +39,7 @@ def test_two_player_games_are_refused(tmp_path):
 
 
 def test_rollout_bootstraps_cut_episodes_and_not_ended_ones(tmp_path, monkeypatch):
-    t = _trainer(tmp_path, steps_per_env=20, gamma=0.9)  # Target-v0 episodes are 8 steps
+    t = _trainer(tmp_path, steps_per_env=20, learner={"epochs": 2, "minibatch": 32, "gamma": 0.9})  # Target-v0 episodes are 8 steps
     monkeypatch.setattr(t, "_values", lambda obs: np.full(len(obs), 100.0))  # V(s') of the cut episodes
     try:
         batch, stats = t.collect(1)
@@ -99,7 +99,8 @@ def test_a_continuous_task_is_learned_within_seconds(tmp_path):
     # the first greedy policy acts at the box's centre: -|target|^2, about -2/3 a step (-5.3 an
     # episode); the Gaussian policy learns to follow the target (seeds 0, 1, 2: -0.08, -0.11, -0.12 after 40
     # iterations)
-    t = _trainer(tmp_path, iterations=40, steps_per_env=128, epochs=4, lr=1e-3, gamma=0.5,
+    t = _trainer(tmp_path, iterations=40, steps_per_env=128, lr=1e-3,
+                 learner={"epochs": 4, "minibatch": 32, "gamma": 0.5},
                  eval={"every": 40, "seeds": list(range(8))})
     first = t.evaluate()["eval/return"]
     out = t.run()
@@ -111,7 +112,7 @@ def test_a_continuous_task_is_learned_within_seconds(tmp_path):
 def test_cartpole_is_learned_in_about_a_minute(tmp_path):
     # discrete actions through the same trainer: 200+ of 500 after 25 iterations (seeds 0, 1, 2: 500 each)
     t = _trainer(tmp_path, game="CartPole-v1", envs=4, processes=True, iterations=25, steps_per_env=128,
-                 epochs=4, minibatch=64, lr=1e-3, sizes={"hidden": [64, 64]},
+                 learner={"epochs": 4, "minibatch": 64}, lr=1e-3, sizes={"hidden": [64, 64]},
                  eval={"every": 25, "seeds": [0, 1, 2, 3]})
     try:
         out = t.run()

@@ -29,7 +29,7 @@ GAME = "arena/Prosthetics-v0"
 
 
 #: The one-iteration run of `make test`: 2 x 64 samples, one evaluation episode.
-SHORT = {"iterations": 1, "steps_per_env": 64, "epochs": 2, "eval": {"every": 1, "seeds": [0], "greedy": False}}
+SHORT = {"iterations": 1, "steps_per_env": 64, "eval": {"every": 1, "seeds": [0], "greedy": False}}
 
 
 SIZES = [pytest.param("short", marks=pytest.mark.slow), pytest.param("full", marks=pytest.mark.recipe)]
@@ -41,6 +41,7 @@ def _train(tmp_path_factory, size: str):
     config = CONFIG
     if size == "short":
         cfg.update(SHORT)
+        cfg["learner"]["epochs"] = 2
         config = folder.parent / "short.yaml"
         config.write_text(yaml.safe_dump(cfg))
     t = make_trainer(config, folder)

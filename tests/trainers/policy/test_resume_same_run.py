@@ -15,9 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from arena.config import from_dict  # noqa: E402
+from arena.trainers.common import base as trainer_base  # noqa: E402
 from arena.trainers.common import metrics as metrics_mod  # noqa: E402
 from arena.trainers.common.metrics import read_metrics  # noqa: E402
-from arena.trainers.policy import scc  # noqa: E402
 from arena.trainers.policy.config import SCCConfig  # noqa: E402
 from arena.trainers.policy.scc import SCCTrainer  # noqa: E402
 
@@ -156,7 +156,7 @@ def test_killed_at_every_point_and_resumed_is_the_same_run(whole, tmp_path, monk
 
     killed(cfg, cut, monkeypatch, metrics_mod.MetricsLogger, "log", half_a_line)
     # 5. between iteration 4's state file and the `latest` link that points at it
-    killed(cfg, cut, monkeypatch, scc, "link", lambda d, name, target: name == "latest" and "00004" in str(target))
+    killed(cfg, cut, monkeypatch, trainer_base, "link", lambda d, name, target: name == "latest" and "00004" in str(target))
     again = train(cfg, cut)
     assert again.iteration == 4
     # the imitation teachers are the trainer's: still in the league, active, after six starts

@@ -1,0 +1,179 @@
+"""One trainer lifecycle: every registered trainer is a `Trainer` with one ``run`` signature, its config a
+`TrainerConfig`; the base's loop saves a stopped iteration and keeps ``best``; trainers reach the league
+only through `LeagueClient`; moved config keys are one-line errors naming the new place."""
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arena.errors import ConfigError
+from arena.trainers.common.base import Trainer, TrainerConfig
+from arena.trainers.registry import get_trainer, read_train_config, trainer_names
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", trainer_names())
+def test_every_registered_trainer_is_a_trainer_with_one_run_signature(name):
+    entry = get_trainer(name)
+    cls = entry.builder()
+    assert issubclass(cls, Trainer), cls
+    assert issubclass(entry.config_class(), TrainerConfig), entry.config_class()
+    params = list(inspect.signature(cls.run).parameters)
+    assert params == ["self", "iterations", "progress", "phase"], (name, params)
+
+
+def test_the_cli_calls_run_without_inspecting_it():
+    import arena.cli as cli
+    import arena.trainers.run as run
+
+    for fn in (cli.train, run._train):
+        src = inspect.getsource(fn)
+        assert "inspect" not in src and "getattr(trainer" not in src, fn.__name__
+        assert "trainer.run(progress=show, phase=phase)" in src or "trainer.run(progress=show)" in src
+
+
+def test_a_registered_trainer_that_is_no_trainer_is_one_line(tmp_path, monkeypatch):
+    from arena.trainers import registry
+
+    class Loose:
+        closed = False
+
+        def __init__(self, cfg, directory):
+            pass
+
+        def close(self):
+            Loose.closed = True
+
+    entry = registry.TrainerEntry("loose", TrainerConfig, Loose)
+    with pytest.raises(ConfigError) as e:
+        entry.make(TrainerConfig(), tmp_path)
+    assert "not an arena.trainers.common.base.Trainer" in str(e.value) and "\n" not in str(e.value)
+    assert Loose.closed
+
+
+def test_no_trainer_module_reaches_into_the_league_store_or_its_generator():
+    """The league's client is the trainers' only way in (`arena.league.protocols.LeagueClient`)."""
+    bad = []
+    for path in sorted((ROOT / "arena" / "trainers").rglob("*.py")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if re.search(r"\.store\b|league\.rng\b|\bopen_league\b", code):
+                bad.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not bad, "\n".join(bad)
+
+
+# -- the base's loop, on a trainer of a few lines -------------------------------------------------------
+class Counting(Trainer):
+    """Iterations that only count; its state is a JSON file."""
+
+    state_file = "state.json"
+
+    def __init__(self, cfg, directory):
+        super().__init__(cfg, directory)
+        self.saved = []
+        state = self.latest_state()
+        if state is not None:
+            self.iteration = state["iteration"]
+
+    def latest_state(self, map_location=None):
+        return json.loads((self.latest.resolve() / self.state_file).read_text()) if self.latest.exists() else None
+
+    def save(self, folder, it):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / self.state_file).write_text(json.dumps({"iteration": it}))
+        self.saved.append(it)
+
+    def start(self, last):
+        self.checkpoint(0)
+        return {"eval/score": 0.0}
+
+    def iterate(self, it, last):
+        self.iteration = it
+        self._show("work", 1, 1)
+        out = {"train/it": float(it)}
+        if it % 2 == 0:  # checkpoints every other iteration only, as SPIRAL and RLlib may
+            self.checkpoint(it)
+        self.metrics.log(it, **out)
+        return out
+
+
+def test_a_stop_saves_the_finished_iteration_and_the_same_command_resumes(tmp_path):
+    cfg = TrainerConfig(iterations=6)
+    t = Counting(cfg, tmp_path)
+    seen, phases = [], []
+
+    def progress(it, last, m):
+        seen.append((it, last))
+        if it == 3:
+            assert t.request_stop() and not t.request_stop()  # asked once; a second ask stops at once
+
+    out = t.run(progress=progress, phase=lambda *a: phases.append(a))
+    t.close()
+    assert out == {"train/it": 3.0} and t.stop_requested and not t.in_loop
+    assert seen == [(1, 6), (2, 6), (3, 6)] and phases == [("work", 1, 1)] * 3
+    assert t.saved == [0, 2, 3]  # iteration 3 saved before stopping: not redone on resume
+    assert t.stop_line().startswith("stopped at iteration 3:")
+    again = Counting(cfg, tmp_path)
+    assert again.resume_line().startswith("resuming from iteration 3 of 6") and not again.request_stop()
+    assert again.run() == {"train/it": 6.0} and again.saved == [4, 6]
+    again.close()
+    rows = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows == [1, 2, 3, 4, 5, 6]
+
+
+def test_best_keeps_the_earlier_of_ties_and_follows_a_new_metric(tmp_path):
+    t = Counting(TrainerConfig(), tmp_path)
+    for it in (0, 1, 2):
+        t.checkpoint(it)
+    assert t.track_best(0, "eval/a", 0.5, invalid_rate=0.1)
+    assert not t.track_best(1, "eval/a", 0.5) and t.track_best(2, "eval/a", 0.6)
+    assert t.best_record() == {"iteration": 2, "metric": "eval/a", "value": 0.6, "checkpoint": "checkpoints/iter-00002"}
+    assert t.track_best(1, "eval/b", 0.1)  # another metric (the evaluation opponents changed): replaced
+    assert (tmp_path / "best").resolve().name == "iter-00001"
+    t.close()
+
+
+def test_the_trainer_generator_is_seeded_by_its_config_alone(tmp_path):
+    t = Counting(TrainerConfig(seed=4), tmp_path)
+    assert t.pairing_rng().random() == np.random.default_rng([4, 0]).random()
+    t.close()
+
+
+# -- config: the learner's section ------------------------------------------------------------------------
+@pytest.mark.parametrize("trainer,key", [("scc", "clip"), ("scc", "epochs"), ("ppo", "target_kl"), ("ppo", "gamma")])
+def test_a_flat_learner_key_is_one_line_naming_the_new_place(tmp_path, trainer, key):
+    p = tmp_path / "old.yaml"
+    p.write_text(f"trainer: {trainer}\n{key}: 0.3\n")
+    with pytest.raises(ConfigError) as e:
+        read_train_config(p)
+    msg = str(e.value)
+    assert f"learner.{key}" in msg and "\n" not in msg, msg
+
+
+def test_a_flat_learner_key_in_a_mixed_config_names_its_section(tmp_path):
+    from arena.trainers.mixed import MixedConfig
+
+    with pytest.raises(ConfigError) as e:
+        MixedConfig(policy={"clip": 0.3}).parts()
+    assert "policy.learner.clip" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_learner_section_reaches_the_learner_whole(tmp_path):
+    from arena.trainers.policy.learner import LearnerSettings
+
+    _, cfg = read_train_config(ROOT / "configs" / "train" / "scc_leduc.yaml")
+    assert type(cfg.learner) is LearnerSettings and cfg.learner.algo == "vtrace" and cfg.learner.upgo_coef == 0.2
+    _, ppo = read_train_config(ROOT / "configs" / "train" / "prosthetics_ppo.yaml")
+    assert ppo.learner.epochs == 10 and ppo.learner.target_kl is None and ppo.learner.upgo_coef == 0.0
+    p = tmp_path / "ppo.yaml"
+    p.write_text("trainer: ppo\nlearner: {clip: 0.1}\n")
+    one = read_train_config(p)[1].learner
+    assert one.clip == 0.1 and one.epochs == 8 and one.max_grad_norm == 0.5  # PPO's defaults for the rest
+    p.write_text("trainer: ppo\nlearner: {algo: vtrace}\n")
+    with pytest.raises(ConfigError, match="the ppo trainer learns by ppo"):
+        read_train_config(p)
