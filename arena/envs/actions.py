@@ -160,6 +160,11 @@ class ActionModel:
         """More than one part, or one that is not a plain choice or box (a move is a dict)."""
         return len(self.parts) > 1 or self.parts[0].kind not in ("categorical", "box")
 
+    @property
+    def mask_keys(self) -> frozenset[str]:
+        """The observation keys that are masks: `MASK_KEYS` and the keys the parts name."""
+        return MASK_KEYS | {p.mask for p in self.parts if p.mask}
+
     def part(self, name: str) -> Part:
         return self._index[name]
 
@@ -213,7 +218,7 @@ class ActionModel:
             return None, f"expected a move as a dict of its parts ({', '.join(self.names)}), got {type(action).__name__}"
         unknown = [k for k in action if k not in self._index]
         if unknown:
-            return None, f"{_short(unknown[0])} is not a part of this game's moves (its parts: {', '.join(self.names)})"
+            return None, f"{short_repr(unknown[0])} is not a part of this game's moves (its parts: {', '.join(self.names)})"
         first = self.parts[0]
         out: dict[str, Any] = {}
         type_value = None
@@ -240,14 +245,14 @@ class ActionModel:
             try:
                 arr = np.asarray(v, dtype=np.float32).reshape(p.shape)
             except (TypeError, ValueError):
-                return None, f"{p.name}: expected {p.size} numbers, got {_short(v)}"
+                return None, f"{p.name}: expected {p.size} numbers, got {short_repr(v)}"
             if not np.all(np.isfinite(arr)):
                 return None, f"{p.name}: contains NaN or infinity"
             return np.clip(arr, np.asarray(p.low, np.float32).reshape(p.shape),
                            np.asarray(p.high, np.float32).reshape(p.shape)), None
         if p.kind == "spatial":
             if not isinstance(v, (list, tuple, np.ndarray)) or len(v) != 2 or not all(_is_int(x) for x in v):
-                return None, f"{p.name}: expected a cell [row, col], got {_short(v)}"
+                return None, f"{p.name}: expected a cell [row, col], got {short_repr(v)}"
             r, c = int(v[0]), int(v[1])
             h, w = p.shape
             if not (0 <= r < h and 0 <= c < w):
@@ -257,7 +262,7 @@ class ActionModel:
             return [r, c], None
         if p.kind == "select":
             if not isinstance(v, (list, tuple, np.ndarray)) or not all(_is_int(x) for x in v):
-                return None, f"{p.name}: expected a list of entity slots, got {_short(v)}"
+                return None, f"{p.name}: expected a list of entity slots, got {short_repr(v)}"
             chosen = [int(x) for x in v]
             if not 1 <= len(chosen) <= p.max_select:
                 return None, f"{p.name}: choose 1 to {p.max_select} slots, got {len(chosen)}"
@@ -268,7 +273,7 @@ class ActionModel:
                     return None, f"{p.name}: slot {x} may not be chosen here"
             return chosen, None
         if not _is_int(v):
-            return None, f"{p.name}: expected an integer, got {_short(v)}"
+            return None, f"{p.name}: expected an integer, got {short_repr(v)}"
         x = int(v)
         if not 0 <= x < p.n or (legal is not None and not legal[x]):
             what = self._type_name(x) if p is self.parts[0] and self.uses is not None else str(x)
@@ -386,7 +391,8 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-def _short(x: Any, n: int = 60) -> str:
+def short_repr(x: Any, n: int = 60) -> str:
+    """`repr(x)` cut to `n` characters (what an error message shows of a value)."""
     s = repr(x)
     return s if len(s) <= n else s[: n - 3] + "..."
 

@@ -29,6 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from arena.envs.actions import ActionModel, json_form
+from arena.envs.actions import short_repr as _short
+
 # Same numbering as OpenSpiel's special player ids.
 TERMINAL = -4
 SIMULTANEOUS = -2
@@ -169,8 +172,6 @@ class GameCore:
         """The parts of player `p`'s moves (`arena.envs.actions.ActionModel`): one categorical part
         for a discrete game, one box for a continuous one; a structured game overrides this. None
         for text games."""
-        from arena.envs.actions import ActionModel
-
         if self.action_kind == "discrete":
             return ActionModel.discrete(self.action_space(p).n)
         if self.action_kind == "continuous":
@@ -181,8 +182,6 @@ class GameCore:
     def encode_action(self, action: Any) -> Any:
         """The JSON form a replay stores of `action` (a checked move, or whatever an agent returned).
         `validate` reads a stored structured move back; other kinds store the move itself."""
-        from arena.envs.actions import json_form
-
         if self.action_kind == "structured" and isinstance(action, dict):
             p = self.current_player()
             model = self.action_model(p if p >= 0 else 0)
@@ -247,9 +246,3 @@ class GameCore:
             "action": self.action_kind,
             "source": self.source,
         }
-
-
-def _short(x: Any, n: int = 60) -> str:
-    s = repr(x)
-    return s if len(s) <= n else s[: n - 3] + "..."
-

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,15 @@ class PolicySpec:
     #: model (`arena.envs.actions.ActionModel.to_dict`). Empty / None for one-tensor games.
     inputs: tuple = ()
     action: dict | None = None
+
+    @cached_property
+    def input_dtypes(self) -> tuple[tuple[str, Any], ...]:
+        """Structured games: each input key with the dtype a policy reads it as (masks bool, the rest
+        float32); worked out once per spec, not once a move."""
+        from arena.envs.actions import ActionModel
+
+        masks = ActionModel.from_dict(self.action).mask_keys
+        return tuple((k, bool if k in masks else np.float32) for k, _ in self.inputs)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -196,10 +206,7 @@ def policy_inputs(raw: Any, seat: int, spec: PolicySpec) -> dict[str, np.ndarray
     input (`policy_input`) as ``"obs"``, its action mask as ``"mask"`` and, for entity sets, the
     ``"entity_mask"``."""
     if spec.action is not None:
-        from arena.envs.actions import MASK_KEYS
-
-        masks = MASK_KEYS | {p["mask"] for p in spec.action["parts"] if p.get("mask")}
-        return {k: np.asarray(raw[k], dtype=bool if k in masks else np.float32) for k, _ in spec.inputs}
+        return {k: np.asarray(raw[k], dtype=dt) for k, dt in spec.input_dtypes}
     x, m = policy_input(raw, seat, spec)
     out = {"obs": x}
     if m is not None:

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from arena.envs.actions import MASK_KEYS, ActionModel, Part
+from arena.envs.actions import ActionModel, Part
 from arena.inference.distributions import Composite, MaskedCategorical, SelectDist, select_active, select_choices
 from arena.inference.entity import EntityEncoder, PointerHead
 from arena.inference.layers import ResBlock, mlp
@@ -74,7 +74,7 @@ class StructuredPolicyNet(nn.Module):
         self.model = model = ActionModel.from_dict(spec.action)
         d, hidden = int(sizes["d_model"]), list(sizes["hidden"])
         ch = int(sizes["channels"])
-        masks = MASK_KEYS | {p.mask for p in model.parts if p.mask}
+        masks = model.mask_keys
         self.encoders = nn.ModuleDict()
         self.kinds: dict[str, str] = {}
         self.maps: dict[tuple[int, int], str] = {}  # a map's (H, W) -> its key (for spatial heads)

@@ -134,7 +134,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
         kind = actions[model.parts[0].name].long() if model.uses is not None else None
         ok = None
         for i, p in enumerate(model.parts):
-            same = (mode[p.name] == actions[p.name]).reshape(len(kind) if kind is not None else -1, -1).all(-1)
+            same = (mode[p.name] == actions[p.name]).reshape(len(mode[p.name]), -1).all(-1)
             if kind is not None:
                 same = same | (net.uses[kind, i] == 0)
             ok = same if ok is None else ok & same

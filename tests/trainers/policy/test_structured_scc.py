@@ -173,8 +173,6 @@ def test_one_learner_step_on_structured_moves(algo):
     assert B == 12 and batch.obs["entities"].shape == (T, B, 6, 6) and batch.obs["unit_mask"].dtype == torch.bool
     assert batch.actions["units"].shape == (T, B, 3) and batch.actions["type"].shape == (T, B)
     lrn = PolicyLearner(net, LearnerSettings(algo=algo, epochs=1, minibatch=64), lr=1e-3, anchor=copy.deepcopy(net))
-    first = {}
-    lrn.on_epoch = lambda done, total: first.setdefault("seen", done)
     stats = lrn.step(batch, kl_coef=0.1, generator=torch.Generator().manual_seed(0))
     assert all(np.isfinite(v) for v in stats.values()), stats
     assert stats["entropy"] > 0 and stats["kl_anchor"] < 0.05 and lrn.version == 1
