@@ -692,7 +692,8 @@ def train(
 
     _plugins(plugin)
     par = parallel_overrides(parallel, world_size, stages, schedule, microbatches)
-    entry, cfg = read_train_config(config, model=model, loss=loss, iterations=iterations, parallel=par)
+    entry, cfg = read_train_config(config, model=model, learner={"loss": loss} if loss is not None else None,
+                                   iterations=iterations, parallel=par)
     trainer = entry.make(cfg, directory)
     pcfg = getattr(cfg, "parallel", None)
     if pcfg is not None and pcfg.mode != "none":

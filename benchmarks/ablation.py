@@ -82,16 +82,16 @@ STARTED = "ablation_config.json"
 WIN_KEY = "eval/win_rate/random"
 INVALID_KEY = "eval/invalid_rate"
 
-#: variant -> (what it changes, top-level SpiralConfig overrides)
+#: variant -> (what it changes, SpiralConfig overrides: a dict for a section)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "base": ("RAE + dppo_binary_tv + league opponents", {}),
-    "no_rae": ("advantage: none (baseline 0)", {"advantage": "none"}),
+    "no_rae": ("advantage: none (baseline 0)", {"learner": {"advantage": "none"}}),
     "selfplay": ("opponent_mode: selfplay", {"opponent_mode": "selfplay"}),
-    "ppo_clip": ("loss: ppo_clip", {"loss": "ppo_clip"}),
-    "dppo_binary_tv": ("loss: dppo_binary_tv", {"loss": "dppo_binary_tv"}),
-    "dppo_topk_kl": ("loss: dppo_topk_kl", {"loss": "dppo_topk_kl"}),
-    "drpo": ("loss: drpo", {"loss": "drpo"}),
-    "predictive_mask": ("loss: predictive_mask", {"loss": "predictive_mask"}),
+    "ppo_clip": ("loss: ppo_clip", {"learner": {"loss": "ppo_clip"}}),
+    "dppo_binary_tv": ("loss: dppo_binary_tv", {"learner": {"loss": "dppo_binary_tv"}}),
+    "dppo_topk_kl": ("loss: dppo_topk_kl", {"learner": {"loss": "dppo_topk_kl"}}),
+    "drpo": ("loss: drpo", {"learner": {"loss": "drpo"}}),
+    "predictive_mask": ("loss: predictive_mask", {"learner": {"loss": "predictive_mask"}}),
 }
 
 
@@ -109,9 +109,9 @@ def make_config(args, variant: str, seed: int):
     if args.threads is not None:
         cfg.threads = args.threads
     if args.epochs is not None:
-        cfg.epochs = args.epochs
+        cfg.learner.epochs = args.epochs
     if args.minibatch is not None:
-        cfg.minibatch = args.minibatch
+        cfg.learner.minibatch = args.minibatch
     if args.eval_games is not None:
         cfg.eval.games = args.eval_games
     if args.eval_every is not None:
@@ -212,7 +212,8 @@ def launch(args, owner: str, seed: int, cfg, console) -> dict[str, Any]:
     spec = {"variant": owner, "dir": str(run_dir), "config": asdict(cfg), "threads": cfg.threads,
             "prior_wall_s": prior_wall}
     console.print(f"[bold]{owner}[/bold] seed {seed}: {cfg.iterations} iterations x {cfg.games_per_iter} games, "
-                  f"loss {cfg.loss}, advantage {cfg.advantage}, opponents {cfg.opponent_mode} -> {run_dir}")
+                  f"loss {cfg.learner.loss}, advantage {cfg.learner.advantage}, opponents {cfg.opponent_mode} "
+                  f"-> {run_dir}")
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
                           cwd=str(ROOT))
@@ -457,12 +458,13 @@ def main(argv: list[str] | None = None) -> int:
         summaries.append(summarise(v, owners[v], runs))
 
     settings = (f"base `{Path(args.config).name}`; {base_cfg.iterations} iterations x {base_cfg.games_per_iter} games "
-                f"per iteration, {base_cfg.epochs} epoch(s) in minibatches of {base_cfg.minibatch}; "
+                f"per iteration, {base_cfg.learner.epochs} epoch(s) in minibatches of {base_cfg.learner.minibatch}; "
                 f"eval {base_cfg.eval.games} greedy games vs random every {base_cfg.eval.every} "
                 f"iterations; imitation {base_cfg.il.matches if base_cfg.il else 0} matches; seeds {seeds}; "
                 f"{base_cfg.threads} torch threads; {platform.machine()}, {os.cpu_count()} CPUs")
-    recipe = (f"base recipe: loss {base_cfg.loss}, advantage {base_cfg.advantage}, opponents {base_cfg.opponent_mode} "
-              f"{base_cfg.opponents}, lr {base_cfg.lr:g}, max_new_tokens {base_cfg.max_new_tokens}, top_k "
+    recipe = (f"base recipe: loss {base_cfg.learner.loss}, advantage {base_cfg.learner.advantage}, "
+              f"opponents {base_cfg.opponent_mode} "
+              f"{base_cfg.opponents}, lr {base_cfg.learner.lr:g}, max_new_tokens {base_cfg.max_new_tokens}, top_k "
               f"{base_cfg.top_k}, template {base_cfg.template}")
     title = (f"Win rate vs random (mean ± std over seeds): {base_cfg.iterations} iterations x "
              f"{base_cfg.games_per_iter} games, {len(seeds)} seed(s)")

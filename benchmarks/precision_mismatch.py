@@ -47,9 +47,10 @@ def _run(precision: str, args, folder: Path) -> dict:
 
     cfg = {"trainer": "spiral", "game": args.game, "model": args.model, "template": "auto", "seed": args.seed,
            "iterations": args.iterations, "games_per_iter": args.games, "concurrency": args.games,
-           "opponent_mode": "fixed", "opponents": ["random"], "epochs": 1, "minibatch": args.games * 8,
-           "max_new_tokens": args.max_new_tokens, "top_k": 0, "device": args.device, "train_precision": "fp32",
-           "rollout_precision": precision, "threads": args.threads, "snapshot_every": 10 ** 6,
+           "opponent_mode": "fixed", "opponents": ["random"],
+           "learner": {"epochs": 1, "minibatch": args.games * 8, "train_precision": "fp32"},
+           "max_new_tokens": args.max_new_tokens, "top_k": 0, "device": args.device, "rollout_precision": precision,
+           "threads": args.threads, "snapshot_every": 10 ** 6,
            "eval": {"every": 10 ** 6, "games": 2, "opponents": ["random"], "concurrency": 2}}
     if args.model == "tiny" and args.quick:
         cfg["tiny_sizes"] = {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64}

@@ -31,14 +31,14 @@ def main() -> None:
     ap.add_argument("--out", default="runs/smollm2-kuhn")
     args = ap.parse_args()
 
-    from arena.trainers.llm.config import EvalConfig, ILConfig, SpiralConfig
+    from arena.trainers.llm.config import EvalConfig, ILConfig, SpiralConfig, SpiralLearnerSettings
     from arena.trainers.llm.spiral import SpiralTrainer
 
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
     cfg = SpiralConfig(game="arena/KuhnPoker-v1", model="smollm2", template="spiral", iterations=1,
                       games_per_iter=args.train_games, concurrency=args.train_games, opponents=["random"],
-                      opponent_mode="fixed", loss="dppo_binary_tv", lr=1e-6, minibatch=8,
+                      opponent_mode="fixed", learner=SpiralLearnerSettings(loss="dppo_binary_tv", lr=1e-6, minibatch=8),
                       max_new_tokens=args.max_new_tokens, threads=2,
                       eval=EvalConfig(every=1, games=args.games, opponents=["random"], concurrency=args.games),
                       il=ILConfig(agents=["random", "random"], matches=args.il_matches, epochs=1, lr=args.il_lr,

@@ -14,6 +14,7 @@ in the same Elo/OpenSkill tables next to the fixed agents and anyone who plays t
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,12 +67,18 @@ class MixedTrainer(Trainer):
 
         llm_cfg, policy_cfg = cfg.parts()
         super().__init__(cfg, directory)
+        #: The one league of both learners: opened here, closed here (the trainers leave it to its opener).
         self.league = self._open_league(llm_cfg, policy_cfg)
+        policy = None
         try:
-            self.policy = SCCTrainer(policy_cfg, self.dir / "policy", league=self.league)
+            self.policy = policy = SCCTrainer(policy_cfg, self.dir / "policy", league=self.league)
             self.llm = SpiralTrainer(llm_cfg, self.dir / "llm", league=self.league)
         except BaseException:
-            self.league.close()
+            try:
+                if policy is not None:
+                    policy.close()
+            finally:
+                self.league.close()
             raise
         self._out: dict[str, float] = {}
 
@@ -120,5 +127,12 @@ class MixedTrainer(Trainer):
         pass  # each learner drew its own curves
 
     def close(self) -> None:
-        self.policy.close()
-        self.llm.close()
+        """Close both learners, then the league they share. A second call does nothing."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        with contextlib.ExitStack() as closing:  # each one runs, in reverse order, whatever the others raise
+            closing.callback(super().close)
+            closing.callback(self.league.close)
+            closing.callback(self.llm.close)
+            closing.callback(self.policy.close)

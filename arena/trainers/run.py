@@ -64,7 +64,8 @@ def _main(a: argparse.Namespace) -> int:
     world = int(os.environ["WORLD_SIZE"])
     par = parallel_overrides(a.parallel, None, None, a.schedule, a.microbatches, a.transport) or {}
     par["world_size"] = world
-    entry, cfg = read_train_config(a.config, model=a.model, loss=a.loss, iterations=a.iterations, parallel=par)
+    entry, cfg = read_train_config(a.config, model=a.model, learner={"loss": a.loss} if a.loss is not None else None,
+                                   iterations=a.iterations, parallel=par)
     pcfg = getattr(cfg, "parallel", None)
     if pcfg is None or pcfg.mode == "none":
         from arena.errors import ConfigError

@@ -91,7 +91,8 @@ def test_errors_are_clear_and_exit_2():
 def test_train_prints_the_confirmed_best_checkpoint(tmp_path):
     pytest.importorskip("torch")
     cfg = yaml.safe_load((Path(__file__).parents[2] / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
-    cfg.update(iterations=2, games_per_iter=8, concurrency=8, minibatch=64, il=None, threads=1)
+    cfg.update(iterations=2, games_per_iter=8, concurrency=8, il=None, threads=1)
+    cfg["learner"]["minibatch"] = 64
     cfg["eval"] = {"every": 1, "games": 8, "opponents": ["random"], "concurrency": 8,
                    "confirm_top": 2, "confirm_games": 10}
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(cfg))

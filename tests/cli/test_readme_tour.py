@@ -48,7 +48,8 @@ def _small(args: list[str], tmp: Path) -> list[str]:
             if cfg.get("il"):
                 cfg["il"].update(matches=10, epochs=1, workers=1, teachers=["mcts:simulations=10"] * 2)
         else:
-            cfg.update(iterations=2, games_per_iter=16, concurrency=16, minibatch=64, threads=1)
+            cfg.update(iterations=2, games_per_iter=16, concurrency=16, threads=1)
+            cfg.setdefault("learner", {})["minibatch"] = 64
             cfg["eval"] = {"every": 1, "games": 16, "opponents": ["random"], "concurrency": 16,
                            "confirm_top": 2, "confirm_games": 16}
             if cfg.get("il"):

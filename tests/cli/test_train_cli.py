@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _cfg(tmp_path: Path, **changes) -> Path:
     cfg = yaml.safe_load((ROOT / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
-    cfg.update(iterations=6, games_per_iter=8, concurrency=8, minibatch=64, il=None, threads=1, snapshot_every=10)
+    cfg.update(iterations=6, games_per_iter=8, concurrency=8, il=None, threads=1, snapshot_every=10)
+    cfg["learner"]["minibatch"] = 64
     cfg["eval"] = {"every": 10, "games": 8, "opponents": ["random"], "concurrency": 8}
     cfg.update(changes)
     p = tmp_path / "t.yaml"

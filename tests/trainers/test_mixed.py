@@ -9,6 +9,7 @@ import yaml
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from arena.league.manager import open_league  # noqa: E402
 from arena.trainers.registry import make_trainer  # noqa: E402
 
 CONFIG = Path(__file__).parents[2] / "configs" / "train" / "mixed_tictactoe.yaml"
@@ -18,7 +19,8 @@ def test_mixed_league_rates_both_families(tmp_path):
     data = yaml.safe_load(CONFIG.read_text())
     data["iterations"] = 2
     llm, pol = data["llm"], data["policy"]
-    llm.update(games_per_iter=8, concurrency=8, snapshot_every=1, epochs=1,
+    llm["learner"]["epochs"] = 1
+    llm.update(games_per_iter=8, concurrency=8, snapshot_every=1,
                il={"agents": ["random", "random"], "matches": 20, "epochs": 1, "lr": 2e-3, "batch_size": 32},
                eval={"every": 2, "games": 8, "opponents": ["random"], "concurrency": 8},
                tiny_sizes={"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64})
@@ -32,7 +34,7 @@ def test_mixed_league_rates_both_families(tmp_path):
         t.run()
     finally:
         t.close()
-    store = t.policy.league.store
+    store = open_league(t.policy.league_dir)
     players = {p.name: p for p in store.players()}
     llm_snaps = [n for n, p in players.items() if p.kind == "historical" and p.parent == "learner"]
     pol_snaps = [n for n, p in players.items() if p.kind == "historical" and p.parent == "policy_main"]
@@ -51,7 +53,8 @@ def test_mixed_league_rates_both_families(tmp_path):
 
 
 def test_mixed_trainer_opens_one_league(tmp_path, monkeypatch):
-    """Both learners reach the run folder's league through the one client the mixed trainer opened."""
+    """Both learners reach the run folder's league through the one client the mixed trainer opened, which
+    the mixed trainer closes once (the learners leave it to its opener), however often it is closed."""
     from arena.league import manager
 
     data = yaml.safe_load(CONFIG.read_text())
@@ -67,11 +70,25 @@ def test_mixed_trainer_opens_one_league(tmp_path, monkeypatch):
         real(self, *a, **kw)
 
     monkeypatch.setattr(manager.League, "__init__", counting)
+    closed = []
+    real_close = manager.League.close
+
+    def counting_close(self):
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(manager.League, "close", counting_close)
     t = make_trainer(cfg, tmp_path / "run")
     try:
         assert len(opened) == 1 and t.policy.league is t.llm.league is t.league is opened[0]
         players = {p.name: p for p in t.league.players()}
         assert {"learner", "policy_main", "policy_exploiter", "random"} <= set(players)
         assert players["learner"].owner is not None or players["learner"].state.get("external")
+        t.policy.close()
+        t.llm.close()
+        assert closed == [] and t.league.player("learner") is not None  # still open: the mixed trainer's
     finally:
         t.close()
+    t.close()
+    assert closed == [opened[0]] and opened[0].lock is None
+    assert "learner" in {p.name for p in open_league(tmp_path / "run").players()}

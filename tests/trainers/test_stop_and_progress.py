@@ -15,6 +15,7 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
+from arena.league.manager import open_league  # noqa: E402
 from arena.trainers.common.stopping import resume_line, stop_line  # noqa: E402
 
 
@@ -167,7 +168,6 @@ def test_scc_stopped_during_its_teacher_matches_keeps_them_and_plays_only_the_re
     with pytest.raises(KeyboardInterrupt):
         train(cfg, tmp_path / "cut")
     assert seeds == [22 + i for i in range(10)]  # seed 5 + 17 + i
-    from arena.league.manager import open_league
 
     store = open_league(tmp_path / "cut")
     try:
@@ -181,7 +181,7 @@ def test_scc_stopped_during_its_teacher_matches_keeps_them_and_plays_only_the_re
     stop_after = -1
     again = train(cfg, tmp_path / "cut")
     assert seeds == [22 + i for i in range(10, 24)]  # only the rest
-    assert again.league.store.result_count() == whole.league.store.result_count()
+    assert open_league(again.league_dir).result_count() == open_league(whole.league_dir).result_count()
     assert_same_run(whole, tmp_path / "whole", again, tmp_path / "cut")
 
 
@@ -190,7 +190,8 @@ def _spiral_cfg(tmp_path, **changes):
 
     root = Path(__file__).parents[2]
     data = yaml.safe_load((root / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
-    data.update(iterations=1, games_per_iter=8, concurrency=8, minibatch=64, epochs=2, threads=1)
+    data.update(iterations=1, games_per_iter=8, concurrency=8, threads=1)
+    data["learner"].update(minibatch=64, epochs=2)
     data["eval"] = {"every": 1, "games": 4, "opponents": ["random", "first"], "concurrency": 8}
     data["il"] = {"agents": ["random", "random"], "matches": 12, "epochs": 1, "lr": 2e-3, "batch_size": 32}
     data.update(changes)

@@ -161,6 +161,55 @@ def test_a_flat_learner_key_in_a_mixed_config_names_its_section(tmp_path):
     with pytest.raises(ConfigError) as e:
         MixedConfig(policy={"clip": 0.3}).parts()
     assert "policy.learner.clip" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        MixedConfig(llm={"loss": "ppo_clip"}).parts()
+    assert "llm.learner.loss" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_every_flat_spiral_learner_key_is_one_line_naming_the_new_place(tmp_path):
+    from arena.trainers.llm.config import SpiralLearnerSettings
+
+    p = tmp_path / "old.yaml"
+    p.write_text("trainer: spiral\nloss: grpo\n")
+    with pytest.raises(ConfigError) as e:
+        read_train_config(p)
+    msg = str(e.value)
+    assert "loss: this key moved to learner.loss (write it under learner:)" in msg and "\n" not in msg, msg
+    assert str(p) in msg
+    for key in SpiralLearnerSettings.FLAT_KEYS:
+        p.write_text(f"trainer: spiral\n{key}: 0.3\n")
+        with pytest.raises(ConfigError) as e:
+            read_train_config(p)
+        msg = str(e.value)
+        assert f"{key}: this key moved to learner.{key}" in msg and "\n" not in msg, msg
+
+
+def test_the_spiral_learner_section_loads_and_reaches_the_learner(tmp_path):
+    from arena.trainers.llm.config import SpiralLearnerSettings
+    from arena.trainers.llm.learner import LearnerSettings as LLMSettings
+
+    p = tmp_path / "new.yaml"
+    p.write_text("trainer: spiral\nmax_new_tokens: 12\ndevice: cpu\n"
+                 "learner: {loss: ppo_clip, advantage: grpo, epochs: 3, lr: 2.0e-4, train_precision: bf16}\n")
+    cfg = read_train_config(p)[1]
+    s = cfg.learner
+    assert type(s) is SpiralLearnerSettings
+    assert (s.loss, s.advantage, s.epochs, s.lr, s.train_precision) == ("ppo_clip", "grpo", 3, 2e-4, "bf16")
+    assert (s.minibatch, s.rae_decay, s.critic) == (128, 0.95, "none")  # the defaults for the rest
+    assert cfg.lr_at(1) == 2e-4
+    step = LLMSettings.of(cfg)  # what the update step reads: the section, and the rollouts' length and device
+    assert (step.loss, step.epochs, step.lr, step.precision, step.max_new_tokens, step.device) == (
+        "ppo_clip", 3, 2e-4, "bf16", 12, "cpu")
+    # --loss on the command line overrides the section's loss, keeping the rest of it
+    cfg = read_train_config(p, learner={"loss": "drpo"})[1]
+    assert (cfg.learner.loss, cfg.learner.advantage, cfg.learner.epochs) == ("drpo", "grpo", 3)
+    # the section's checks name it
+    p.write_text("trainer: spiral\nlearner: {turn_discount: 0}\n")
+    with pytest.raises(ConfigError, match="learner: turn_discount must be in"):
+        read_train_config(p)
+    p.write_text("trainer: spiral\ntop_k: 0\nlearner: {loss: dppo_topk_kl}\n")
+    with pytest.raises(ConfigError, match="learner.loss dppo_topk_kl needs top-K"):
+        read_train_config(p)
 
 
 def test_the_learner_section_reaches_the_learner_whole(tmp_path):

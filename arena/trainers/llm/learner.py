@@ -65,11 +65,13 @@ class LearnerSettings:
 
     @classmethod
     def of(cls, cfg: Any) -> "LearnerSettings":
-        return cls(loss=cfg.loss, loss_kwargs=tuple(sorted(cfg.loss_kwargs.items())), agg=cfg.agg, lr=cfg.lr,
-                   weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, epochs=cfg.epochs,
-                   minibatch=cfg.minibatch, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                   entropy_coef=cfg.entropy_coef, critic_coef=cfg.critic_coef, device=cfg.device,
-                   precision=cfg.train_precision)
+        """From a `SpiralConfig`: its ``learner:`` section, and the rollouts' length, temperature and device."""
+        s = cfg.learner
+        return cls(loss=s.loss, loss_kwargs=tuple(sorted(s.loss_kwargs.items())), agg=s.agg, lr=s.lr,
+                   weight_decay=s.weight_decay, grad_clip=s.grad_clip, epochs=s.epochs,
+                   minibatch=s.minibatch, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                   entropy_coef=s.entropy_coef, critic_coef=s.critic_coef, device=cfg.device,
+                   precision=s.train_precision)
 
 
 def minibatch_loop(settings: LearnerSettings, batch: Batch,

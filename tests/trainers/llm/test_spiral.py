@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from arena.league.manager import open_league  # noqa: E402
 from arena.match import InvalidMovePolicy  # noqa: E402
+from arena.trainers.llm.config import SpiralLearnerSettings  # noqa: E402
 from arena.trainers.registry import load_train_config  # noqa: E402
 from arena.trainers.llm.spiral import SpiralTrainer  # noqa: E402
 
@@ -18,10 +19,13 @@ CONFIGS = Path(__file__).parents[3] / "configs" / "train"
 
 
 def small(tmp_path, **changes):
+    """The tic-tac-toe config, shrunk; `changes` of the learner's settings go to its ``learner:`` section."""
     data = yaml.safe_load((CONFIGS / "spiral_tictactoe_tiny.yaml").read_text())
-    data.update(iterations=2, games_per_iter=16, concurrency=16, minibatch=64)
+    data.update(iterations=2, games_per_iter=16, concurrency=16)
+    data["learner"]["minibatch"] = 64
     data["eval"] = {"every": 2, "games": 16, "opponents": ["random"], "concurrency": 16}
     data["il"] = {"agents": ["random", "random"], "matches": 60, "epochs": 1, "lr": 2e-3, "batch_size": 64}
+    data["learner"].update({k: changes.pop(k) for k in list(changes) if k in SpiralLearnerSettings.FLAT_KEYS})
     data.update(changes)
     p = tmp_path / "cfg.yaml"
     p.write_text(yaml.safe_dump(data))
@@ -221,7 +225,7 @@ def test_rae_keyed_by_opponent_turn_discount_and_entropy_bonus(tmp_path):
         state = t.rae.state_dict()
         plain = t._samples(eps)
         t.rae.load_state_dict(state)
-        t.cfg.turn_discount = 0.5
+        t.cfg.learner.turn_discount = 0.5
         discounted = t._samples(eps)
     finally:
         t.close()
@@ -328,9 +332,41 @@ def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
     cfg = small(tmp_path, iterations=0, il=None)
     run(cfg, d)
     assert (d / "latest").resolve().name == "iter-00000"
+    # a checkpoint written before the learner's settings moved under `learner:` (its state's copy of the
+    # config flat) resumes too: the state's config is a record, never read back
+    path = d / "latest" / "trainer_state.pt"
+    state = torch.load(path, weights_only=False)
+    state["config"].update(state["config"].pop("learner"))
+    torch.save(state, path)
     t, _ = run(small(tmp_path, iterations=1, il=None), d)  # no second learner@0, no crash
     assert t.iteration == 1
     assert [p.name for p in open_league(d).players() if p.kind == "historical"] == ["learner@0", "learner@1"]
+
+
+def test_close_closes_the_league_the_trainer_opened_and_only_that_one(tmp_path):
+    import sqlite3
+
+    from arena.league.manager import League
+    from arena.trainers.llm.spiral import league_config
+
+    cfg = small(tmp_path, iterations=0, il=None)
+    t = SpiralTrainer(cfg, tmp_path / "own")
+    t.close()
+    t.close()  # a second close does nothing
+    assert t.league.lock is None
+    with pytest.raises(sqlite3.ProgrammingError):
+        t.league.store.conn.execute("SELECT 1")
+    assert open_league(t.league_dir).player("learner") is not None
+    # a league handed in is its caller's: still open after the trainer closes
+    shared = League(league_config(cfg, "shared"), tmp_path / "shared", backend="inline")
+    try:
+        t = SpiralTrainer(cfg, tmp_path / "shared" / "llm", league=shared)
+        t.close()
+        t.close()
+        assert shared.lock is not None and shared.player("learner") is not None
+    finally:
+        shared.close()
+    shared.close()
 
 
 def test_imitation_on_a_text_game_with_the_spiral_template(tmp_path):

@@ -36,8 +36,8 @@ from arena.trainers.registry import make_trainer  # noqa: E402
 
 TOL = 1e-5
 BASE = dict(trainer="spiral", game="openspiel/tic_tac_toe-v0", model="tiny", template="compact", seed=0,
-            iterations=2, games_per_iter=8, concurrency=8, epochs=2, minibatch=16, max_new_tokens=6, top_k=4,
-            threads=1, snapshot_every=1, opponent_mode="fixed", lr=1e-4,
+            iterations=2, games_per_iter=8, concurrency=8, max_new_tokens=6, top_k=4,
+            threads=1, snapshot_every=1, opponent_mode="fixed", learner={"epochs": 2, "minibatch": 16, "lr": 1e-4},
             tiny_sizes={"hidden": 32, "layers": 4, "heads": 2, "intermediate": 64},
             eval={"every": 2, "games": 4, "opponents": ["random"], "concurrency": 4})
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", COLUMNS="200")
@@ -163,9 +163,9 @@ def test_what_parallel_does_not_support_yet_is_one_line(tmp_path):
     cfg = _config(tmp_path, "critic", mode="odc")
     data = yaml.safe_load(cfg.read_text())
     with pytest.raises(ConfigError, match="does not support critic: bpco"):
-        make_trainer(cfg, tmp_path / "a", critic="bpco")
+        make_trainer(cfg, tmp_path / "a", learner={"critic": "bpco"})
     with pytest.raises(ConfigError, match="fp32 only"):
-        make_trainer(cfg, tmp_path / "b", train_precision="bf16")
+        make_trainer(cfg, tmp_path / "b", learner={"train_precision": "bf16"})
     configs = Path(__file__).parents[3] / "configs" / "train"
     r = _cli("train", str(configs / "mixed_tictactoe.yaml"), "--dir", str(tmp_path / "c"), "--parallel", "odc",
              cwd=tmp_path)

@@ -16,6 +16,7 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
+from arena.league.manager import open_league  # noqa: E402
 from arena.trainers.registry import make_trainer  # noqa: E402
 
 CONFIGS = Path(__file__).parents[3] / "configs" / "train"
@@ -81,7 +82,7 @@ def test_connect_four_greedy_beats_random(c4_run):
 @pytest.mark.recipe
 def test_connect_four_rl_improves_on_imitation_in_the_league(c4_run):
     t, folder = c4_run
-    elo = t.league.store.elo("openspiel/connect_four-v0")
+    elo = open_league(t.league_dir).elo("openspiel/connect_four-v0")
     assert elo["main"] > elo["main@il"], elo
     vs_mcts = greedy_win_rate(folder / "latest", "openspiel/connect_four-v0", "mcts:simulations=100", 100)
     print(f"connect four: main Elo {elo['main']:.0f}, imitation snapshot {elo['main@il']:.0f}; "

@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from arena.config import from_dict  # noqa: E402
+from arena.league.manager import open_league  # noqa: E402
 from arena.trainers.common import base as trainer_base  # noqa: E402
 from arena.trainers.common import metrics as metrics_mod  # noqa: E402
 from arena.trainers.common.metrics import read_metrics  # noqa: E402
@@ -69,7 +70,7 @@ TIMING = ("time", "time/", "train/env_steps_per_s")
 
 def fingerprint(t: SCCTrainer, folder) -> dict:
     """Everything a run leaves that must not depend on whether it stopped (paths made relative)."""
-    store = t.league.store
+    store = open_league(t.league_dir)
 
     def rel(s):
         return None if s is None else s.replace(str(folder), "RUN")
@@ -160,7 +161,7 @@ def test_killed_at_every_point_and_resumed_is_the_same_run(whole, tmp_path, monk
     again = train(cfg, cut)
     assert again.iteration == 4
     # the imitation teachers are the trainer's: still in the league, active, after six starts
-    first = again.league.store.player("first")
+    first = open_league(again.league_dir).player("first")
     assert first is not None and first.active and first.owner is not None
     assert_same_run(whole[0], whole[1], again, cut)
 
@@ -172,7 +173,7 @@ def test_resume_keeps_the_teachers_in_the_historical_pool(whole, tmp_path):
     cut = tmp_path / "cut"
     train(config(), cut, 2)
     again = train(config(), cut)
-    assert again.league.store.player("first").active
+    assert open_league(again.league_dir).player("first").active
     assert_same_run(t, folder, again, cut)
 
 
@@ -220,7 +221,7 @@ def test_an_old_league_database_gains_owners_and_keeps_its_trainers_players(tmp_
         c.execute("UPDATE players SET active=0 WHERE name='first'")
     c.close()
     again = train(cfg, cut)
-    store = again.league.store
+    store = open_league(again.league_dir)
     assert store.get_meta("schema") == 2
     assert store.player("main").owner == store.player("first").owner == again.owner
     assert store.player("first").active and store.player("random").owner == f"{again.owner}/config"  # its opponent
@@ -254,6 +255,6 @@ def test_imitation_from_another_leagues_replays(tmp_path):
     t = train(cfg, tmp_path / "run")
     report = t.il_report
     assert report["replays"] == 40 and report["train_moves"] > 0
-    assert t.league.store.player("main@il") is not None  # the imitation policy enters the run's league
+    assert open_league(t.league_dir).player("main@il") is not None  # the imitation policy enters the run's league
     # "first" always plays the first legal move: the clone does too, on held-out games' positions
     assert report["val_acc"] > 0.9

@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 
 from arena.config import from_dict  # noqa: E402
 from arena.errors import ConfigError  # noqa: E402
+from arena.league.manager import open_league  # noqa: E402
 from arena.trainers.policy.config import SCCConfig  # noqa: E402
 from arena.trainers.policy.scc import SCCTrainer  # noqa: E402
 
@@ -54,7 +55,7 @@ def test_imitation_clones_the_chosen_player(run):
 
 def test_roles_snapshots_and_branching_are_in_the_league(run):
     t, folder = run
-    store = t.league.store
+    store = open_league(t.league_dir)
     players = {p.name: p for p in store.players()}
     for name in ("main", "main_exploiter", "league_exploiter", "random", "main@il"):
         assert name in players, name
@@ -75,7 +76,7 @@ def test_roles_snapshots_and_branching_are_in_the_league(run):
 
 def test_every_training_match_is_committed_once_with_a_replay(run):
     t, folder = run
-    store = t.league.store
+    store = open_league(t.league_dir)
     results = store.results()
     training = [m for m in store.matches(source="external") if m.note == "training"]
     # 3 iterations x 3 learners x 12 games
@@ -114,7 +115,7 @@ def test_a_killed_run_resumes_exactly(tmp_path):
         assert a[k] == pytest.approx(b[k], abs=1e-6), k
     for k, v in whole.learners["main"].net.state_dict().items():
         assert torch.allclose(v, again.learners["main"].net.state_dict()[k], atol=1e-6), k
-    assert len(whole.league.store.results()) == len(again.league.store.results())
+    assert len(open_league(whole.league_dir).results()) == len(open_league(again.league_dir).results())
 
 
 def test_killed_between_checkpoint_and_commit_counts_nothing_twice(tmp_path, monkeypatch):
@@ -133,7 +134,7 @@ def test_killed_between_checkpoint_and_commit_counts_nothing_twice(tmp_path, mon
     monkeypatch.setattr(SCCTrainer, "_apply", real)
     again = train(config(**cfg), tmp_path / "cut")  # applies the checkpoint's pending effects, plays nothing
     assert again.iteration == 2
-    assert len(again.league.store.results()) == len(whole.league.store.results())
+    assert len(open_league(again.league_dir).results()) == len(open_league(whole.league_dir).results())
 
 
 def test_killed_after_the_teacher_matches_plays_them_once(tmp_path, monkeypatch):
@@ -148,9 +149,35 @@ def test_killed_after_the_teacher_matches_plays_them_once(tmp_path, monkeypatch)
         train(config(**cfg), tmp_path / "run")
     monkeypatch.setattr(SCCTrainer, "checkpoint", real)
     t = train(config(**cfg), tmp_path / "run")
-    teacher = [m for m in t.league.store.matches(source="external") if m.note == "imitation"]
+    teacher = [m for m in open_league(t.league_dir).matches(source="external") if m.note == "imitation"]
     assert len(teacher) == 30  # il.matches, not twice that
-    assert t.league.store.player("main@il") is not None and t.iteration == 1
+    assert open_league(t.league_dir).player("main@il") is not None and t.iteration == 1
+
+
+def test_close_closes_the_league_the_trainer_opened_and_only_that_one(tmp_path):
+    import sqlite3
+
+    from arena.league.manager import League
+    from arena.trainers.policy.scc import league_config
+
+    cfg = config(il=None, learners=[{"name": "main", "role": "main"}], iterations=0, snapshot_every=0)
+    t = SCCTrainer(cfg, tmp_path / "own")
+    t.close()
+    t.close()  # a second close does nothing
+    assert t.league.lock is None
+    with pytest.raises(sqlite3.ProgrammingError):
+        t.league.store.conn.execute("SELECT 1")
+    assert open_league(t.league_dir).player("main") is not None
+    # a league handed in is its caller's: still open after the trainer closes
+    shared = League(league_config(cfg, "shared"), tmp_path / "shared", backend="inline")
+    try:
+        t = SCCTrainer(cfg, tmp_path / "shared" / "scc", league=shared)
+        t.close()
+        t.close()
+        assert shared.lock is not None and shared.player("main") is not None
+    finally:
+        shared.close()
+    shared.close()
 
 
 def test_process_actors_overlap_with_one_version_of_lag(tmp_path):
@@ -167,8 +194,8 @@ def test_ray_actors_play_the_same_matches_as_local_ones(tmp_path):
     kw = dict(il=None, learners=[{"name": "main", "role": "main"}], iterations=1, snapshot_every=0, actors=2)
     a = train(config(**kw), tmp_path / "local")
     b = train(config(actors_backend="ray", **kw), tmp_path / "ray")
-    ra = [(r.players, r.returns, r.moves) for r in a.league.store.results()]
-    rb = [(r.players, r.returns, r.moves) for r in b.league.store.results()]
+    ra = [(r.players, r.returns, r.moves) for r in open_league(a.league_dir).results()]
+    rb = [(r.players, r.returns, r.moves) for r in open_league(b.league_dir).results()]
     assert ra == rb and len(ra) > 12
 
 

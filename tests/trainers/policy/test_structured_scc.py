@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 from arena.config import from_dict  # noqa: E402
 from arena.envs import load_plugin, make, make_core  # noqa: E402
+from arena.league.manager import open_league  # noqa: E402
 from arena.match import play_match  # noqa: E402
 from arena.match.verify import observed_moves, verify_replay  # noqa: E402
 from arena.replays import read_replay, write_replay  # noqa: E402
@@ -122,7 +123,7 @@ def test_both_learners_play_in_the_league_and_its_replays_verify(trained):
     from arena.replays import list_replays
 
     t, folder = trained
-    players = {p.name for p in t.league.store.players()}
+    players = {p.name for p in open_league(t.league_dir).players()}
     assert {"main", "main_exploiter", "random", "main@il"} <= players
     paths = list_replays(folder)
     assert len(paths) >= 4 * 2 * 32  # every match of both learners, four iterations

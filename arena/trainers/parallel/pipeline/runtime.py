@@ -47,7 +47,7 @@ class LMPipeline:
         self.settings = settings or LearnerSettings()
         if self.settings.precision != "fp32":
             raise PipelineError(f"pipeline parallelism runs fp32 only for now, got train precision "
-                                f"{self.settings.precision!r}: set train_precision: fp32")
+                                f"{self.settings.precision!r}: set learner.train_precision: fp32")
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)

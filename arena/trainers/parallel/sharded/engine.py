@@ -30,7 +30,7 @@ class StepResult:
 def _check(settings, model, device: str, causal_lm: bool = True) -> None:
     if settings.precision != "fp32":
         raise ODCError(f"sharded training runs fp32 only for now, got train precision {settings.precision!r}: "
-                       "set train_precision: fp32")
+                       "set learner.train_precision: fp32")
     if causal_lm:
         _llama_parts(model)  # a PipelineError naming what a Llama-style causal LM has
 
