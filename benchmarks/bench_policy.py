@@ -3,7 +3,7 @@
 Side by side in one process run, on Connect Four (`openspiel/connect_four-v0`):
 
 1. **Vectorised actors**: 64 concurrent games in lock step with one batched forward pass a tick
-   (`arena.match.lockstep.play_lockstep`, one shared `policy:` agent) against the same policy
+   (`arena.match.pool.play_lockstep`, one shared `policy:` agent) against the same policy
    playing one game at a time through `play_match` (a forward pass a move). Both sides play
    policy vs policy, the same seeds, the same network. Goal: >= 10x moves/s.
 2. **League matches/s** with two neural players (two `policy:` checkpoints) against two random
@@ -51,7 +51,7 @@ def _policy_folder(root: Path, seed: int) -> Path:
 def bench_vectorised(root: Path, games: int = 64, rounds: int = 3) -> dict:
     from arena.agents.specs import make_agent
     from arena.envs.registry import make_core
-    from arena.match.lockstep import play_lockstep
+    from arena.match.pool import play_lockstep
     from arena.match.loop import play_match
 
     spec = f"policy:{_policy_folder(root, 1)}"

@@ -4,7 +4,7 @@ Side by side in one process run, on the simultaneous-move test game with StarCra
 (`tests/plugins/squad_games.py`: entities, a map and scalars in, a type / units / target-or-cell
 move out; one structured policy, untrained, sampling, in both seats of 64 matches):
 
-1. **lock step, simultaneous moves batched**: `arena.match.lockstep.play_lockstep`; every seat of
+1. **lock step, simultaneous moves batched**: `arena.match.pool.play_lockstep`; every seat of
    every match still going answers its tick in one `act_batch` call (128 moves a forward pass at
    the start);
 2. **lock step, one move a call**: the same matches and seeds with the policy wrapped so it has no
@@ -64,7 +64,7 @@ def _rate(play, seeds) -> float:
 
 def bench(games: int, rounds: int) -> dict:
     from arena.envs import load_plugin
-    from arena.match.lockstep import play_lockstep
+    from arena.match.pool import play_lockstep
     from arena.match.loop import play_match
 
     load_plugin("plugins.squad_games")

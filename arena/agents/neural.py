@@ -8,7 +8,7 @@ It reads the game's structured view (`Observation.raw`: the observation tensor a
 mask), so it plays any game whose spaces match the ones it was trained on, anywhere an agent
 plays: ``arena play``, leagues, human play, evaluation. An illegal move is never chosen: the
 mask sets illegal actions to probability 0. ``act_batch`` answers many observations with one
-forward pass (`arena.match.lockstep` gives it the moves of many concurrent matches at once).
+forward pass (`arena.match.pool` gives it the moves of many concurrent matches at once).
 
 Loaded networks are cached per process by path and modification time, so a league that builds
 the agent for every match loads the weights once.

@@ -1,6 +1,6 @@
 """The league: who plays whom, results recorded exactly once, ratings, snapshots, resume.
 
-`League.run` keeps up to ``in_flight`` matches queued on the executor, commits
+`League.run` keeps up to ``in_flight`` matches queued on the match pool (`arena.match.pool`), commits
 each batch of finished matches (results, replays, Elo, OpenSkill, payoff) in one
 transaction, feeds learning players, snapshots and resets them by their
 role's rules, and stops at the match budget. Stop it at any moment (Ctrl-C,
@@ -61,16 +61,16 @@ from typing import Callable
 
 import numpy as np
 
-from arena.errors import AgentSpecError, ConfigError, IncompatibleAgent
+from arena.errors import AgentSpecError, ArenaError, ConfigError, IncompatibleAgent
 from arena.fsio import sync_folder
 from arena.league.config import LeagueConfig
-from arena.league.executor import make_executor
 from arena.league.learners import make_learner
 from arena.league.lock import LOCK_FILE, writer_lock
 from arena.league.protocols import LearningPlayer, Pairing
 from arena.league.roles import Member, after_update, choose_opponent
 from arena.league.storage import OVERALL, LeagueStore, MatchRow, PlayerRow, ResultRow, check_rating_settings
 from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.match.pool import JobsWork, MatchPool
 from arena.match.runner import MatchJob, keep_replay
 from arena.replays.format import LEAGUE_DB, Replay, ReplayError, parse_replay, read_replay, replay_path
 
@@ -633,14 +633,21 @@ class League:
         """Play until `matches` results (default: the config's budget) are committed."""
         target = self.cfg.matches if matches is None else matches
         recovered = self.recover()
-        executor = make_executor(self.backend, self.cfg.workers, self.address)
+        # The league's matches on the one match pool: a worker that dies loses only the matches it held
+        # (returned as `WorkerLost`, re-queued below); a full disk is raised at once (re-queueing would only
+        # fail the same way; matches whose replays made it to disk are committed from them on the next run).
+        executor = MatchPool(self.backend, self.cfg.workers, address=self.address)
         inflight: dict[str, MatchRow] = {}
         # The budget counts the league's own matches; counted in memory after one query (external
         # commits, e.g. a human playing a league player, never count toward it).
         committed = [self.store.result_count("league")]
         count = lambda: committed[0]  # noqa: E731
         started, done_at_start = time.perf_counter(), count()
-        failures = 0
+        failures = streak = 0
+        # Matches that fail one after another with nothing committed between them (an agent that cannot
+        # be built in a worker, a game that raises at reset): past this many the run stops and says why,
+        # instead of scheduling new matches that fail the same way forever.
+        give_up = max(20, 2 * self.cfg.in_flight * self.cfg.max_attempts)
         try:
             while True:
                 done = count()
@@ -661,15 +668,22 @@ class League:
                             rows.append(row)
                     for row in rows:
                         inflight[row.match_id] = row
-                        executor.submit(self.job(row))
+                        executor.send(row.match_id, JobsWork([self.job(row)]))
                 finished = []
-                for mid, out in executor.wait(timeout=0.5):
+                for mid, out in executor.recv(timeout=0.5):
                     inflight.pop(mid, None)
+                    out = out if isinstance(out, BaseException) else out[0]
                     if isinstance(out, BaseException):
                         failures += 1
-                        self.store.requeue(mid, f"{type(out).__name__}: {out}", self.cfg.max_attempts)
+                        streak += 1
+                        why = f"{type(out).__name__}: {out}"
+                        self.store.requeue(mid, why, self.cfg.max_attempts)
+                        if streak >= give_up:
+                            raise ArenaError(f"league stopped: {streak} matches failed in a row and none finished; "
+                                             f"the last: {why.splitlines()[0][:300]}")
                     else:
                         finished.append((mid, out))
+                        streak = 0
                 committed[0] += sum(self.commit_many(finished))
                 if on_progress is not None:
                     elapsed = time.perf_counter() - started
@@ -678,7 +692,7 @@ class League:
                     on_progress({"done": now_done, "target": target, "inflight": len(inflight),
                                  "rate": new / elapsed if elapsed > 0 else 0.0, "failures": failures})
         finally:
-            executor.shutdown()
+            executor.close()
         elapsed = time.perf_counter() - started
         new = count() - done_at_start
         return {"results": count(), "new": new, "seconds": elapsed,

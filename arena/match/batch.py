@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Sequence
+from typing import Callable, Collection, Sequence
 
 from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
-from arena.envs.registry import load_plugin, make_core
+from arena.envs.registry import make_core
 from arena.match.loop import InvalidMovePolicy, MatchResult, check_agent_count
-from arena.match.runner import MatchJob, run_match_job
-from arena.procs import die_with
+from arena.match.pool import JobsWork, MatchPool, play_jobs
+from arena.match.runner import MatchJob
 
 
 def schedule(n: int, specs: Sequence[str], seed: int, swap_seats: bool, game_id: str, *,
@@ -35,93 +32,6 @@ def schedule(n: int, specs: Sequence[str], seed: int, swap_seats: bool, game_id:
                              max_moves=max_moves, replay_dir=replay_dir, compress=compress, keep_replay=record,
                              plugins=tuple(plugins), seats=seats))
     return jobs
-
-
-def _play_jobs(game: str, specs: Sequence[str], jobs: Iterable[MatchJob], plugins: Sequence[str] = (),
-               game_kwargs: dict | None = None, on_result: Callable[[MatchResult], None] | None = None,
-               cache: dict | None = None) -> list[MatchResult]:
-    for mod in plugins:
-        load_plugin(mod)
-    key = (game, repr(sorted((game_kwargs or {}).items())), tuple(specs))
-    if cache is not None and key in cache:
-        core, agents = cache[key]
-    else:
-        core = make_core(game, **(game_kwargs or {}))
-        # One agent object per spec, built once and reset with a per-match seed.
-        agents = [make_agent(s, core, derive_seed(0, k)) for k, s in enumerate(specs)]
-        if cache is not None:
-            cache.clear()
-            cache[key] = (core, agents)
-    results = []
-    for job in jobs:
-        res = run_match_job(job, agents=[agents[k] for k in job.seats], core=core)
-        results.append(res)
-        if on_result is not None:
-            on_result(res)
-        if any(getattr(a, "stop_requested", False) for a in agents):
-            break  # an agent ended the run (a person who quit): the matches played so far stand
-    return results
-
-
-def _batched_agents(core, specs: Sequence[str]) -> dict:
-    """The agents among `specs` that answer many moves in one call (neural policies), built once."""
-    out = {}
-    for k, spec in enumerate(specs):
-        agent = make_agent(spec, core, derive_seed(0, k))
-        if callable(getattr(agent, "act_batch", None)):
-            out[spec] = agent
-    return out
-
-
-def _play_jobs_lockstep(game: str, specs: Sequence[str], jobs: Sequence[MatchJob], shared: dict,
-                        plugins: Sequence[str], game_kwargs: dict | None,
-                        on_result: Callable[[MatchResult], None] | None, chunk: int = 64) -> list[MatchResult]:
-    """The jobs in lock step, `chunk` matches at a time: each neural policy answers every match it plays in
-    with one forward pass a tick (`arena.match.lockstep`); replays, seats and results as `run_match_job`'s."""
-    from arena.match.lockstep import play_lockstep
-    from arena.match.runner import finish_job
-
-    for mod in plugins:
-        load_plugin(mod)
-    for agent in shared.values():
-        agent.reset(jobs[0].seed if jobs else 0)
-    results: list[MatchResult] = []
-    for i in range(0, len(jobs), chunk):
-        part = list(jobs[i:i + chunk])
-        first = part[0]
-        write = first.replay_dir is not None or first.replay_blob
-
-        def done(res: MatchResult, part=part) -> None:
-            finish_job(next(j for j in part if j.match_id == res.match_id), res)
-            if on_result is not None:
-                on_result(res)
-
-        results += play_lockstep(game, [list(j.specs) for j in part], [j.seed for j in part], policy=first.policy,
-                                 max_moves=first.max_moves,
-                                 record=first.record if write or first.keep_replay else False,
-                                 game_kwargs=game_kwargs, match_ids=[j.match_id for j in part], shared=shared,
-                                 on_result=done)
-    return results
-
-
-_WORKER_CACHE: dict = {}
-
-
-def _init_worker(owner: int) -> None:
-    # Ctrl-C goes to the whole process group: the parent stops the run and prints what finished;
-    # a worker that also raised KeyboardInterrupt would only print its traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with(owner)  # and the workers die with this process, even on kill -9
-
-
-def _worker(args):
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        # A forked child whose parent already ran torch ops: the parent's OpenMP thread pool does not
-        # survive the fork and the child's first parallel op would wait on it forever; one intra-op
-        # thread per worker needs no pool (and workers x threads would oversubscribe the cores anyway).
-        torch.set_num_threads(1)
-    return _play_jobs(*args, cache=_WORKER_CACHE)
 
 
 def play_matches(
@@ -164,25 +74,21 @@ def play_matches(
         n = len(jobs)
         if not jobs:
             return []
-    common = (tuple(plugins), game_kwargs)
-    if (workers <= 1 or n <= 1) and move_time_limit is None and "human" not in specs:
-        batched = _batched_agents(core, specs)
-        if batched:
-            return _play_jobs_lockstep(game, specs, jobs, batched, plugins, game_kwargs, on_result)
+    # A neural policy among the specs answers its moves of many matches in one call (lock step).
+    lockstep = move_time_limit is None and "human" not in specs and any(
+        callable(getattr(make_agent(spec, core, derive_seed(0, k)), "act_batch", None))
+        for k, spec in enumerate(specs))
     if workers <= 1 or n <= 1:
-        return _play_jobs(game, list(specs), jobs, *common, on_result=on_result)
+        return play_jobs(jobs, lockstep=lockstep, on_result=on_result)
     workers = min(workers, n)
-    for k, spec in enumerate(specs):  # warm per-process caches (CFR policies) before forking
-        if spec != "human":
-            make_agent(spec, core, derive_seed(0, k))
     # Small chunks stream results back (progress, and a clean stop keeps what finished); each worker
-    # keeps its game and agents between chunks.
+    # keeps its game and agents between chunks. Forked workers inherit the caches warmed above (CFR
+    # policies are solved once, here).
     size = max(1, min(10, n // (workers * 8)))
-    chunks = [jobs[i:i + size] for i in range(0, n, size)]
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    chunks = [JobsWork(jobs[i:i + size], lockstep=lockstep) for i in range(0, n, size)]
     results: list[MatchResult] = []
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
-        for part in pool.imap_unordered(_worker, [(game, list(specs), c, *common) for c in chunks]):
+    with MatchPool("local", workers, start="fork") as pool:
+        for _, part in pool.stream(chunks):
             results.extend(part)
             if on_result is not None:
                 for r in part:

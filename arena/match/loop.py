@@ -36,7 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from importlib.metadata import version as _pkg_version
-from typing import Any, Sequence
+from itertools import islice
+from typing import Any, Callable, Iterable, Sequence
 
 from arena.agents.base import Forfeit, derive_seed
 from arena.agents.specs import make_agent
@@ -350,6 +351,292 @@ def check_agent_count(core: GameCore, given: int) -> None:
                              f"got {given} agent spec{'s' if given != 1 else ''}: give one per seat, e.g. {example}")
 
 
+class Match:
+    """One match in flight: the engine's unit, and everything `play_match` used to keep in local
+    variables.
+
+    `advance` plays the match until it ends (then ``result`` is set) or until a *batched* agent must
+    answer (one with ``act_batch(observations) -> moves``, seated with ``batched=True``): the
+    observation is then queued for that agent in `waiting` and `advance` returns True; the answer
+    comes back through `answer`, and the next `advance` goes on from it. `run_matches` is the loop
+    that drives many matches so (every waiting move of a batched agent, across all of them, in one
+    call); `play_match` is one match with nothing batched: one `advance` plays it to its end.
+
+    The hot path (see the module docstring) is one loop inside `advance`; a batched answer re-enters
+    it after the agent call, so the rules (legality, the invalid-move policy, replays) are written
+    once for both.
+    """
+
+    __slots__ = ("core", "policy", "mode", "match_id", "seed", "specs", "game_kwargs", "max_moves", "limit_s",
+                 "acts", "enders", "rows", "invalid", "t_total", "t_max", "calls", "slow", "t", "outcome", "started",
+                 "timer", "pend", "joint", "result", "index", "hot")
+
+    def __init__(self, game: Any, agents: Sequence[Any], seed: int | None = None,
+                 policy: InvalidMovePolicy | None = None, move_time_limit: float | None = None,
+                 max_moves: int | None = None, match_id: str | None = None, record: bool | str = True,
+                 game_kwargs: dict | None = None, *, batched: bool = False, shared: dict[str, Any] | None = None,
+                 index: int = 0):
+        """`agents`: objects or spec strings (a spec found in `shared` is played by that object).
+        `batched`: ask agents that have ``act_batch`` through `run_matches`' batched calls; such an
+        agent is shared by the matches and is not reset per match (seed it once)."""
+        self.policy = policy = policy or _DEFAULT_POLICY
+        self.mode = mode = record_mode(record)
+        self.core = core = game if isinstance(game, GameCore) else make_core(game, **(game_kwargs or {}))
+        n = len(core.players)
+        check_agent_count(core, len(agents))
+        # One pass over the seats for everything the match needs of an agent (a match of tic-tac-toe
+        # is a few microseconds: per-match work counts as much as per-move work).
+        specs, acts, legal_acts, resets, observers, enders = [], [], [], [], [], []
+        seated: list[Any] = [None] * n
+        for i, a in enumerate(agents):
+            if isinstance(a, str):
+                spec = a
+                a = shared.get(spec) if shared else None
+                if a is None:
+                    a = make_agent(spec, core, derive_seed(seed, i))
+            else:
+                spec = getattr(a, "spec", type(a).__name__)
+            specs.append(spec)
+            acts.append(a.act)
+            if batched and callable(getattr(a, "act_batch", None)):
+                seated[i] = a
+                legal_acts.append(None)
+                # A batched agent keeps what it needs per match itself (keyed by the core and the seat);
+                # `seat_match` tells it the seed a per-match agent of its seat would be reset with.
+                hook = getattr(a, "seat_match", None)
+                if hook is not None:
+                    hook(core, i, derive_seed(seed, i))
+            else:
+                # `act_legal(legal)`: the agent's move from the legal list alone (`BaseAgent.act_legal`).
+                legal_acts.append(getattr(a, "act_legal", None))
+                hook = getattr(a, "reset", None)
+                if hook is not None:
+                    resets.append((i, hook))
+            hook = getattr(a, "observe", None)
+            if callable(hook):
+                observers.append((i, hook))
+            hook = getattr(a, "match_over", None)
+            if hook is not None:
+                enders.append((i, hook))
+        self.specs, self.acts, self.enders = specs, acts, enders
+        self.match_id = match_id or new_match_id(core.game_id, seed)
+        self.seed, self.game_kwargs, self.max_moves, self.limit_s, self.index = seed, game_kwargs, max_moves, \
+            move_time_limit, index
+        self.started = _perf()
+        core.reset(seed)
+        for i, hook in resets:
+            hook(derive_seed(seed, i))
+        self.rows = rows = [] if mode is not None else None
+        self.invalid, self.t_total, self.t_max, self.calls = invalid, t_total, t_max, calls = \
+            [0] * n, [0.0] * n, [0.0] * n, [0] * n
+        self.slow = None  # built at the first move that is not a plain legal one
+        self.t, self.outcome = 0, "normal"
+        self.timer = timer = _Timer(move_time_limit) if move_time_limit is not None else None
+        # What `advance` reads, in one tuple (a batched match re-enters `advance` at every move):
+        # the core's bound methods are made once a match, not once a move.
+        # `apply` without a Python call where the core has one (`OpenSpielCore.apply_fast`): it raises where
+        # `apply` returns a reason, and `apply` is then asked for it. A core whose `apply` was replaced on
+        # the instance (a viewer counting the moves it applies, `arena.match.verify.resimulate_steps`)
+        # keeps every move going through that `apply`.
+        apply_fast = getattr(core, "apply_fast", None) if "apply" not in vars(core) else None
+        self.hot = (core, rows, seated, mode == "text", invalid, t_total, t_max, calls, acts, legal_acts, observers,
+                    max_moves if max_moves is not None else float("inf"),
+                    timer.call if timer is not None else None, core.current_player, core.apply,
+                    core.action_to_text, apply_fast, core.legal_actions, core.text)
+        #: A batched answer to this match's move (player, observation, move, seconds), or None.
+        self.pend = None
+        #: A simultaneous tick waiting on batched calls: the first attempts answered so far, by player.
+        self.joint: dict | None = None
+        self.result: MatchResult | None = None
+
+    def _slow(self) -> _Slow:
+        timer = self.timer
+        self.slow = _Slow(self.core, self.acts, timer.call if timer is not None else None, self.limit_s, self.rows,
+                          self.mode == "text", self.invalid, self.t_total, self.t_max, self.calls,
+                          self.policy.allowance)
+        return self.slow
+
+    def answer(self, p: int, obs: Observation, a: Any, dt: float) -> None:
+        """A batched agent's move `a` for the observation `advance` queued (or a `_Failed`)."""
+        if self.joint is not None:  # a simultaneous move: judged with the others of its tick
+            self.joint[p] = (obs, a, dt)
+        else:
+            self.pend = (p, obs, a, dt)
+
+    def advance(self, waiting: dict | None = None) -> bool:
+        """Play on until the match ends (returns False; ``result`` is set) or a batched agent must
+        answer: its observation goes into ``waiting[id(agent)] = (agent, [(match, player, obs), ...])``
+        and this returns True."""
+        # The hot loop: one turn is cur(), the legal list, the agent call between two clock reads (with an
+        # Observation, or the list alone for an agent that has `act_legal`), a membership test in the list the
+        # agent was shown, apply(), and a tuple for the replay. The legal list (None where the game has none)
+        # is asked once a move, shown to the agent and checked against: no second legality check in Python
+        # when the agent picks from it.
+        (core, rows, batched, text_mode, invalid, t_total, t_max, calls, acts, legal_acts, observers, limit, call,
+         cur, apply, to_text, apply_fast, legal_of, view) = self.hot
+        forfeiter, reason, slow, t = None, "", self.slow, self.t
+        timer, limit_s = self.timer, self.limit_s
+        Shown, perf = ShownLegal, _perf
+        text = atext = None
+        pend, self.pend = self.pend, None
+        if timer is not None:
+            timer.__enter__()
+        try:
+            while True:
+                if pend is None:
+                    p = cur()
+                    if p < 0:
+                        if p != SIMULTANEOUS:
+                            break  # TERMINAL
+                        if t >= limit:
+                            self.outcome, reason = "max_moves", f"stopped after {self.max_moves} moves"
+                            break
+                        first, self.joint = self.joint, None
+                        if first is None and waiting is not None:
+                            now = [q for q in core.acting_players() if batched[q] is not None]
+                            if now:  # their first attempts go into this tick's batched calls
+                                self.joint = {}
+                                for q in now:
+                                    agent = batched[q]
+                                    waiting.setdefault(id(agent), (agent, []))[1].append(
+                                        (self, q, Observation(core, q, t)))
+                                self.t, self.slow = t, slow
+                                return True
+                        if slow is None:
+                            slow = self._slow()
+                        joint, forfeiter, reason = slow.joint_step(t, first)
+                        if forfeiter is not None:
+                            break
+                        for i, obs_fn in observers:
+                            for q, a in joint.items():
+                                if q != i:
+                                    obs_fn(q, a)
+                        t += 1
+                        continue
+                    if t >= limit:
+                        self.outcome, reason = "max_moves", f"stopped after {self.max_moves} moves"
+                        break
+                    legal = legal_of(p)
+                    agent = batched[p]
+                    if agent is not None:
+                        waiting.setdefault(id(agent), (agent, []))[1].append((self, p, Shown(core, p, t, legal)))
+                        self.t, self.slow = t, slow
+                        return True
+                    fn = legal_acts[p]
+                    if fn is not None and legal and type(legal) is list:
+                        obs = None  # built only if a move outside the list needs judging
+                        arg = legal
+                    else:
+                        fn = acts[p]
+                        obs = arg = Shown(core, p, t, legal)
+                    t0 = perf()
+                    try:
+                        a = fn(arg) if call is None else call(fn, arg)
+                    except (MoveTimeout, Exception) as e:  # not KeyboardInterrupt: a person stopping the run stops it
+                        a = _Failed(e, limit_s)
+                    dt = perf() - t0
+                else:  # a batched agent's answer to the move this match stopped at
+                    p, obs, a, dt = pend
+                    pend = None
+                    legal = obs._legal
+                calls[p] += 1
+                t_total[p] += dt
+                if dt > t_max[p]:
+                    t_max[p] = dt
+                tp = type(a)
+                if (tp is int or tp is str) and type(legal) is list and a in legal:
+                    # The agent chose from the legal list it was shown: nothing to validate.
+                    if text_mode:
+                        text = obs.text if obs is not None else view(p)
+                        try:
+                            atext = to_text(p, a)
+                        except Exception:
+                            atext = None
+                    if apply_fast is not None:
+                        try:
+                            apply_fast(a)
+                            why = None
+                        except Exception:
+                            why = apply(p, a)
+                    else:
+                        why = apply(p, a)
+                    if why is None:
+                        if rows is not None:
+                            rows.append((t, p, text, a if tp is int else encode_action(a), atext, "ok", None, dt))
+                    else:  # the engine refused it after all
+                        if rows is not None:
+                            rows.append((t, p, text, encode_action(a), None, "invalid", why, dt))
+                        if slow is None:
+                            slow = self._slow()
+                        a, forfeiter, reason = slow.finish_turn(p, t, None, "invalid", why)
+                        if forfeiter is not None:
+                            break
+                else:
+                    if slow is None:
+                        slow = self._slow()
+                    if obs is None:
+                        obs = Shown(core, p, t, legal)
+                    norm, event, why = slow.judge(p, t, obs, a, dt)
+                    a, forfeiter, reason = slow.finish_turn(p, t, norm, event, why)
+                    if forfeiter is not None:
+                        break
+                if observers:
+                    for i, obs_fn in observers:
+                        if i != p:
+                            obs_fn(p, a)
+                t += 1
+        finally:
+            if timer is not None:
+                timer.__exit__(None, None, None)
+        self.t = t
+        self.result = finish_match(core, self.policy, self.mode, self.match_id, self.seed, self.specs,
+                                   self.game_kwargs, self.max_moves, rows, forfeiter, self.outcome, reason, t, invalid,
+                                   t_total, t_max, calls, self.started, self.enders)
+        return False
+
+
+def run_matches(matches: Iterable[Match], on_result: Callable[[MatchResult], None] | None = None,
+                width: int | None = None) -> None:
+    """Play `matches` to their ends together: each plays until a batched agent must answer; then every
+    waiting move of each batched agent, across all of the matches, goes into one ``act_batch`` call
+    (in a simultaneous-move game every batched player of a tick answers in the same calls, both seats
+    of a self-play match in one forward pass), and the matches go on. Agents that are not batched
+    are asked one move at a time inside `Match.advance`. A batched call that raises counts as a
+    failed move of every match in it. `on_result` gets each result as its match ends.
+
+    `width`: at most this many matches in flight; `matches` is then read lazily (an iterator of
+    matches made as they are needed) and a match that ends makes room for the next, so the batched
+    calls stay full until the last matches."""
+    source = iter(matches)
+    active: list[Match] = []
+    while True:
+        active += source if width is None else islice(source, max(0, width - len(active)))
+        if not active:
+            break
+        waiting: dict[int, tuple[Any, list]] = {}
+        still = []
+        for m in active:  # (a match that ends makes room for the next, which plays in this same round)
+            if m.advance(waiting):
+                still.append(m)
+            else:
+                if on_result is not None:
+                    on_result(m.result)
+                if width is not None:
+                    active.extend(islice(source, 1))
+        for agent, items in waiting.values():
+            t0 = _perf()
+            try:
+                moves = list(agent.act_batch([obs for _, _, obs in items]))
+                if len(moves) != len(items):
+                    raise RuntimeError(f"act_batch returned {len(moves)} moves for {len(items)} observations")
+            except (MoveTimeout, Exception) as e:
+                moves = [_Failed(e, None)] * len(items)
+            dt = (_perf() - t0) / len(items)
+            for (m, p, obs), a in zip(items, moves):
+                m.answer(p, obs, a, dt)
+        active = still
+
+
 def play_match(
     game: Any,
     agents: Sequence[Any],
@@ -367,157 +654,13 @@ def play_match(
     `record`: what the replay (``result.replay``) holds: ``"text"`` (or True, the default) each
     player's observation text and the move's text too, ``"actions"`` only what re-simulation
     needs (`arena.replays.format`), False no replay at all.
+
+    The engine's pool of one: a `Match` with nothing batched, which one `Match.advance` plays to
+    its end (what `run_matches` would do for it, without the round's bookkeeping).
     """
-    policy = policy or _DEFAULT_POLICY
-    mode = record_mode(record)
-    core: GameCore = game if isinstance(game, GameCore) else make_core(game, **(game_kwargs or {}))
-    n = len(core.players)
-    check_agent_count(core, len(agents))
-    # One pass over the seats for everything the match needs of an agent (a match of tic-tac-toe
-    # is a few microseconds: per-match work counts as much as per-move work).
-    specs, acts, legal_acts, resets, observers, enders = [], [], [], [], [], []
-    for i, a in enumerate(agents):
-        if isinstance(a, str):
-            a = make_agent(a, core, derive_seed(seed, i))
-        specs.append(getattr(a, "spec", type(a).__name__))
-        acts.append(a.act)
-        # `act_legal(legal)`: the agent's move from the legal list alone (`BaseAgent.act_legal`), no Observation.
-        legal_acts.append(getattr(a, "act_legal", None))
-        hook = getattr(a, "reset", None)
-        if hook is not None:
-            resets.append((i, hook))
-        hook = getattr(a, "observe", None)
-        if callable(hook):
-            observers.append((i, hook))
-        hook = getattr(a, "match_over", None)
-        if hook is not None:
-            enders.append((i, hook))
-    match_id = match_id or new_match_id(core.game_id, seed)
-    started = _perf()
-
-    core.reset(seed)
-    for i, hook in resets:
-        hook(derive_seed(seed, i))
-
-    rows: list[tuple] | None = [] if mode is not None else None
-    text_mode = mode == "text"
-    invalid = [0] * n
-    t_total = [0.0] * n
-    t_max = [0.0] * n
-    calls = [0] * n
-    forfeiter: int | None = None
-    outcome, reason = "normal", ""
-    limit = max_moves if max_moves is not None else float("inf")
-    timer = _Timer(move_time_limit) if move_time_limit is not None else None
-    call = timer.call if timer is not None else None
-    slow: _Slow | None = None  # built at the first move that is not a plain legal one
-    slow_args = (core, acts, call, move_time_limit, rows, text_mode, invalid, t_total, t_max, calls, policy.allowance)
-    # The hot loop: one turn is cur(), the legal list, the agent call between two clock reads (with an
-    # Observation, or the list alone for an agent that has `act_legal`), a membership test in the list the
-    # agent was shown, apply(), and a tuple for the replay.
-    cur, apply, to_text = core.current_player, core.apply, core.action_to_text
-    # `apply` without a Python call where the core has one (`OpenSpielCore.apply_fast`): it raises where
-    # `apply` returns a reason, and `apply` is then asked for it.
-    # A core whose `apply` was replaced on the instance (a viewer counting the moves it applies,
-    # `arena.match.verify.resimulate_steps`) keeps every move going through that `apply`.
-    apply_fast = getattr(core, "apply_fast", None) if "apply" not in vars(core) else None
-    # The legal list (None where the game has none) is asked once a move, shown to the agent and
-    # checked against: no second legality check in Python when the agent picks from it.
-    legal_of, view = core.legal_actions, core.text
-    Shown, perf = ShownLegal, _perf
-    text = atext = None
-    t = 0
-    if timer is not None:
-        timer.__enter__()
-    try:
-        while True:
-            p = cur()
-            if p < 0:
-                if p != SIMULTANEOUS:
-                    break  # TERMINAL
-                if t >= limit:
-                    outcome, reason = "max_moves", f"stopped after {max_moves} moves"
-                    break
-                if slow is None:
-                    slow = _Slow(*slow_args)
-                joint, forfeiter, reason = slow.joint_step(t)
-                if forfeiter is not None:
-                    break
-                for i, obs_fn in observers:
-                    for q, a in joint.items():
-                        if q != i:
-                            obs_fn(q, a)
-                t += 1
-                continue
-            if t >= limit:
-                outcome, reason = "max_moves", f"stopped after {max_moves} moves"
-                break
-            legal = legal_of(p)
-            fn = legal_acts[p]
-            if fn is not None and legal and type(legal) is list:
-                obs = None  # built only if a move outside the list needs judging
-                arg = legal
-            else:
-                fn = acts[p]
-                obs = arg = Shown(core, p, t, legal)
-            t0 = perf()
-            try:
-                a = fn(arg) if call is None else call(fn, arg)
-            except (MoveTimeout, Exception) as e:  # not KeyboardInterrupt: a person stopping the run stops it
-                a = _Failed(e, move_time_limit)
-            dt = perf() - t0
-            calls[p] += 1
-            t_total[p] += dt
-            if dt > t_max[p]:
-                t_max[p] = dt
-            tp = type(a)
-            if (tp is int or tp is str) and type(legal) is list and a in legal:
-                # The agent chose from the legal list it was shown: nothing to validate.
-                if text_mode:
-                    text = obs.text if obs is not None else view(p)
-                    try:
-                        atext = to_text(p, a)
-                    except Exception:
-                        atext = None
-                if apply_fast is not None:
-                    try:
-                        apply_fast(a)
-                        why = None
-                    except Exception:
-                        why = apply(p, a)
-                else:
-                    why = apply(p, a)
-                if why is None:
-                    if rows is not None:
-                        rows.append((t, p, text, a if tp is int else encode_action(a), atext, "ok", None, dt))
-                else:  # the engine refused it after all
-                    if rows is not None:
-                        rows.append((t, p, text, encode_action(a), None, "invalid", why, dt))
-                    if slow is None:
-                        slow = _Slow(*slow_args)
-                    a, forfeiter, reason = slow.finish_turn(p, t, None, "invalid", why)
-                    if forfeiter is not None:
-                        break
-            else:
-                if slow is None:
-                    slow = _Slow(*slow_args)
-                if obs is None:
-                    obs = Shown(core, p, t, legal)
-                norm, event, why = slow.judge(p, t, obs, a, dt)
-                a, forfeiter, reason = slow.finish_turn(p, t, norm, event, why)
-                if forfeiter is not None:
-                    break
-            if observers:
-                for i, obs_fn in observers:
-                    if i != p:
-                        obs_fn(p, a)
-            t += 1
-    finally:
-        if timer is not None:
-            timer.__exit__(None, None, None)
-
-    return finish_match(core, policy, mode, match_id, seed, specs, game_kwargs, max_moves, rows, forfeiter, outcome,
-                        reason, t, invalid, t_total, t_max, calls, started, enders)
+    m = Match(game, agents, seed, policy, move_time_limit, max_moves, match_id, record, game_kwargs)
+    m.advance()
+    return m.result
 
 
 def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, match_id: str, seed: int | None,
@@ -526,7 +669,7 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
                  t_max: list[float], calls: list[int], started: float, enders: list) -> MatchResult:
     """The `MatchResult` (and its replay) of a match that has stopped: the returns (the invalid-move
     policy's for a forfeit), the winner, and the agents' ``match_over`` hooks. Shared by `play_match`
-    and the lock-step driver (`arena.match.lockstep`), so both write the same replays."""
+    and the lock-step driver (`arena.match.pool`), so both write the same replays."""
     n = len(core.players)
     if forfeiter is not None:
         outcome = "forfeit"

@@ -335,6 +335,30 @@ def test_matches_left_running_by_stopped_processes_never_spend_attempts(tmp_path
     assert [m.attempts for m in store.matches()] == [1] * 6
 
 
+def test_a_league_whose_every_match_fails_stops_and_says_why(tmp_path, monkeypatch):
+    """Every match failing in the workers (here: each piece of work raises) used to schedule new
+    matches forever; the run now stops with one line naming the last failure, and what failed is
+    recorded (each match re-queued until its attempts are spent)."""
+    from arena.errors import ArenaError
+    from arena.match import pool
+
+    def broken(self):
+        raise RuntimeError("game engine crashed at reset")
+
+    monkeypatch.setattr(pool.JobsWork, "run", broken)
+    d = tmp_path / "league"
+    league = League(load_league_config(write(tmp_path / "a.yaml", max_attempts=2)), d, backend="inline")
+    with pytest.raises(ArenaError) as e:
+        league.run()
+    msg = str(e.value)
+    assert "failed in a row and none finished" in msg and "game engine crashed at reset" in msg and "\n" not in msg
+    store = open_league(d)
+    assert store.result_count() == 0 and store.status_counts().get("failed", 0) >= 1
+    monkeypatch.undo()  # the cause fixed: the same league plays its budget
+    assert League(load_league_config(write(tmp_path / "a.yaml", max_attempts=2)), d,
+                  backend="inline").run()["results"] == 6
+
+
 def test_a_worker_failure_still_counts_toward_max_attempts(tmp_path):
     d = tmp_path / "league"
     league = League(load_league_config(write(tmp_path / "a.yaml", max_attempts=2)), d, backend="inline")

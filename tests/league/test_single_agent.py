@@ -13,7 +13,7 @@ from arena.cli import app
 from arena.config import from_dict
 from arena.errors import ConfigError
 from arena.league.config import LeagueConfig
-from arena.league.executor import run_job
+from arena.match.pool import JobsWork
 from arena.league.manager import League, common_seed
 from arena.league.queries import return_rows
 from arena.league.storage import OVERALL
@@ -113,7 +113,7 @@ def test_stopped_and_killed_league_plays_each_player_seed_once(tmp_path, replays
     # killed after scheduling: one match played but not committed (its replay file written, with files;
     # its replay lost with the process, with the database), one not played at all
     played = league.begin(league.next_pairing(), status="running")
-    run_job(league.job(played))
+    JobsWork([league.job(played)]).run()
     league.begin(league.next_pairing(), status="running")
     summary = League(cfg, tmp_path / "L", backend="inline").run()
     from_replay = 1 if replays == "files" else 0

@@ -14,7 +14,7 @@ from arena.agents.basic import FirstLegalAgent, RandomAgent
 from arena.envs import make_core
 from arena.envs.openspiel_core import OpenSpielCore
 from arena.match import play_match
-from arena.match.lockstep import play_lockstep
+from arena.match.pool import play_lockstep
 from arena.match.loop import _outcome
 
 SEEDS = [0, 1, 7, 42, 123456789, 2**32 - 1, 2**32, 2**40 + 5, -3]

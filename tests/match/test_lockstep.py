@@ -2,7 +2,7 @@
 
 import pytest
 
-from arena.match.lockstep import play_lockstep
+from arena.match.pool import play_lockstep
 from arena.match.loop import play_match
 
 

@@ -150,11 +150,11 @@ def test_scc_stopped_during_its_teacher_matches_keeps_them_and_plays_only_the_re
     other 14 (with the seeds and seats they have among all 24) and ends as a run that never stopped."""
     from trainers.policy.test_resume_same_run import assert_same_run, config, train
 
-    from arena.match import batch
+    from arena.match import pool
 
     cfg = config(iterations=1)
     whole = train(cfg, tmp_path / "whole")
-    real = batch.run_match_job
+    real = pool.run_match_job
     seeds: list[int] = []
 
     def counted(job, *a, **kw):
@@ -163,7 +163,7 @@ def test_scc_stopped_during_its_teacher_matches_keeps_them_and_plays_only_the_re
         seeds.append(job.seed)
         return real(job, *a, **kw)
 
-    monkeypatch.setattr(batch, "run_match_job", counted)
+    monkeypatch.setattr(pool, "run_match_job", counted)
     stop_after = 10
     with pytest.raises(KeyboardInterrupt):
         train(cfg, tmp_path / "cut")
@@ -227,12 +227,12 @@ def test_spiral_reports_imitation_rollout_update_epochs_and_evaluation(tmp_path)
 
 
 def test_spiral_stopped_during_its_imitation_matches_keeps_them_and_plays_only_the_rest(tmp_path, monkeypatch):
-    from arena.match import batch
+    from arena.match import pool
     from arena.trainers.common.metrics import read_metrics
 
     cfg = _spiral_cfg(tmp_path, iterations=0)
     whole = _spiral(cfg, tmp_path / "whole")
-    real = batch.run_match_job
+    real = pool.run_match_job
     seeds: list[int] = []
     stop_after = [5]
 
@@ -242,7 +242,7 @@ def test_spiral_stopped_during_its_imitation_matches_keeps_them_and_plays_only_t
         seeds.append(job.seed)
         return real(job, *a, **kw)
 
-    monkeypatch.setattr(batch, "run_match_job", counted)
+    monkeypatch.setattr(pool, "run_match_job", counted)
     with pytest.raises(KeyboardInterrupt):
         _spiral(cfg, tmp_path / "cut")
     assert seeds == [17 + i for i in range(5)]  # seed 0 + 17 + i

@@ -4,18 +4,16 @@ pass a tick for every match a network plays in), their trajectories kept for the
 A `Pairing` here names, per seat, a learning player (`Seat.learner`, whose moves are trained when
 ``trained``), or any agent spec (fixed players, frozen snapshots ``policy:<folder>``: those are
 batched too, one network per snapshot). `play_pairings` plays a list of them with
-`arena.match.lockstep.play_lockstep` and returns the `MatchResult` of each match and the
+`arena.match.pool.play_lockstep` (the one engine) and returns the `MatchResult` of each match and the
 `Trajectory` of each trained seat.
 
-`PolicyActors` runs that in the learner's process (``actors: 0``) or in worker processes, each
-playing its share of the matches with the weights the learner sent (a version number goes with
-them: the learner measures the actors' lag and V-trace / PPO's ratio correct for it).
+`PolicyActors` runs that on the match pool (`arena.match.pool`): in the learner's process
+(``actors: 0``), in worker processes or as Ray tasks, each playing its share of the matches with
+the weights the learner sent (a version number goes with them: the learner measures the actors' lag and V-trace / PPO's ratio correct for it).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -24,8 +22,8 @@ import numpy as np
 from arena.agents.base import derive_seed
 from arena.envs.registry import make_core
 from arena.inference.trees import tree_pad, tree_stack, tree_torch
-from arena.match.lockstep import play_lockstep
 from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.match.pool import MatchPool, play_lockstep
 
 
 @dataclass(frozen=True)
@@ -177,37 +175,51 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
                         torch.tensor([t.version for t in trajs], dtype=torch.long))
 
 
-# -- worker processes -----------------------------------------------------------------------------
+# -- the pool's work ---------------------------------------------------------------------------------
 _NETS: dict[str, Any] = {}
 
 
-def _actor(args):
-    import torch
+@dataclass
+class PairingsWork:
+    """A share of an iteration's pairings for the match pool (`arena.match.pool.MatchPool`): played
+    with `play_pairings` where it lands. In the learner's process it plays the learner's own
+    networks (`nets`); elsewhere it carries their weights and how to build them, and each worker
+    keeps one network per learner name between iterations."""
 
-    torch.set_num_threads(1)
-    (game, pairings, weights, blueprint, seed, version, game_kwargs, policy, record, offset) = args
-    from arena.inference.policy_nets import PolicySpec, build_policy
+    game: str
+    pairings: list
+    seed: int
+    version: int
+    game_kwargs: dict
+    policy: InvalidMovePolicy | None
+    record: str
+    greedy: bool
+    offset: int
+    nets: dict | None = None
+    weights: dict | None = None
+    blueprint: tuple | None = None
 
-    spec, arch, sizes = blueprint
-    for name, sd in weights.items():
-        net = _NETS.get(name)
-        if net is None:
-            net = _NETS[name] = build_policy(PolicySpec.from_dict(spec), arch, **sizes).eval()
-        net.load_state_dict(sd)
-    return play_pairings(game, pairings, {n: _NETS[n] for n in weights}, seed=seed, version=version,
-                         game_kwargs=game_kwargs, policy=policy, record=record, index_offset=offset)
+    def run(self) -> tuple[list[MatchResult], list[Trajectory]]:
+        nets = self.nets
+        if nets is None:
+            from arena.inference.policy_nets import PolicySpec, build_policy
 
-
-def _init_actor(owner: int) -> None:
-    from arena.match.batch import _init_worker
-
-    _init_worker(owner)
+            spec, arch, sizes = self.blueprint
+            for name, sd in self.weights.items():
+                net = _NETS.get(name)
+                if net is None:
+                    net = _NETS[name] = build_policy(PolicySpec.from_dict(spec), arch, **sizes).eval()
+                net.load_state_dict(sd)
+            nets = {n: _NETS[n] for n in self.weights}
+        return play_pairings(self.game, self.pairings, nets, seed=self.seed, version=self.version,
+                             game_kwargs=self.game_kwargs, policy=self.policy, record=self.record, greedy=self.greedy,
+                             index_offset=self.offset)
 
 
 class PolicyActors:
-    """Plays pairings in this process (``workers=0``), or split over worker processes: a local process
-    pool (``backend="local"``) or Ray tasks (``backend="ray"``, on a cluster at `address` or a local
-    Ray started with ``workers`` CPUs)."""
+    """Plays pairings on the match pool: in this process (``workers=0``), or split over worker
+    processes (``backend="local"``) or Ray tasks (``backend="ray"``, on a cluster at `address` or a
+    local Ray started with ``workers`` CPUs), each share with the weights the learner sent."""
 
     def __init__(self, game: str, workers: int = 0, game_kwargs: dict | None = None, backend: str = "local",
                  address: str | None = None):
@@ -215,70 +227,54 @@ class PolicyActors:
             raise ValueError(f"actors backend must be local or ray, got {backend!r}")
         self.game, self.workers, self.game_kwargs = game, workers, dict(game_kwargs or {})
         self.backend, self.address = backend, address
-        self._pool = None
-        self._pending = None
-        self._ray_task = None
-        self._ray_started = False
+        self._pool: MatchPool | None = None
+        self._pending = 0
 
-    def _ensure_ray(self):
-        if self._ray_task is None:
-            from arena.errors import require
+    @property
+    def busy(self) -> bool:
+        """Pairings submitted and not collected yet."""
+        return self._pending > 0
 
-            ray = require("ray", "Ray actors", "ray")
-            if not ray.is_initialized():
-                import tempfile
-
-                # Ray's socket paths must stay short: its session files under a short temp path.
-                kw = {"address": self.address} if self.address else {
-                    "num_cpus": self.workers, "_temp_dir": tempfile.mkdtemp(prefix="arena-ray-")}
-                ray.init(include_dashboard=False, log_to_driver=False, **kw)
-                self._ray_started = True
-            self._ray_task = ray.remote(num_cpus=1, max_retries=0)(_actor)
-        return self._ray_task
-
-    def _ensure_pool(self):
-        if self._pool is None and self.workers > 0:
-            ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
-            from arena.procs import forkserver_preload
-
-            forkserver_preload(ctx)
-            self._pool = ctx.Pool(self.workers, initializer=_init_actor, initargs=(os.getpid(),))
+    def _ensure_pool(self) -> MatchPool:
+        if self._pool is None:
+            if self.workers <= 0:
+                self._pool = MatchPool("inline")
+            else:
+                self._pool = MatchPool(self.backend, self.workers, address=self.address)
         return self._pool
 
     def submit(self, pairings: Sequence[Pairing], nets: dict[str, Any], *, seed: int, version: int,
                policy: InvalidMovePolicy | None = None, record: str = "actions", greedy: bool = False) -> None:
         """Start playing (in the workers: returns at once; `collect` waits)."""
+        pool = self._ensure_pool()
+        common = dict(game=self.game, seed=seed, version=version, game_kwargs=self.game_kwargs, policy=policy,
+                      record=record, greedy=greedy)
         if self.workers <= 0:
-            self._pending = ("done", play_pairings(self.game, pairings, nets, seed=seed, version=version,
-                                                   game_kwargs=self.game_kwargs, policy=policy, record=record,
-                                                   greedy=greedy))
+            pool.send(0, PairingsWork(pairings=list(pairings), offset=0, nets=nets, **common))
+            self._pending = 1
             return
         first = next(iter(nets.values()))
         blueprint = (first.spec.to_dict(), first.arch, first.sizes)
         weights = {n: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()} for n, net in nets.items()}
-        k = self.workers
-        size = (len(pairings) + k - 1) // k
-        jobs = [(self.game, list(pairings[i:i + size]), weights, blueprint, seed, version, self.game_kwargs, policy,
-                 record, i) for i in range(0, len(pairings), size)]
-        if self.backend == "ray":
-            task = self._ensure_ray()
-            self._pending = ("ray", [task.remote(j) for j in jobs])
-        else:
-            self._pending = ("async", self._ensure_pool().map_async(_actor, jobs))
+        size = (len(pairings) + self.workers - 1) // self.workers
+        self._pending = 0
+        for i in range(0, len(pairings), size):
+            pool.send(i, PairingsWork(pairings=list(pairings[i:i + size]), offset=i, weights=weights,
+                                      blueprint=blueprint, **common))
+            self._pending += 1
 
     def collect(self) -> tuple[list[MatchResult], list[Trajectory]]:
-        kind, value = self._pending
-        self._pending = None
-        if kind == "done":
-            return value
+        pool, n = self._ensure_pool(), self._pending
+        self._pending = 0
+        parts = []
+        while n:
+            for key, out in pool.recv(None):
+                n -= 1
+                if isinstance(out, BaseException):
+                    raise out
+                parts.append((key, out))
         results, trajs = [], []
-        if kind == "ray":
-            import ray
-
-            parts = ray.get(value)
-        else:
-            parts = value.get()
-        for r, t in parts:
+        for _, (r, t) in sorted(parts, key=lambda kv: kv[0]):
             results.extend(r)
             trajs.extend(t)
         trajs.sort(key=lambda t: (t.learner, t.match, t.seat))
@@ -290,11 +286,5 @@ class PolicyActors:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            self._pool.close()
             self._pool = None
-        if self._ray_started:
-            import ray
-
-            ray.shutdown()
-            self._ray_started = False

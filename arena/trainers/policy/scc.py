@@ -538,7 +538,7 @@ class SCCTrainer(Trainer):
             lrn.set_lr(lr)
         if overlap and self._inflight is not None and self._inflight["iteration"] == it:
             pairings = self._inflight["pairings"]
-            if self.actors._pending is None:  # resumed: play it again with the weights it had
+            if not self.actors.busy:  # resumed: play it again with the weights it had
                 self._resubmit(self._inflight)
         else:
             pairings = self._pairings()

@@ -39,7 +39,7 @@ def greedy_win_rate(folder, game, opponent, games, seed=123):
     """Seat-swapped greedy games of the policy in `folder` against `opponent` (lock step, batched)."""
     from arena.agents.specs import make_agent
     from arena.envs.registry import make_core
-    from arena.match.lockstep import play_lockstep
+    from arena.match.pool import play_lockstep
 
     spec = f"policy:{folder},greedy=true"
     me = make_agent(spec, make_core(game), 0)

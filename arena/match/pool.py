@@ -1,0 +1,416 @@
+"""The one match driver: a pool of matches with send/receive backends.
+
+Every match of the arena is played by one engine, `arena.match.loop.Match` driven by
+`arena.match.loop.run_matches`: a match plays until a *batched* agent (a neural policy, a learner's
+actor: one with ``act_batch``) must answer, every waiting move of that agent across the matches in
+flight goes into one call, and the matches go on. `play_match` is that engine with one match and
+nothing batched.
+
+This module puts the engine behind one pool. A caller `send`s *work* (some matches, as plain
+picklable data) under a key and `recv`s whatever has finished, from one of three backends:
+
+=============  =====================================================================================
+``inline``     in the caller's process (tests, exact-order runs, a trainer with ``actors: 0``)
+``local``      a pool of worker processes that die with the caller (`arena.procs`); a worker that dies
+               loses only the work it held (reported as `WorkerLost`) and the pool is rebuilt
+``ray``        Ray tasks, on a local Ray started for the run or on a cluster at an address
+=============  =====================================================================================
+
+Work is anything with ``run() -> output`` that pickles: `JobsWork` (scheduled `MatchJob`\\ s: the
+league, ``arena play``, imitation's teacher matches), and the neural-policy trainer's pairings
+(`arena.trainers.policy.actors`: the learners' weights travel with them and their trajectories come
+back). The worker runs it on the one engine; per-process caches keep game cores and agents between
+pieces of work (a league replays the same few specs thousands of times).
+
+A full disk is not a failed match: `recv` raises the worker's `DiskFull` at once.
+
+Why not a vectorised-env library (PufferLib, EnvPool): they step a fixed set of copies of one
+environment with one policy over shared buffers. A match here has per-match agents (search,
+people, language models, frozen snapshots) beside the batched ones, a league pairing per match,
+an invalid-move policy and a replay; the engine batches the moves of every network across
+matches, and the worker processes hold whole matches (a tic-tac-toe move is microseconds: per-move
+messages between processes would cost more than the game). docs/architecture.md has the figures.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from arena.agents.base import derive_seed
+from arena.agents.specs import make_agent
+from arena.envs.core import GameCore
+from arena.envs.registry import load_plugin, make_core
+from arena.errors import DiskFull
+from arena.match.loop import InvalidMovePolicy, Match, MatchResult, check_agent_count, record_mode, run_matches
+from arena.match.runner import MatchJob, finish_job, run_match_job
+from arena.procs import die_with, forkserver_preload
+from arena.replays.format import new_match_id
+
+BACKENDS = ("inline", "local", "ray")
+
+
+class WorkerLost(RuntimeError):
+    """The process running a piece of work died before returning it."""
+
+
+# -- the engine over many matches ------------------------------------------------------------------
+def play_lockstep(
+    game: Any,
+    seats: Sequence[Sequence[Any]],
+    seeds: Sequence[int | None],
+    *,
+    policy: InvalidMovePolicy | None = None,
+    max_moves: int | None = None,
+    record: bool | str = "actions",
+    game_kwargs: dict | None = None,
+    match_ids: Sequence[str] | None = None,
+    shared: dict[str, Any] | None = None,
+    cores: Sequence[GameCore] | None = None,
+    on_result: Callable[[MatchResult], None] | None = None,
+    move_time_limit: float | None = None,
+) -> list[MatchResult]:
+    """Play ``len(seats)`` matches of `game` together on the engine (`run_matches`); match i seats
+    ``seats[i]`` (agent objects or spec strings) with seed ``seeds[i]``. A spec found in `shared` is
+    played by that (batched) agent object in every match; other specs are built per match as
+    `play_match` builds them. `cores`: the games to play on, made by the caller (one per match; a
+    batched agent tells its matches apart by ``observation.core``). Results in order; the replays
+    are `play_match`'s for the same seeds. A batched agent is shared by the matches: it is not reset
+    per match (seed it once)."""
+    if len(seeds) != len(seats):
+        raise ValueError(f"{len(seats)} matches but {len(seeds)} seeds")
+    record_mode(record)
+    matches = []
+    for i, (agents, seed) in enumerate(zip(seats, seeds)):
+        if cores is not None:
+            core = cores[i]
+        elif isinstance(game, GameCore) and len(seats) == 1:
+            core = game
+        else:
+            core = make_core(game if isinstance(game, str) else game.game_id, **(game_kwargs or {}))
+        check_agent_count(core, len(agents))
+        mid = match_ids[i] if match_ids is not None else new_match_id(core.game_id, seed)
+        matches.append(Match(core, agents, seed, policy=policy, max_moves=max_moves, match_id=mid, record=record,
+                             game_kwargs=game_kwargs, batched=True, shared=shared, index=i,
+                             move_time_limit=move_time_limit))
+    run_matches(matches, on_result)
+    return [m.result for m in matches]
+
+
+# -- per-process caches ------------------------------------------------------------------------------
+#: A worker's cores and agents, kept between pieces of work (`JobsWork`).
+_CACHE: dict[str, dict] = {"cores": {}, "agents": {}}
+
+
+def _gkey(job: MatchJob) -> tuple:
+    return job.game, repr(sorted(job.game_kwargs.items()))
+
+
+def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 64,
+              on_result: Callable[[MatchResult], None] | None = None,
+              cache: dict[str, dict] | None = None) -> list[MatchResult]:
+    """Play scheduled matches on the engine and do with each result what its job says (`finish_job`:
+    seats, replay file or bytes). `cache` keeps game cores and agents between calls (a worker's;
+    None: built for this call only).
+
+    ``lockstep=False``: one match after another, each agent object reused and re-seeded per match
+    (`play_match` resets it with the match's seed, so a match is the same whatever was played
+    before). ``lockstep=True``: `width` matches in flight at once; an agent that answers in batches
+    (``act_batch``: a neural policy) is one object for all of them, seeded once with the first job's
+    seed, and answers every waiting move in one call; other agents are built per match."""
+    results: list[MatchResult] = []
+    if not jobs:
+        return results
+    for mod in dict.fromkeys(m for j in jobs for m in j.plugins):
+        load_plugin(mod)
+    if cache is None:
+        cache = {"cores": {}, "agents": {}}
+    cores, cached = cache["cores"], cache["agents"]
+
+    def core_of(job: MatchJob) -> GameCore:
+        key = _gkey(job)
+        core = cores.get(key)
+        if core is None:
+            core = cores[key] = make_core(job.game, **job.game_kwargs)
+        return core
+
+    def agent_of(job: MatchJob, spec: str, seat: Any) -> Any:
+        key = (_gkey(job), spec, seat)
+        agent = cached.get(key)
+        if agent is None:
+            if len(cached) > 256:  # learners add a spec per weights version: keep the cache bounded
+                cached.clear()
+            agent = cached[key] = make_agent(spec, core_of(job), derive_seed(job.seed, seat if seat != "b" else 0))
+        return agent
+
+    def done(res: MatchResult, job: MatchJob | None) -> None:
+        if job is not None:
+            finish_job(job, res)
+        results.append(res)
+        if on_result is not None:
+            on_result(res)
+
+    if not lockstep:
+        for job in jobs:
+            agents = [agent_of(job, spec, seat) for seat, spec in enumerate(job.specs)]
+            done(run_match_job(job, agents=agents, core=core_of(job)), None)  # the runner finished the job
+            if any(getattr(a, "stop_requested", False) for a in agents):
+                break  # an agent ended the run (a person who quit): the matches played so far stand
+        return results
+    first = jobs[0]
+    shared: dict[str, Any] = {}
+    for spec in dict.fromkeys(s for j in jobs for s in j.specs):
+        if spec == "human":
+            continue
+        agent = agent_of(first, spec, "b")
+        if callable(getattr(agent, "act_batch", None)):
+            agent.reset(first.seed)
+            shared[spec] = agent
+    by_id = {j.match_id: j for j in jobs}
+
+    def matches():  # made as room opens: `width` in flight until the last ones
+        for k, job in enumerate(jobs):
+            write = job.replay_dir is not None or job.replay_blob
+            yield Match(make_core(job.game, **job.game_kwargs), list(job.specs), job.seed, policy=job.policy,
+                        max_moves=job.max_moves, match_id=job.match_id, move_time_limit=job.move_time_limit,
+                        record=job.record if write or job.keep_replay else False,
+                        game_kwargs=job.game_kwargs or None, batched=True, shared=shared, index=k)
+
+    run_matches(matches(), lambda res: done(res, by_id[res.match_id]), width=width)
+    order = {j.match_id: k for k, j in enumerate(jobs)}
+    results.sort(key=lambda r: order[r.match_id])  # in the jobs' order, as one after another gives them
+    return results
+
+
+@dataclass
+class JobsWork:
+    """Scheduled matches for a backend to play (`play_jobs`)."""
+
+    jobs: list[MatchJob]
+    lockstep: bool = False
+    width: int = 64
+
+    def run(self) -> list[MatchResult]:
+        return play_jobs(self.jobs, lockstep=self.lockstep, width=self.width, cache=_CACHE)
+
+
+# -- the backends ----------------------------------------------------------------------------------
+def _init_worker(owner: int) -> None:
+    # Ctrl-C goes to the whole process group: the caller decides how to stop (it finishes or
+    # abandons the work in flight); a worker that raised KeyboardInterrupt would only print its
+    # traceback. Workers die with the caller, even on kill -9 (arena.procs).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with(owner)
+
+
+def _run(work: Any) -> Any:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        # A forked child whose parent already ran torch ops: the parent's OpenMP thread pool does not
+        # survive the fork and the child's first parallel op would wait on it forever; one intra-op
+        # thread per worker needs no pool (and workers x threads would oversubscribe the cores anyway).
+        torch.set_num_threads(1)
+    return work.run()
+
+
+class _Inline:
+    def __init__(self):
+        self._done: list[tuple[Any, Any]] = []
+
+    def send(self, key: Any, work: Any) -> None:
+        try:
+            out = work.run()
+        except DiskFull:
+            raise
+        except Exception as e:
+            out = e
+        self._done.append((key, out))
+
+    def recv(self, timeout: float | None) -> list[tuple[Any, Any]]:
+        out, self._done = self._done, []
+        return out
+
+    def pending(self) -> int:
+        return len(self._done)
+
+    def close(self) -> None:
+        self._done.clear()
+
+
+class _Local:
+    def __init__(self, workers: int, start: str):
+        self.workers = max(1, workers)
+        methods = mp.get_all_start_methods()
+        self._ctx = mp.get_context(start if start in methods else "spawn")
+        self._pool = self._new_pool()
+        self._futures: dict[cf.Future, Any] = {}
+
+    def _new_pool(self):
+        if self._ctx.get_start_method() == "forkserver":
+            forkserver_preload(self._ctx)
+        return cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=self._ctx, initializer=_init_worker,
+                                      initargs=(os.getpid(),))
+
+    def send(self, key: Any, work: Any) -> None:
+        try:
+            fut = self._pool.submit(_run, work)
+        except cf.process.BrokenProcessPool:
+            self._pool = self._new_pool()
+            fut = self._pool.submit(_run, work)
+        self._futures[fut] = key
+
+    def recv(self, timeout: float | None) -> list[tuple[Any, Any]]:
+        if not self._futures:
+            return []
+        done, _ = cf.wait(list(self._futures), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        out, broken = [], False
+        for fut in done:
+            key = self._futures.pop(fut)
+            try:
+                out.append((key, fut.result()))
+            except DiskFull:
+                raise
+            except cf.process.BrokenProcessPool as e:
+                broken = True
+                out.append((key, WorkerLost(f"worker process died while playing {key}: {e}")))
+            except Exception as e:
+                out.append((key, e))
+        if broken:
+            # Everything still held by the dead pool is lost with it; report it all.
+            for fut, key in list(self._futures.items()):
+                out.append((key, WorkerLost(f"worker pool broke while {key} was queued")))
+            self._futures.clear()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool()
+        return out
+
+    def pending(self) -> int:
+        return len(self._futures)
+
+    def close(self) -> None:
+        # Queued work is cancelled and a worker mid-work is stopped: what it held is not returned.
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        self._futures.clear()
+
+
+class _Ray:
+    def __init__(self, workers: int, address: str | None, temp_dir: str | None):
+        from arena.errors import require
+
+        self.ray = ray = require("ray", "the Ray backend", "ray")
+        self._started = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False}
+            if address:
+                kwargs["address"] = address
+            else:
+                kwargs["num_cpus"] = workers or os.cpu_count() or 1
+                # Ray's socket paths must stay short: keep its session files under a short temp path.
+                kwargs["_temp_dir"] = temp_dir or tempfile.mkdtemp(prefix="arena-ray-")
+            ray.init(**kwargs)
+            self._started = True
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(_run)
+        self._refs: dict[Any, Any] = {}
+
+    def send(self, key: Any, work: Any) -> None:
+        self._refs[self._remote.remote(work)] = key
+
+    def recv(self, timeout: float | None) -> list[tuple[Any, Any]]:
+        if not self._refs:
+            return []
+        ready, _ = self.ray.wait(list(self._refs), num_returns=len(self._refs) if timeout is not None else 1,
+                                 timeout=timeout)
+        out = []
+        for ref in ready:
+            key = self._refs.pop(ref)
+            try:
+                out.append((key, self.ray.get(ref)))
+            except Exception as e:  # RayTaskError, WorkerCrashedError: the caller decides (the league re-queues)
+                cause = e if isinstance(e, DiskFull) else getattr(e, "cause", None)
+                if isinstance(cause, DiskFull):
+                    raise cause from e
+                out.append((key, WorkerLost(f"Ray task for {key} failed: {type(e).__name__}: {e}")))
+        return out
+
+    def pending(self) -> int:
+        return len(self._refs)
+
+    def close(self) -> None:
+        for ref in list(self._refs):
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:
+                pass
+        self._refs.clear()
+        if self._started:
+            self.ray.shutdown()
+            self._started = False
+
+
+class MatchPool:
+    """Matches played by one of the backends (see the module docstring). `send` hands over a piece of
+    work under a key and returns at once (``inline`` plays it there and then); `recv` returns
+    ``(key, output or exception)`` for what has finished (waiting up to `timeout` seconds for the
+    first; None: until one has). `play` sends a list of work and returns the outputs in order."""
+
+    def __init__(self, backend: str = "inline", workers: int = 1, *, address: str | None = None,
+                 temp_dir: str | None = None, start: str = "forkserver"):
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}: {', '.join(BACKENDS)}")
+        self.backend = backend
+        if backend == "inline":
+            self._impl: Any = _Inline()
+        elif backend == "local":
+            self._impl = _Local(workers or os.cpu_count() or 1, start)
+        else:
+            self._impl = _Ray(workers, address, temp_dir)
+
+    def send(self, key: Any, work: Any) -> None:
+        self._impl.send(key, work)
+
+    def recv(self, timeout: float | None = None) -> list[tuple[Any, Any]]:
+        return self._impl.recv(timeout)
+
+    @property
+    def pending(self) -> int:
+        """Work sent and not yet received."""
+        return self._impl.pending()
+
+    def stream(self, works: Iterable[Any]) -> Iterable[tuple[int, Any]]:
+        """Send every piece of work, then yield ``(index, output)`` as each finishes; an exception a
+        piece of work raised is raised here."""
+        n = 0
+        for i, w in enumerate(works):
+            self.send(i, w)
+            n += 1
+        while n:
+            for i, out in self.recv(None):
+                n -= 1
+                if isinstance(out, BaseException):
+                    raise out
+                yield i, out
+
+    def play(self, works: Sequence[Any]) -> list[Any]:
+        out: list[Any] = [None] * len(works)
+        for i, o in self.stream(works):
+            out[i] = o
+        return out
+
+    def close(self) -> None:
+        self._impl.close()
+
+    def __enter__(self) -> "MatchPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
