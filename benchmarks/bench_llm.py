@@ -44,11 +44,12 @@ a. ``step``: learner step time and peak step memory of ``dppo_binary_tv`` and
 
 b. ``rollout``: rollout tokens/s of 32 concurrent tic-tac-toe matches
    (``openspiel/tic_tac_toe-v0``, the tiny model against ``random``, seats
-   alternating) played by ``play_episodes`` with concurrency 32 through one
-   shared ``BatchingEngine``, against the same 32 matches (same seeds) played one
-   after another with the ``HFEngine`` called directly per move (concurrency
-   1).  A third, reference row uses a 50 ms batching window
-   (``BatchingEngine(max_wait_s=0.05)``) instead of the default 5 ms one.
+   alternating) played by ``play_episodes`` on the match engine with
+   concurrency 32 (one ``generate`` call a round for every waiting move),
+   against the same 32 matches (same seeds) played one after another
+   (concurrency 1), and against the driver the trainer used before: one
+   thread a match running ``play_match``, the prompts gathered by a shared
+   ``BatchingEngine`` within a 20 ms window.
    Compact template, ``max_new_tokens`` 12, sampled at temperature 1, top-K
    8 log-probs kept (as in training), SPIRAL's training invalid-move policy (an
    invalid move ends the match).  Tokens/s = generated tokens / wall time of the
@@ -311,18 +312,62 @@ def bench_step(args, console: Console) -> Section:
 
 
 # -- b. batched vs sequential rollouts ---------------------------------------------------------------
+class _Counting:
+    """An engine that counts its generate calls and prompts."""
+
+    def __init__(self, inner):
+        self.inner, self.calls, self.requests = inner, 0, 0
+
+    def generate(self, prompts, **kw):
+        self.calls += 1
+        self.requests += len(prompts)
+        return self.inner.generate(prompts, **kw)
+
+
+def _pairings(n: int):
+    from arena.trainers.llm.rollout import LEARNER
+
+    return [([LEARNER, "random"] if i % 2 == 0 else ["random", LEARNER], "random") for i in range(n)]
+
+
 def _rollout(engine, tok, template, n: int, concurrency: int, seed: int) -> tuple[float, int, int]:
     """(wall seconds, generated tokens, generations) of one play_episodes call."""
     from arena.match import InvalidMovePolicy
-    from arena.trainers.llm.rollout import LEARNER, play_episodes
+    from arena.trainers.llm.rollout import play_episodes
 
-    pairings = [([LEARNER, "random"] if i % 2 == 0 else ["random", LEARNER], "random") for i in range(n)]
     policy = InvalidMovePolicy(allowance=0, loss=-1.5, win=0.5)  # SPIRAL's training values
     t0 = _perf()
-    eps = play_episodes(TTT, pairings, engine, tok, template, seed=seed, concurrency=concurrency, policy=policy,
+    eps = play_episodes(TTT, _pairings(n), engine, tok, template, seed=seed, concurrency=concurrency, policy=policy,
                         max_new_tokens=12, temperature=1.0, greedy=False, top_k_logprobs=8)
     wall = _perf() - t0
     turns = [t for ep in eps for ts in ep.turns.values() for t in ts]
+    return wall, sum(len(t.generation.token_ids) for t in turns), len(turns)
+
+
+def _rollout_threads(batching, tok, template, n: int, seed: int) -> tuple[float, int, int]:
+    """The same matches on the driver the trainer used before the match engine batched them: one
+    thread a match, each running `play_match` with its own LLM agent, whose prompts a shared
+    `BatchingEngine` gathers into calls within its window. A reference, kept here only."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from arena.agents.base import derive_seed
+    from arena.agents.llm import LLMAgent
+    from arena.match import InvalidMovePolicy, play_match
+    from arena.trainers.llm.rollout import LEARNER
+
+    policy = InvalidMovePolicy(allowance=0, loss=-1.5, win=0.5)
+
+    def one(i_seats):
+        i, (seats, _) = i_seats
+        agents = [LLMAgent(batching, tok, template, max_new_tokens=12, temperature=1.0, top_k_logprobs=8, record=True)
+                  if s == LEARNER else s for s in seats]
+        play_match(TTT, agents, seed=derive_seed(seed, i), policy=policy, record=False)
+        return [t for a in agents if isinstance(a, LLMAgent) for t in a.turns]
+
+    t0 = _perf()
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        turns = [t for ts in pool.map(one, enumerate(_pairings(n))) for t in ts]
+    wall = _perf() - t0
     return wall, sum(len(t.generation.token_ids) for t in turns), len(turns)
 
 
@@ -338,30 +383,33 @@ def bench_rollout(args, console: Console) -> Section:
     template = make_template("compact")
     n = args.matches
     console.print(f"[bold]b. rollouts[/bold]: {n} tic-tac-toe matches, tiny model vs random, max_new_tokens 12, "
-                  f"T=1; batched (concurrency {n}, one BatchingEngine) vs sequential (concurrency 1, HFEngine "
-                  f"per move); median of {args.rollout_repeats}")
-    wait_ref = 0.05
+                  f"T=1; the match engine (concurrency {n}: one generate call a round) vs sequential "
+                  f"(concurrency 1) and vs threads on a BatchingEngine (the previous driver); median of "
+                  f"{args.rollout_repeats}")
     labels = {
-        "batched": f"batched: play_episodes, concurrency {n}, BatchingEngine (default max_wait_s, as the trainer)",
-        "batched_wait": f"batched, BatchingEngine max_wait_s={wait_ref:g} (reference)",
-        "sequential": "sequential: concurrency 1, HFEngine per move",
+        "engine": f"match engine: play_episodes, concurrency {n} (as the trainer)",
+        "threads": f"reference: {n} threads of play_match on a BatchingEngine (20 ms window, the previous driver)",
+        "sequential": "sequential: play_episodes, concurrency 1",
     }
     res: dict[str, list[tuple[float, int, int]]] = {k: [] for k in labels}
     calls = {k: [0, 0] for k in labels}  # generate calls, prompts
-    with BatchingEngine(hf, max_batch=n) as batching, \
-            BatchingEngine(hf, max_batch=n, max_wait_s=wait_ref) as batching_wait:
-        engines = {"batched": (batching, n), "batched_wait": (batching_wait, n), "sequential": (hf, 1)}
-        for eng, conc in engines.values():  # warm-up (threads, first generate)
-            _rollout(eng, tok, template, n if conc > 1 else 2, conc, args.seed)
+    counting = _Counting(hf)
+    with BatchingEngine(_Counting(hf), max_batch=n, max_wait_s=0.02) as batching:
+        runs = {"engine": lambda seed: _rollout(counting, tok, template, n, n, seed),
+                "threads": lambda seed: _rollout_threads(batching, tok, template, n, seed),
+                "sequential": lambda seed: _rollout(counting, tok, template, n, 1, seed)}
+        counters = {"engine": counting, "threads": batching.engine, "sequential": counting}
+        for kind, run in runs.items():  # warm-up (threads, first generate)
+            run(args.seed)
         kinds = list(labels)
         for r in range(args.rollout_repeats):
             seed = args.seed + 1 + r
             for kind in kinds[r % 3:] + kinds[: r % 3]:  # rotate the order: load drift hits every variant
-                eng, conc = engines[kind]
-                c0, q0 = getattr(eng, "calls", 0), getattr(eng, "requests", 0)
-                res[kind].append(_rollout(eng, tok, template, n, conc, seed))
-                calls[kind][0] += getattr(eng, "calls", 0) - c0
-                calls[kind][1] += getattr(eng, "requests", 0) - q0
+                c = counters[kind]
+                c0, q0 = c.calls, c.requests
+                res[kind].append(runs[kind](seed))
+                calls[kind][0] += c.calls - c0
+                calls[kind][1] += c.requests - q0
 
     def summary(kind: str) -> tuple[float, float, int, int, float]:
         rates = [tok_ / wall for wall, tok_, _ in res[kind]]
@@ -378,14 +426,15 @@ def bench_rollout(args, console: Console) -> Section:
         per_call = f"{calls[kind][1] / calls[kind][0]:.1f}" if calls[kind][0] else "1.0"
         sec.rows.append([labels[kind], f"{s[0]:,.0f}", f"{s[4]:,.0f}", f"{s[1]:.2f}", f"{s[2]:,}", f"{s[3]:,}",
                          per_call, f"{s[0] / seq[0]:.2f}x"])
-    ratio = summ["batched"][0] / seq[0]
-    sec.ratios.append((f"b. rollout tokens/s, batched ({n} concurrent) / sequential", ratio, ">= 5x", ratio >= 5.0))
-    ratio_w = summ["batched_wait"][0] / seq[0]
-    sec.ratios.append((f"b. same, BatchingEngine max_wait_s={wait_ref:g} / sequential", ratio_w, "-", None))
+    ratio = summ["engine"][0] / seq[0]
+    sec.ratios.append((f"b. rollout tokens/s, match engine ({n} concurrent) / sequential", ratio, ">= 5x",
+                       ratio >= 5.0))
+    ratio_t = summ["engine"][0] / summ["threads"][0]
+    sec.ratios.append((f"b. match engine / threads on a BatchingEngine (the previous driver)", ratio_t, ">= 1.0x",
+                       ratio_t >= 1.0))
     sec.notes.append("rollouts: wall s / tokens / generations are those of the median run; ratios are of medians")
-    sec.notes.append(f"rollouts: the {n} match threads start staggered; a {batching.max_wait_s * 1e3:g} ms batching "
-                     f"window (BatchingEngine's default, used by SpiralTrainer) splits their first moves over "
-                     f"several generate calls (prompts/call above)")
+    sec.notes.append("rollouts: every variant samples each move with its own seed (match seed, seat, move number), "
+                     "so the three play the same moves; they differ only in how the moves share generate calls")
     return sec
 
 

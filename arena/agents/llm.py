@@ -9,8 +9,8 @@ Spec: ``llm:<model folder>`` with options ``template=auto|spiral|compact``,
 ``max_new_tokens=256``, ``temperature=1.0``, ``greedy=true``, ``dtype=fp32|bf16|fp16``,
 ``engine=hf|vllm`` (transformers, the default, or vLLM on a GPU: the ``vllm`` extra; bf16 unless
 ``dtype`` says otherwise).
-The trainer builds agents directly around a shared (batching) engine so that
-many concurrent matches share one batched generation call.
+One agent plays every seat it is given across the matches in flight: the match engine asks it for
+all of their waiting moves at once (``act_batch``), one batched generation call.
 """
 
 from __future__ import annotations
@@ -52,9 +52,17 @@ class Turn:
 
 
 class LLMAgent(BaseAgent):
+    """A language-model player. One object can play one match (reset per match, as any agent) or every
+    seat given to it across the matches in flight: the match engine (`arena.match.loop.run_matches`)
+    then hands it the waiting observations of all of them and ``act_batch`` generates for them in one
+    engine call. What it keeps per match (the move counter its sampling seeds come from, the turns
+    it recorded) is keyed by the match's game and the seat, so a move's sample is the same whichever
+    other matches shared its call."""
+
     def __init__(self, engine: Any, tokenizer: Any = None, template: str | PromptTemplate = "auto",
                  max_new_tokens: int = 256, temperature: float = 1.0, greedy: bool = False,
-                 top_k_logprobs: int = 0, record: bool = False, seed: int | None = None):
+                 top_k_logprobs: int = 0, record: bool = False, seed: int | None = None,
+                 keep_privileged: bool = False):
         self.engine = engine
         self.template = template if isinstance(template, PromptTemplate) else make_template(template, tokenizer)
         self.max_new_tokens = int(max_new_tokens)
@@ -62,33 +70,73 @@ class LLMAgent(BaseAgent):
         self.greedy = bool(greedy)
         self.top_k_logprobs = int(top_k_logprobs)
         self.record = record
+        #: Keep what a privileged critic may see at each recorded turn (``observation.privileged``).
+        self.keep_privileged = keep_privileged
         self.turns: list[Turn] = []
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
         self._seed = seed
-        self._calls = 0
         self.turns = []
+        #: Per (id(core), seat): [the seed of the seat's moves, moves asked, turns, privileged views].
+        self._seats: dict[tuple[int, int], list] = {}
 
-    def _generate(self, prompt: str):
-        kwargs = dict(max_new_tokens=self.max_new_tokens, temperature=self.temperature, greedy=self.greedy,
-                      top_k_logprobs=self.top_k_logprobs, stop=list(self.template.stop) or None)
-        # one seed per move, kept by the prompt whether it is batched with other matches' or not
-        seed = derive_seed(self._seed, self._calls) if self._seed is not None else None
-        self._calls += 1
-        submit = getattr(self.engine, "submit", None)
-        if submit is not None:  # a batching engine shared by concurrent matches
-            return submit(prompt, seed=seed, **kwargs).result()
-        return self.engine.generate([prompt], seeds=[seed], **kwargs)[0]
+    def seat_match(self, core: Any, seat: int, seed: int | None) -> None:
+        """A match starts with this agent in `seat` (called by the match engine for a batched agent):
+        its moves draw from `seed`, as a per-match agent reset with it would."""
+        self._seats[(id(core), seat)] = [seed, 0, [], []]
+
+    def _seat(self, observation: Observation) -> list:
+        key = (id(observation.core), observation.player)
+        st = self._seats.get(key)
+        if st is None:  # a per-match agent: its seat's seed is the agent's own
+            st = self._seats[key] = [self._seed, 0, [], []]
+        return st
+
+    def turns_of(self, core: Any, seat: int) -> list[Turn]:
+        """The turns recorded in `seat` of the match played on `core`."""
+        st = self._seats.get((id(core), seat))
+        return st[2] if st is not None else []
+
+    def privileged_of(self, core: Any, seat: int) -> list[str | None]:
+        st = self._seats.get((id(core), seat))
+        return st[3] if st is not None else []
+
+    def _kwargs(self) -> dict:
+        return dict(max_new_tokens=self.max_new_tokens, temperature=self.temperature, greedy=self.greedy,
+                    top_k_logprobs=self.top_k_logprobs, stop=list(self.template.stop) or None)
 
     def act(self, observation: Observation) -> Any:
-        prompt = self.template.render(observation.game_id, observation.text, observation.player)
-        gen = self._generate(prompt)
-        answer = self.template.parse_generation(gen.text, gen.stop_reason)
-        move, why = parse_move(answer, observation.action_kind, observation.legal_actions, observation.parse_action)
-        if self.record:
-            self.turns.append(Turn(observation.game_id, observation.player, observation.step, prompt, gen, move, why))
-        return move if why is None else MalformedMove(gen.text, why)
+        return self.act_batch([observation])[0]
+
+    def act_batch(self, observations: list[Observation]) -> list[Any]:
+        prompts, seeds, states = [], [], []
+        for o in observations:
+            st = self._seat(o)
+            # one seed per move (the seat's seed and its move number), whichever prompts share the call
+            seeds.append(derive_seed(st[0], st[1]) if st[0] is not None else None)
+            st[1] += 1
+            states.append(st)
+            prompts.append(self.template.render(o.game_id, o.text, o.player))
+        submit = getattr(self.engine, "submit", None)
+        if submit is not None and len(prompts) == 1:  # a batching engine shared by concurrent callers
+            gens = [submit(prompts[0], seed=seeds[0], **self._kwargs()).result()]
+        else:
+            gens = self.engine.generate(prompts, seeds=seeds, **self._kwargs())
+            if len(gens) != len(prompts):
+                raise RuntimeError(f"the engine returned {len(gens)} generations for {len(prompts)} prompts")
+        moves = []
+        for o, prompt, gen, st in zip(observations, prompts, gens, states):
+            answer = self.template.parse_generation(gen.text, gen.stop_reason)
+            move, why = parse_move(answer, o.action_kind, o.legal_actions, o.parse_action)
+            if self.record:
+                turn = Turn(o.game_id, o.player, o.step, prompt, gen, move, why)
+                st[2].append(turn)
+                self.turns.append(turn)
+                if self.keep_privileged:
+                    st[3].append(o.privileged)
+            moves.append(move if why is None else MalformedMove(gen.text, why))
+        return moves
 
 
 _ENGINES: dict[tuple[str, str, str], Any] = {}

@@ -321,18 +321,23 @@ def test_batching_engine_keeps_each_requests_seed(engine):
 
 
 def test_rollouts_draw_the_same_moves_however_they_are_batched(tiny, engine):
-    """Concurrent matches on one batching engine: each sampled move has its own seed (match seed,
-    seat, move number), so 24 games played 12 at a time or 3 at a time draw the same moves."""
+    """Concurrent matches on the match engine: each sampled move has its own seed (match seed, seat,
+    move number), so 24 games played 12 at a time (one generate call for every waiting move), 3 at a
+    time, or through a batching engine draw the same moves."""
     _, _, tok = tiny
     template = make_template("compact", tok)
     pairings = [([LEARNER, "random"] if i % 2 == 0 else ["random", LEARNER], "random") for i in range(24)]
     played = []
-    for conc in (12, 3):
-        with E.BatchingEngine(engine, max_batch=conc, max_wait_s=0.02) as be:
-            eps = play_episodes("openspiel/tic_tac_toe-v0", pairings, be, tok, template, seed=5, concurrency=conc,
-                                policy=InvalidMovePolicy(allowance=0), max_new_tokens=6)
+    for conc, batching in ((12, False), (3, False), (12, True)):
+        counting = CountingEngine(engine)
+        with E.BatchingEngine(counting, max_batch=conc, max_wait_s=0.02) as be:
+            eps = play_episodes("openspiel/tic_tac_toe-v0", pairings, be if batching else counting, tok, template,
+                                seed=5, concurrency=conc, policy=InvalidMovePolicy(allowance=0), max_new_tokens=6)
         played.append([[t.generation.token_ids for s in e.learner_seats for t in e.turns[s]] for e in eps])
-    assert played[0] == played[1]
+        moves = sum(len(e.turns[s]) for e in eps for s in e.learner_seats)
+        if not batching:  # the matches in flight share each call: far fewer calls than moves
+            assert len(counting.calls) <= moves / (conc / 2), (conc, len(counting.calls), moves)
+    assert played[0] == played[1] == played[2]
     assert len({tuple(map(tuple, g)) for g in played[0]}) > 12  # an untrained model: the draws vary
 
 

@@ -1,22 +1,23 @@
-"""Rollouts: many concurrent matches whose LLM seats share one batching engine.
+"""Rollouts: many concurrent matches whose LLM seats share one batched generation call a round.
 
-Each match runs the one match loop (`play_match`) on its own thread; the
-language-model players submit their prompts to a shared `BatchingEngine`, which
-turns the prompts of all concurrent matches into batched generation calls with
-a KV cache. Fixed and historical opponents are ordinary agents.
+The matches run on the one match engine (`arena.match.pool.play_lockstep`): each plays until its
+language-model seats must move, and the learner (one `LLMAgent` for every seat it plays, in every
+match in flight) answers all of those moves with one ``generate`` call; language-model opponents
+(frozen snapshots) are batched the same way, each by its own engine. Other opponents are ordinary
+agents. Each move samples with its own seed (match seed, seat, move number), so an episode is the
+same whichever matches shared its calls.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from arena.agents.base import derive_seed
 from arena.agents.llm import LLMAgent
+from arena.agents.specs import make_agent
 from arena.envs.registry import make_core
-from arena.match.loop import InvalidMovePolicy, MatchResult
-from arena.match.runner import MatchJob, run_match_job
+from arena.match.loop import InvalidMovePolicy, Match, MatchResult, run_matches
 
 #: Seat marker in a pairing: this seat is played by the learning model.
 LEARNER = "<learner>"
@@ -41,24 +42,6 @@ class Episode:
         return sum(len(self.turns.get(seat, [])) for seat in self.learner_seats)
 
 
-class _RecordingLLM(LLMAgent):
-    """An LLM seat that also keeps what a privileged critic may see at each of its turns."""
-
-    def __init__(self, *a, keep_privileged: bool = False, **kw):
-        super().__init__(*a, **kw)
-        self.keep_privileged = keep_privileged
-        self.privileged: list[str | None] = []
-
-    def reset(self, seed=None):
-        super().reset(seed)
-        self.privileged = []
-
-    def act(self, observation):
-        if self.keep_privileged:
-            self.privileged.append(observation.privileged)
-        return super().act(observation)
-
-
 def play_episodes(
     game: str,
     pairings: Sequence[tuple[list[str], str]],
@@ -77,47 +60,55 @@ def play_episodes(
     game_kwargs: dict | None = None,
     record_replays: bool = False,
 ) -> list[Episode]:
-    """Play one match per pairing ``(seat specs, opponent name)`` concurrently; LEARNER seats use `engine`.
-    Each match goes through the one job runner; the other seats are built from their specs."""
+    """Play one match per pairing ``(seat specs, opponent name)``, `concurrency` in flight at once;
+    LEARNER seats are played by one agent over `engine`, the other seats are built from their specs
+    (one shared object per spec for agents that answer in batches). Match i has seed
+    ``derive_seed(seed, i)``."""
+    learner = LLMAgent(engine, tokenizer, template, max_new_tokens=max_new_tokens, temperature=temperature,
+                       greedy=greedy, top_k_logprobs=top_k_logprobs, record=True, keep_privileged=keep_privileged)
+    shared: dict[str, Any] = {LEARNER: learner}
+    cores = [make_core(game, **(game_kwargs or {})) for _ in pairings]
+    for spec in dict.fromkeys(s for seats, _ in pairings for s in seats):
+        if spec != LEARNER:
+            agent = make_agent(spec, cores[0], derive_seed(seed, 1_000_003))
+            if callable(getattr(agent, "act_batch", None)):
+                shared[spec] = agent
+    for agent in shared.values():
+        agent.reset(seed)
 
-    def one(i: int) -> Episode:
-        seats, opp_name = pairings[i]
-        core = make_core(game, **(game_kwargs or {}))
-        match_seed = derive_seed(seed, i)
-        agents = [_RecordingLLM(engine, tokenizer, template, max_new_tokens=max_new_tokens, temperature=temperature,
-                                greedy=greedy, top_k_logprobs=top_k_logprobs, record=True,
-                                keep_privileged=keep_privileged) if spec == LEARNER else None for spec in seats]
-        job = MatchJob(match_id=f"rollout-{seed}-{i}", game=core.game_id, specs=tuple(seats), seed=match_seed,
-                       game_kwargs=dict(game_kwargs or {}), policy=policy, keep_replay=record_replays)
-        res = run_match_job(job, agents=agents, core=core)
-        ep = Episode(res, list(seats), opp_name)
-        for s, a in enumerate(agents):
-            if a is not None:
-                ep.turns[s] = a.turns
-                ep.privileged[s] = a.privileged
-        return ep
+    def matches():
+        for i, (seats, _) in enumerate(pairings):
+            yield Match(cores[i], list(seats), derive_seed(seed, i), policy=policy, match_id=f"rollout-{seed}-{i}",
+                        record="text" if record_replays else False, game_kwargs=dict(game_kwargs or {}) or None,
+                        batched=True, shared=shared, index=i)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(pairings))),
-                            thread_name_prefix="arena-rollout") as pool:
-        return list(pool.map(one, range(len(pairings))))
+    results: dict[int, MatchResult] = {}
+    index = {f"rollout-{seed}-{i}": i for i in range(len(pairings))}
+    run_matches(matches(), lambda r: results.__setitem__(index[r.match_id], r), width=max(1, concurrency))
+    episodes = []
+    for i, (seats, opp_name) in enumerate(pairings):
+        ep = Episode(results[i], list(seats), opp_name)
+        for s in ep.learner_seats:
+            ep.turns[s] = learner.turns_of(cores[i], s)
+            ep.privileged[s] = learner.privileged_of(cores[i], s)
+        episodes.append(ep)
+    return episodes
 
 
 class LLMActors:
-    """The Actors of the language-model trainer: one batching engine over the learner's model (every
-    LLM seat of every concurrent match shares it), generating in the rollout precision on the
+    """The Actors of the language-model trainer: one engine over the learner's model (every LLM seat of
+    every concurrent match shares its calls), generating in the rollout precision on the
     learner's device, and the rollouts that turn pairings into episodes."""
 
     def __init__(self, model: Any, tokenizer: Any, template: Any, *, game: str, device: str, precision: str,
-                 max_batch: int, max_new_tokens: int, temperature: float, top_k: int, keep_privileged: bool):
-        from arena.inference.engine import BatchingEngine, HFEngine
+                 max_new_tokens: int, temperature: float, top_k: int, keep_privileged: bool):
+        from arena.inference.engine import HFEngine
 
         self.game, self.tok, self.template = game, tokenizer, template
         self.max_new_tokens, self.temperature, self.top_k = max_new_tokens, temperature, top_k
         self.keep_privileged = keep_privileged
         self.engine = HFEngine(model, tokenizer, device=device)
-        # A 20 ms window: long enough for the first moves of all concurrent matches to share a call.
-        self.rollout_engine = BatchingEngine(_AutocastEngine(self.engine, device, precision), max_batch=max_batch,
-                                             max_wait_s=0.02)
+        self.rollout_engine = _AutocastEngine(self.engine, device, precision)
 
     def encode_prompt(self, prompt: str) -> list[int]:
         return self.engine.encode(prompt)
@@ -131,11 +122,11 @@ class LLMActors:
                              record_replays=record)
 
     def close(self) -> None:
-        self.rollout_engine.close()
+        pass
 
 
 class _AutocastEngine:
-    """Runs an engine's generate under autocast (bf16/fp16 rollouts), in whichever thread calls it."""
+    """Runs an engine's generate under autocast (bf16/fp16 rollouts)."""
 
     def __init__(self, engine: Any, device: str, precision: str):
         self.engine, self.device, self.precision = engine, device, precision

@@ -33,7 +33,7 @@ examples and its epochs); ``arena train`` shows them as a second bar with a rate
 
 The trainer is three parts: the **Learner** (`arena.trainers.llm.learner.LLMLearner`:
 model, optimizer, device, precision, ``step(batch)``), the **Actors**
-(`arena.trainers.llm.rollout.LLMActors`: the batching engine and the rollouts) and
+(`arena.trainers.llm.rollout.LLMActors`: the generation engine and the rollouts) and
 this module's **Coordinator**, `SpiralTrainer` (a `arena.trainers.common.base.Trainer`, whose
 base owns the run folder, the checkpoint write, ``best``, the metrics and stopping): the loop, the
 league, the batch (advantages) and evaluation. The coordinator is the learner's
@@ -175,7 +175,7 @@ class SpiralTrainer(Trainer):
         else:
             self.learner = LLMLearner(model_obj, tok, LearnerSettings.of(cfg), critic=critic)
         self.actors = LLMActors(self.learner.model, tok, self.template, game=cfg.game, device=self.learner.device,
-                                precision=cfg.rollout_precision, max_batch=max(cfg.concurrency, cfg.eval.concurrency),
+                                precision=cfg.rollout_precision,
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
                                 keep_privileged=critic is not None)
         self.advantages = ADVANTAGES[cfg.learner.advantage]
