@@ -1,6 +1,8 @@
-"""`play_match`: the one match loop.
+"""The one match engine: `Match` (one match in flight), `run_matches` (many, with one batched call a
+round for every agent that answers in batches) and `play_match` (one match, nothing batched).
 
-League, evaluation, ``arena play`` and trainers all call it. It serves
+League, evaluation, ``arena play`` and trainers all play through it (`arena.match.pool` runs it in
+this process, worker processes or Ray). It serves
 turn-based games (PettingZoo AEC and the built-in adapters), simultaneous-move
 games (PettingZoo parallel) and single-agent Gymnasium tasks through the same
 `GameCore` view, enforces legality, applies the invalid-move policy, times

@@ -1,11 +1,12 @@
 """The one job runner: play a scheduled match and return its `MatchResult`.
 
 A `MatchJob` is everything needed to play one match anywhere (this process, a
-forked or forkserver worker, a Ray task): the match id and seed the scheduler
-gave it, the game, one agent spec per seat and the match settings. The league's
-executors, batch play, a human playing a league player and the trainers'
-rollouts all run their matches through :func:`run_match_job`, so a match is
-played, recorded and written the same way whoever scheduled it.
+forked or forkserver worker, a Ray task: `arena.match.pool`): the match id and
+seed the scheduler gave it, the game, one agent spec per seat and the match
+settings. The league, batch play and a human playing a league player run their
+matches through :func:`run_match_job` (or, in lock step, through the pool's
+`play_jobs`, which finishes each job the same way with `finish_job`), so a match
+is played, recorded and written the same way whoever scheduled it.
 """
 
 from __future__ import annotations
