@@ -430,7 +430,7 @@ def bench_rollout(args, console: Console) -> Section:
     sec.ratios.append((f"b. rollout tokens/s, match engine ({n} concurrent) / sequential", ratio, ">= 5x",
                        ratio >= 5.0))
     ratio_t = summ["engine"][0] / summ["threads"][0]
-    sec.ratios.append((f"b. match engine / threads on a BatchingEngine (the previous driver)", ratio_t, ">= 1.0x",
+    sec.ratios.append(("b. match engine / threads on a BatchingEngine (the previous driver)", ratio_t, ">= 1.0x",
                        ratio_t >= 1.0))
     sec.notes.append("rollouts: wall s / tokens / generations are those of the median run; ratios are of medians")
     sec.notes.append("rollouts: every variant samples each move with its own seed (match seed, seat, move number), "

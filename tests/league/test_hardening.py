@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from arena.config import MAX_CONFIG_BYTES, MAX_YAML_ALIASES, MAX_YAML_NODES, load_yaml_text
-from arena.errors import AgentSpecError, ConfigError, LeagueBusy, shown
+from arena.errors import AgentSpecError, ConfigError, LeagueBusy
 from arena.league.config import load_league_config
 from arena.league.lock import LOCK_FILE, writer_lock
 from arena.league.manager import League, open_league

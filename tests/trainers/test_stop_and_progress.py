@@ -120,7 +120,7 @@ def test_ppo_reports_rollout_update_epochs_and_evaluation(tmp_path):
 
 
 def test_scc_reports_imitation_rollout_update_epochs_and_evaluation(tmp_path):
-    from trainers.policy.test_resume_same_run import config, train
+    from trainers.policy.test_resume_same_run import config
 
     from arena.trainers.policy.scc import SCCTrainer
 

@@ -189,7 +189,7 @@ def test_leduc_pot_is_the_engines_until_it_pays_out(seed):
 ])
 def test_poker_buttons_say_what_the_move_is_now(game, view, labels):
     board = board_of(game, view)
-    assert {a: move_label(game, board, a, f"o(1,1)" if game == TTT else "Pass") for a in labels} == labels
+    assert {a: move_label(game, board, a, "o(1,1)" if game == TTT else "Pass") for a in labels} == labels
 
 
 def test_kuhn_replay_names_each_move_and_ends_with_both_cards(servers, quick_dir):

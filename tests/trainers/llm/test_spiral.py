@@ -343,32 +343,6 @@ def test_resume_from_the_iteration_zero_checkpoint(tmp_path):
     assert [p.name for p in open_league(d).players() if p.kind == "historical"] == ["learner@0", "learner@1"]
 
 
-def test_close_closes_the_league_the_trainer_opened_and_only_that_one(tmp_path):
-    import sqlite3
-
-    from arena.league.manager import League
-    from arena.trainers.llm.spiral import league_config
-
-    cfg = small(tmp_path, iterations=0, il=None)
-    t = SpiralTrainer(cfg, tmp_path / "own")
-    t.close()
-    t.close()  # a second close does nothing
-    assert t.league.lock is None
-    with pytest.raises(sqlite3.ProgrammingError):
-        t.league.store.conn.execute("SELECT 1")
-    assert open_league(t.league_dir).player("learner") is not None
-    # a league handed in is its caller's: still open after the trainer closes
-    shared = League(league_config(cfg, "shared"), tmp_path / "shared", backend="inline")
-    try:
-        t = SpiralTrainer(cfg, tmp_path / "shared" / "llm", league=shared)
-        t.close()
-        t.close()
-        assert shared.lock is not None and shared.player("learner") is not None
-    finally:
-        shared.close()
-    shared.close()
-
-
 def test_imitation_on_a_text_game_with_the_spiral_template(tmp_path):
     """The warm start on TextArena Kuhn Poker: free-text moves rendered as \\boxed{[call]} answers."""
     from arena.match.batch import play_matches

@@ -154,32 +154,6 @@ def test_killed_after_the_teacher_matches_plays_them_once(tmp_path, monkeypatch)
     assert open_league(t.league_dir).player("main@il") is not None and t.iteration == 1
 
 
-def test_close_closes_the_league_the_trainer_opened_and_only_that_one(tmp_path):
-    import sqlite3
-
-    from arena.league.manager import League
-    from arena.trainers.policy.scc import league_config
-
-    cfg = config(il=None, learners=[{"name": "main", "role": "main"}], iterations=0, snapshot_every=0)
-    t = SCCTrainer(cfg, tmp_path / "own")
-    t.close()
-    t.close()  # a second close does nothing
-    assert t.league.lock is None
-    with pytest.raises(sqlite3.ProgrammingError):
-        t.league.store.conn.execute("SELECT 1")
-    assert open_league(t.league_dir).player("main") is not None
-    # a league handed in is its caller's: still open after the trainer closes
-    shared = League(league_config(cfg, "shared"), tmp_path / "shared", backend="inline")
-    try:
-        t = SCCTrainer(cfg, tmp_path / "shared" / "scc", league=shared)
-        t.close()
-        t.close()
-        assert shared.lock is not None and shared.player("main") is not None
-    finally:
-        shared.close()
-    shared.close()
-
-
 def test_process_actors_overlap_with_one_version_of_lag(tmp_path):
     cfg = config(il=None, learners=[{"name": "main", "role": "main"}], iterations=3, snapshot_every=0, actors=1,
                  overlap=True)
