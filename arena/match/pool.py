@@ -48,10 +48,9 @@ from arena.agents.specs import make_agent
 from arena.envs.core import GameCore
 from arena.envs.registry import load_plugin, make_core
 from arena.errors import DiskFull
-from arena.match.loop import InvalidMovePolicy, Match, MatchResult, check_agent_count, record_mode, run_matches
-from arena.match.runner import MatchJob, finish_job, run_match_job
+from arena.match.loop import InvalidMovePolicy, Match, MatchResult, record_mode, run_matches
+from arena.match.runner import MatchJob, finish_job, job_record, run_match_job
 from arena.procs import die_with, forkserver_preload
-from arena.replays.format import new_match_id
 
 BACKENDS = ("inline", "local", "ray")
 
@@ -75,6 +74,7 @@ def play_lockstep(
     cores: Sequence[GameCore] | None = None,
     on_result: Callable[[MatchResult], None] | None = None,
     move_time_limit: float | None = None,
+    width: int | None = None,
 ) -> list[MatchResult]:
     """Play ``len(seats)`` matches of `game` together on the engine (`run_matches`); match i seats
     ``seats[i]`` (agent objects or spec strings) with seed ``seeds[i]``. A spec found in `shared` is
@@ -82,25 +82,28 @@ def play_lockstep(
     `play_match` builds them. `cores`: the games to play on, made by the caller (one per match; a
     batched agent tells its matches apart by ``observation.core``). Results in order; the replays
     are `play_match`'s for the same seeds. A batched agent is shared by the matches: it is not reset
-    per match (seed it once)."""
+    per match (seed it once). `width`: at most this many matches in flight (`run_matches`)."""
     if len(seeds) != len(seats):
         raise ValueError(f"{len(seats)} matches but {len(seeds)} seeds")
-    record_mode(record)
-    matches = []
-    for i, (agents, seed) in enumerate(zip(seats, seeds)):
-        if cores is not None:
-            core = cores[i]
-        elif isinstance(game, GameCore) and len(seats) == 1:
-            core = game
-        else:
-            core = make_core(game if isinstance(game, str) else game.game_id, **(game_kwargs or {}))
-        check_agent_count(core, len(agents))
-        mid = match_ids[i] if match_ids is not None else new_match_id(core.game_id, seed)
-        matches.append(Match(core, agents, seed, policy=policy, max_moves=max_moves, match_id=mid, record=record,
-                             game_kwargs=game_kwargs, batched=True, shared=shared, index=i,
-                             move_time_limit=move_time_limit))
-    run_matches(matches, on_result)
-    return [m.result for m in matches]
+    record_mode(record)  # a bad record mode fails here, before any match starts
+
+    def matches():  # made as room opens when `width` bounds the matches in flight
+        for i, (agents, seed) in enumerate(zip(seats, seeds)):
+            if cores is not None:
+                core = cores[i]
+            elif isinstance(game, GameCore) and len(seats) == 1:
+                core = game
+            else:
+                core = make_core(game if isinstance(game, str) else game.game_id, **(game_kwargs or {}))
+            made.append(Match(core, agents, seed, policy=policy, max_moves=max_moves,
+                              match_id=match_ids[i] if match_ids is not None else None, record=record,
+                              game_kwargs=game_kwargs, batched=True, shared=shared, index=i,
+                              move_time_limit=move_time_limit))
+            yield made[-1]
+
+    made: list[Match] = []
+    run_matches(matches(), on_result, width=width)
+    return [m.result for m in made]
 
 
 # -- per-process caches ------------------------------------------------------------------------------
@@ -133,20 +136,20 @@ def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 
         cache = {"cores": {}, "agents": {}}
     cores, cached = cache["cores"], cache["agents"]
 
-    def core_of(job: MatchJob) -> GameCore:
-        key = _gkey(job)
-        core = cores.get(key)
+    def core_of(gkey: tuple, job: MatchJob) -> GameCore:
+        core = cores.get(gkey)
         if core is None:
-            core = cores[key] = make_core(job.game, **job.game_kwargs)
+            core = cores[gkey] = make_core(job.game, **job.game_kwargs)
         return core
 
-    def agent_of(job: MatchJob, spec: str, seat: Any) -> Any:
-        key = (_gkey(job), spec, seat)
+    def agent_of(gkey: tuple, job: MatchJob, spec: str, seat: int | None) -> Any:
+        """The cached agent of `spec` in `seat` (None: the one shared by every seat, a batched agent)."""
+        key = (gkey, spec, seat)
         agent = cached.get(key)
         if agent is None:
             if len(cached) > 256:  # learners add a spec per weights version: keep the cache bounded
                 cached.clear()
-            agent = cached[key] = make_agent(spec, core_of(job), derive_seed(job.seed, seat if seat != "b" else 0))
+            agent = cached[key] = make_agent(spec, core_of(gkey, job), derive_seed(job.seed, seat or 0))
         return agent
 
     def done(res: MatchResult, job: MatchJob | None) -> None:
@@ -158,8 +161,9 @@ def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 
 
     if not lockstep:
         for job in jobs:
-            agents = [agent_of(job, spec, seat) for seat, spec in enumerate(job.specs)]
-            done(run_match_job(job, agents=agents, core=core_of(job)), None)  # the runner finished the job
+            gkey = _gkey(job)
+            agents = [agent_of(gkey, job, spec, seat) for seat, spec in enumerate(job.specs)]
+            done(run_match_job(job, agents=agents, core=core_of(gkey, job)), None)  # the runner finished the job
             if any(getattr(a, "stop_requested", False) for a in agents):
                 break  # an agent ended the run (a person who quit): the matches played so far stand
         return results
@@ -168,23 +172,21 @@ def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 
     for spec in dict.fromkeys(s for j in jobs for s in j.specs):
         if spec == "human":
             continue
-        agent = agent_of(first, spec, "b")
+        agent = agent_of(_gkey(first), first, spec, None)
         if callable(getattr(agent, "act_batch", None)):
             agent.reset(first.seed)
             shared[spec] = agent
-    by_id = {j.match_id: j for j in jobs}
+    by_id = {j.match_id: (k, j) for k, j in enumerate(jobs)}
 
     def matches():  # made as room opens: `width` in flight until the last ones
         for k, job in enumerate(jobs):
-            write = job.replay_dir is not None or job.replay_blob
             yield Match(make_core(job.game, **job.game_kwargs), list(job.specs), job.seed, policy=job.policy,
                         max_moves=job.max_moves, match_id=job.match_id, move_time_limit=job.move_time_limit,
-                        record=job.record if write or job.keep_replay else False,
-                        game_kwargs=job.game_kwargs or None, batched=True, shared=shared, index=k)
+                        record=job_record(job), game_kwargs=job.game_kwargs or None, batched=True, shared=shared,
+                        index=k)
 
-    run_matches(matches(), lambda res: done(res, by_id[res.match_id]), width=width)
-    order = {j.match_id: k for k, j in enumerate(jobs)}
-    results.sort(key=lambda r: order[r.match_id])  # in the jobs' order, as one after another gives them
+    run_matches(matches(), lambda res: done(res, by_id[res.match_id][1]), width=width)
+    results.sort(key=lambda r: by_id[r.match_id][0])  # in the jobs' order, as one after another gives them
     return results
 
 
@@ -386,19 +388,20 @@ class MatchPool:
         """Work sent and not yet received."""
         return self._impl.pending()
 
-    def stream(self, works: Iterable[Any]) -> Iterable[tuple[int, Any]]:
-        """Send every piece of work, then yield ``(index, output)`` as each finishes; an exception a
-        piece of work raised is raised here."""
-        n = 0
-        for i, w in enumerate(works):
-            self.send(i, w)
-            n += 1
-        while n:
-            for i, out in self.recv(None):
-                n -= 1
+    def drain(self) -> Iterable[tuple[Any, Any]]:
+        """Yield ``(key, output)`` for every piece of work sent and not received yet, as each finishes;
+        an exception a piece of work raised is raised here."""
+        while self.pending:
+            for key, out in self.recv(None):
                 if isinstance(out, BaseException):
                     raise out
-                yield i, out
+                yield key, out
+
+    def stream(self, works: Iterable[Any]) -> Iterable[tuple[int, Any]]:
+        """Send every piece of work, then yield ``(index, output)`` as each finishes (`drain`)."""
+        for i, w in enumerate(works):
+            self.send(i, w)
+        yield from self.drain()
 
     def play(self, works: Sequence[Any]) -> list[Any]:
         out: list[Any] = [None] * len(works)

@@ -79,11 +79,15 @@ def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any 
     for seat, spec in enumerate(job.specs):
         if seated[seat] is None:
             seated[seat] = make_agent(spec, core, derive_seed(job.seed, seat))
-    write = job.replay_dir is not None or job.replay_blob
     res = play_match(core, seated, seed=job.seed, policy=job.policy, move_time_limit=job.move_time_limit,
-                     max_moves=job.max_moves, match_id=job.match_id,
-                     record=job.record if write or job.keep_replay else False, game_kwargs=job.game_kwargs or None)
+                     max_moves=job.max_moves, match_id=job.match_id, record=job_record(job),
+                     game_kwargs=job.game_kwargs or None)
     return finish_job(job, res)
+
+
+def job_record(job: MatchJob) -> str | bool:
+    """What the match loop records for `job`: its record mode when the replay is written or kept, else nothing."""
+    return job.record if job.replay_dir is not None or job.replay_blob or job.keep_replay else False
 
 
 def finish_job(job: MatchJob, res: MatchResult) -> MatchResult:

@@ -17,7 +17,8 @@ from arena.agents.base import derive_seed
 from arena.agents.llm import LLMAgent
 from arena.agents.specs import make_agent
 from arena.envs.registry import make_core
-from arena.match.loop import InvalidMovePolicy, Match, MatchResult, run_matches
+from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.match.pool import play_lockstep
 
 #: Seat marker in a pairing: this seat is played by the learning model.
 LEARNER = "<learner>"
@@ -76,15 +77,11 @@ def play_episodes(
     for agent in shared.values():
         agent.reset(seed)
 
-    def matches():
-        for i, (seats, _) in enumerate(pairings):
-            yield Match(cores[i], list(seats), derive_seed(seed, i), policy=policy, match_id=f"rollout-{seed}-{i}",
-                        record="text" if record_replays else False, game_kwargs=dict(game_kwargs or {}) or None,
-                        batched=True, shared=shared, index=i)
-
-    results: dict[int, MatchResult] = {}
-    index = {f"rollout-{seed}-{i}": i for i in range(len(pairings))}
-    run_matches(matches(), lambda r: results.__setitem__(index[r.match_id], r), width=max(1, concurrency))
+    results = play_lockstep(game, [list(seats) for seats, _ in pairings],
+                            [derive_seed(seed, i) for i in range(len(pairings))], policy=policy,
+                            record="text" if record_replays else False, game_kwargs=dict(game_kwargs or {}) or None,
+                            match_ids=[f"rollout-{seed}-{i}" for i in range(len(pairings))], shared=shared,
+                            cores=cores, width=max(1, concurrency))
     episodes = []
     for i, (seats, opp_name) in enumerate(pairings):
         ep = Episode(results[i], list(seats), opp_name)

@@ -228,12 +228,11 @@ class PolicyActors:
         self.game, self.workers, self.game_kwargs = game, workers, dict(game_kwargs or {})
         self.backend, self.address = backend, address
         self._pool: MatchPool | None = None
-        self._pending = 0
 
     @property
     def busy(self) -> bool:
         """Pairings submitted and not collected yet."""
-        return self._pending > 0
+        return self._pool is not None and self._pool.pending > 0
 
     def _ensure_pool(self) -> MatchPool:
         if self._pool is None:
@@ -251,30 +250,18 @@ class PolicyActors:
                       record=record, greedy=greedy)
         if self.workers <= 0:
             pool.send(0, PairingsWork(pairings=list(pairings), offset=0, nets=nets, **common))
-            self._pending = 1
             return
         first = next(iter(nets.values()))
         blueprint = (first.spec.to_dict(), first.arch, first.sizes)
         weights = {n: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()} for n, net in nets.items()}
         size = (len(pairings) + self.workers - 1) // self.workers
-        self._pending = 0
         for i in range(0, len(pairings), size):
             pool.send(i, PairingsWork(pairings=list(pairings[i:i + size]), offset=i, weights=weights,
                                       blueprint=blueprint, **common))
-            self._pending += 1
 
     def collect(self) -> tuple[list[MatchResult], list[Trajectory]]:
-        pool, n = self._ensure_pool(), self._pending
-        self._pending = 0
-        parts = []
-        while n:
-            for key, out in pool.recv(None):
-                n -= 1
-                if isinstance(out, BaseException):
-                    raise out
-                parts.append((key, out))
         results, trajs = [], []
-        for _, (r, t) in sorted(parts, key=lambda kv: kv[0]):
+        for _, (r, t) in sorted(self._ensure_pool().drain(), key=lambda kv: kv[0]):
             results.extend(r)
             trajs.extend(t)
         trajs.sort(key=lambda t: (t.learner, t.match, t.seat))
