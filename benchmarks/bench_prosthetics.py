@@ -21,10 +21,11 @@ Method, three parts in one process run (``--only`` runs some of them):
    alternate arena, raw, arena, raw over ``--episodes`` seeds. Timed: reset and steps (model
    loading reported apart, and a second ratio with it). Then one instrumented arena episode says
    where the arena's extra time goes (exclusive times per step). Goal: arena / raw >= 0.95x.
-2. **procs**: ``SubprocessEnvs("arena/Prosthetics-v0", n)`` for n = 1 and 2, each env playing the
-   same fixed random actions for ``--steps`` steps (an env that ends is reset), total env steps/s,
-   over ``--rounds`` alternating rounds; the envs in the caller's process (``workers=False``) as a
-   reference for the pipes' cost; start-up timed apart. Goal: 2 / 1 >= 1.8x on 2 cores.
+2. **procs**: PPO's env slots on the match pool (`arena.trainers.policy.segments.Rollouts`), 1 slot
+   in 1 worker process against 2 slots in 2, each playing ``--steps`` moves of the PPO config's
+   untrained policy (sampled; its forward pass runs in the worker; an episode that ends is
+   reset), total env steps/s over ``--rounds`` alternating rounds; the slot in the caller's process
+   as a reference for the pool's cost; start-up timed apart. Goal: 2 / 1 >= 1.8x on 2 cores.
 3. **ppo**: `PPOTrainer` with ``configs/train/prosthetics_ppo.yaml`` (2 env processes, 1024 samples
    an iteration, 10 epochs of minibatches of 64) for ``--seconds`` of training (the sum of its
    iterations' times, evaluations and checkpoints included; stopped before the iteration that
@@ -300,79 +301,57 @@ def print_env(r: dict) -> None:
 
 # -- 2. two simulator processes against one ------------------------------------------------------
 def bench_procs(steps: int, rounds: int, seed: int) -> dict:
-    import numpy as np
+    import torch
 
-    from arena.envs.vector import SubprocessEnvs
+    from arena.envs.registry import make_core
+    from arena.inference.policy_nets import build_policy, spec_from_core
+    from arena.trainers.policy.segments import Rollouts
 
-    table = np.random.default_rng(seed).random((steps, 2, 19), dtype=np.float32)
-    variants = {"n1": (1, True, "async"), "n2": (2, True, "async"), "n2_lockstep": (2, True, "lockstep"),
-                "inproc": (1, False, "lockstep")}
-    envs, startup = {}, {}
+    torch.manual_seed(seed)
+    core = make_core(GAME)
+    net = build_policy(spec_from_core(core), "auto", hidden=[256, 256], obs_norm=True)
+    core.close()
+    # slots, worker processes (0: the learner's process)
+    variants = {"n1": (1, 1), "n2": (2, 2), "inproc": (1, 0)}
+    pools, startup = {}, {}
     try:
-        for key, (n, workers, _) in variants.items():
+        for key, (slots, procs) in variants.items():
+            pools[key] = Rollouts(GAME, {}, slots, procs)
             t0 = _perf()
-            envs[key] = SubprocessEnvs(GAME, n, workers=workers)
+            pools[key].segments(net, seed=seed, iteration=0, steps=1)  # workers started, model loaded
             startup[key] = _perf() - t0
         times = {k: [] for k in variants}
         episodes = {k: 0 for k in variants}
         for r in range(rounds):
-            for key, (n, _, mode) in variants.items():
-                ev = envs[key]
-                count = [0] * n
-                ev.reset(list(range(n)), [seed + 1000 * i for i in range(n)])
+            for key in variants:
                 t0 = _perf()
-                if mode == "async":  # each env at its own pace (what the PPO trainer does)
-                    t_env = [0] * n
-                    for i in range(n):
-                        ev.send_step(i, table[0, i])
-                    running = set(range(n))
-                    while running:
-                        for i in ev.ready():
-                            _, _, term, trunc, _ = ev.result(i)
-                            t_env[i] += 1
-                            if term or trunc:
-                                count[i] += 1
-                                ev.reset([i], [seed + 1000 * i + count[i]])
-                            if t_env[i] == steps:
-                                running.discard(i)
-                            else:
-                                ev.send_step(i, table[t_env[i], i])
-                else:  # lock step: every env's step, then the next
-                    for t in range(steps):
-                        _, _, term, trunc, _ = ev.step([table[t, i] for i in range(n)])
-                        ended = [i for i in range(n) if term[i] or trunc[i]]
-                        if ended:
-                            for i in ended:
-                                count[i] += 1
-                            ev.reset(ended, [seed + 1000 * i + count[i] for i in ended])
+                segs = pools[key].segments(net, seed=seed, iteration=1 + r, steps=steps)
                 times[key].append(_perf() - t0)
-                episodes[key] += sum(count)
+                episodes[key] += sum(len(s.episodes) for s in segs)
     finally:
-        for ev in envs.values():
-            ev.close()
+        for p in pools.values():
+            p.close()
     rate = {k: variants[k][0] * steps * rounds / sum(v) for k, v in times.items()}
-    per_round = [(variants["n2"][0] * steps / a) / (steps / b) for a, b in zip(times["n2"], times["n1"])]
+    per_round = [(2 * steps / a) / (steps / b) for a, b in zip(times["n2"], times["n1"])]
     return {"steps_per_env": steps, "rounds": rounds, "steps_per_s": rate, "startup_s": startup,
             "episodes_ended": episodes, "ratio": rate["n2"] / rate["n1"], "ratio_min": min(per_round),
-            "ratio_max": max(per_round), "pipes_ratio": rate["n1"] / rate["inproc"],
-            "lockstep_ratio": rate["n2_lockstep"] / rate["n1"]}
+            "ratio_max": max(per_round), "pool_ratio": rate["n1"] / rate["inproc"]}
 
 
 def print_procs(r: dict) -> None:
     s = r["steps_per_s"]
-    rows = [["SubprocessEnvs: 2 processes / 1 process (env steps/s, all envs; each env at its own pace)",
+    rows = [["PPO's env slots on the match pool: 2 workers / 1 worker (env steps/s, all slots)",
              f"{s['n2']:,.1f}", f"{s['n1']:,.1f}", f"{r['ratio']:.2f}x", ">= 1.8x"],
             [f"   per round (min - max over {r['rounds']})", "", "", f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}x",
              "-"],
-            ["   2 processes in lock step (every env's step, then the next) / 1 process", f"{s['n2_lockstep']:,.1f}",
-             f"{s['n1']:,.1f}", f"{r['lockstep_ratio']:.2f}x", "-"],
-            ["   1 process / the env in this process (the pipes' cost)", f"{s['n1']:,.1f}", f"{s['inproc']:,.1f}",
-             f"{r['pipes_ratio']:.3f}x", "-"]]
+            ["   1 worker / the slot in this process (the pool's cost)", f"{s['n1']:,.1f}", f"{s['inproc']:,.1f}",
+             f"{r['pool_ratio']:.3f}x", "-"]]
     print(markdown_table(["comparison", "arena", "other", "ratio", "goal"], rows, {1, 2, 3}))
     st = r["startup_s"]
-    print(f"\n- {r['steps_per_env']} steps per env a round, fixed random actions, ended envs reset; start-up "
-          f"(spawn, imports, model load) timed apart: 1 process {st['n1']:.2f} s, 2 processes {st['n2']:.2f} s, "
-          f"in this process {st['inproc']:.2f} s")
+    print(f"\n- {r['steps_per_env']} moves per slot a round, the PPO config's untrained policy sampling (its "
+          f"forward pass in the worker), ended episodes reset; start-up (worker start, imports, model load, one "
+          f"move) timed apart: 1 worker {st['n1']:.2f} s, 2 workers {st['n2']:.2f} s, in this process "
+          f"{st['inproc']:.2f} s")
 
 
 # -- 3. the arena's PPO against RLlib PPO ---------------------------------------------------------
@@ -563,8 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--seconds", type=float, default=180.0, help="training budget of each PPO (default 180)")
     ap.add_argument("--episodes", type=int, default=6, help="episodes of the arena / raw comparison (default 6)")
-    ap.add_argument("--steps", type=int, default=400, help="steps per env a round, 1 vs 2 processes (default 400)")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds, 1 vs 2 processes (default 2)")
+    ap.add_argument("--steps", type=int, default=400, help="moves per slot a round, 1 vs 2 workers (default 400)")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds, 1 vs 2 workers (default 2)")
     ap.add_argument("--only", action="append", choices=PARTS, help="run this part only (repeatable)")
     ap.add_argument("--skip-rllib", action="store_true", help="the arena's PPO alone")
     ap.add_argument("--rllib-cpus", type=int, default=2, help="Ray's num_cpus for RLlib (2 env runners; default 2)")

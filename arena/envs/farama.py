@@ -312,12 +312,17 @@ class GymCore(_FaramaCore):
         self.action_kind = action_kind_of(env.action_space)
         self._obs = None
         self._done = True
+        #: The last step ended the episode by truncation (a time limit, a simulator failure), not by
+        #: termination: a learner bootstraps from where it was cut (`arena.trainers.policy.segments`).
+        self.truncated = False
+        #: The last step's ``info`` (a simulator failure says ``info["error"]``).
+        self.info: dict = {}
 
     def reset(self, seed: int | None = None) -> None:
-        self._obs, _ = self.env.reset(seed=seed)
+        self._obs, self.info = self.env.reset(seed=seed)
         self.env.action_space.seed(seed)
         self._returns = [0.0]
-        self._done = False
+        self._done = self.truncated = False
 
     def current_player(self) -> int:
         return TERMINAL if self._done else 0
@@ -328,11 +333,12 @@ class GymCore(_FaramaCore):
         return None
 
     def apply(self, p: int, action: Any) -> str | None:
-        obs, reward, terminated, truncated, _ = self.env.step(action)
+        obs, reward, terminated, truncated, self.info = self.env.step(action)
         self._obs = obs
         self._last = [float(reward)]
         self._returns[0] += float(reward)
         self._done = bool(terminated or truncated)
+        self.truncated = bool(truncated and not terminated)
         return None
 
     def text(self, p: int) -> str:

@@ -3,16 +3,17 @@
 The continuous-control trainer: a neural policy (`arena.inference.policy_nets`, Gaussian or Beta
 head over the action box, observation normalisation) learns by the neural-policy learner's PPO
 (`arena.trainers.policy.learner.PolicyLearner`, GAE, clipped surrogate, value regression) from
-rollouts of several copies of the env, each in its own process (`arena.envs.vector`). Built for
+rollouts of several copies of the env, each in its own worker process on the match pool
+(`arena.trainers.policy.segments`: one-player matches on the one engine). Built for
 the OpenSim prosthetics task (``configs/train/prosthetics_ppo.yaml``), it trains any single-agent
 Gymnasium game with Box or Discrete actions.
 
 One iteration:
 
 1. every env plays ``steps_per_env`` steps from a fresh reset (episodes end and restart inside;
-   the seeds come from ``(seed, iteration, env, episode)``), each at its own pace: the policy
-   answers an env as soon as its step is back, while the others simulate; the samples are the
-   policy's own (not clipped: the env clips to its box);
+   the seeds come from ``(seed, iteration, env, episode)``), each at its own pace in its worker
+   with the weights of now; the samples are the policy's own (not clipped: the env clips to its
+   box);
 2. an episode cut by the step limit, by a simulator failure or by the end of the segment is
    bootstrapped: ``gamma * V(next observation)`` is folded into its last reward, whose discount is
    then 0, which is exactly GAE's bootstrap (and UPGO's); a fall (termination) is not;
@@ -48,6 +49,7 @@ from arena.errors import ConfigError
 from arena.trainers.common.base import Trainer, TrainerConfig
 from arena.trainers.parallel.config import ParallelConfig
 from arena.trainers.policy.learner import LearnerSettings
+from arena.trainers.policy.segments import episode_seed
 
 
 @dataclass
@@ -124,10 +126,6 @@ class PPOConfig(TrainerConfig):
         return lr_at(self.lr, iteration, self.iterations, self.lr_schedule, self.lr_end)
 
 
-def episode_seed(seed: int, iteration: int, env: int, episode: int) -> int:
-    return (seed * 1_000_003 + iteration * 100_019 + env * 1_009 + episode * 7 + 11) % (2**31)
-
-
 class PPOTrainer(Trainer):
     curve_keys = ("eval/return", "train/return", "train/episode_len", "train/entropy", "train/value_loss",
                   "train/approx_kl", "train/env_steps_per_s")
@@ -155,118 +153,49 @@ class PPOTrainer(Trainer):
         self.net = build_policy(self.spec, cfg.arch, **cfg.sizes)
         self.learner = make_policy_learner(self.net, cfg.learner, lr=cfg.lr, parallel=cfg.parallel)
         self.env_steps = 0
-        self.envs = None
+        self.rollouts = None
         state = self.latest_state(map_location="cpu")
         if state is not None:
             self.learner.load_state_dict(state["learner"])
             self.iteration = int(state["iteration"])
             self.env_steps = int(state.get("env_steps", 0))
 
-    # -- the envs -------------------------------------------------------------------------------
-    def _envs(self):
-        if self.envs is None:
-            from arena.envs.vector import SubprocessEnvs
+    # -- the env slots ------------------------------------------------------------------------------
+    def _rollouts(self):
+        if self.rollouts is None:
+            from arena.trainers.policy.segments import Rollouts
 
-            self.envs = SubprocessEnvs(self.cfg.game, self.cfg.envs, self.cfg.game_kwargs,
-                                       workers=self.cfg.processes)
-        return self.envs
-
-    def _act(self, obs: list, gen, greedy: bool = False):
-        torch = self.torch
-        x = torch.from_numpy(np.stack(obs).astype(np.float32, copy=False))
-        with torch.no_grad():
-            dist, value = self.net(x)
-            a = dist.mode() if greedy else dist.sample(gen)
-            logp = dist.log_prob(a)
-        return x, a, logp, value
-
-    def _values(self, obs: list) -> np.ndarray:
-        torch = self.torch
-        with torch.no_grad():
-            _, v = self.net(torch.from_numpy(np.stack(obs).astype(np.float32, copy=False)))
-        return v.numpy()
-
-
-    def _moves(self, a) -> list:
-        if self.spec.action_kind == "discrete":
-            return [int(v) for v in a.tolist()]
-        return [row for row in a.numpy().astype(np.float32)]
+            self.rollouts = Rollouts(self.cfg.game, self.cfg.game_kwargs, self.cfg.envs,
+                                     self.cfg.envs if self.cfg.processes else 0)
+        return self.rollouts
 
     # -- one iteration ----------------------------------------------------------------------------
     def collect(self, it: int):
-        """Play ``steps_per_env`` steps in every env; (RolloutBatch, stats).
+        """Play ``steps_per_env`` moves in every env slot; (RolloutBatch, stats).
 
-        Each env runs at its own pace (`SubprocessEnvs.send_step`): when one's step comes back, the
-        policy answers it alone and sends its next action while the others simulate, so no env waits
-        for a slower one. Each env draws from its own generator, seeded by ``(seed, iteration, env)``:
-        the batch is the same whatever order the results arrive in."""
-        from arena.trainers.policy.learner import RolloutBatch
+        Each slot plays its segment on the match pool (`arena.trainers.policy.segments`): in its own
+        worker process, with the weights of now, at its own pace. Each slot draws from its own
+        generator, seeded by ``(seed, iteration, slot)``: the batch is the same whatever order the
+        segments arrive in, and in-process or in workers."""
+        from arena.trainers.policy.segments import to_batch
 
-        torch = self.torch
         cfg = self.cfg
-        envs = self._envs()
+        rollouts = self._rollouts()
         T, N = cfg.steps_per_env, cfg.envs
-        gens = [torch.Generator().manual_seed(episode_seed(cfg.seed, it, 1_000 + i, 0)) for i in range(N)]
-        episodes = [0] * N
-        first = envs.reset(list(range(N)), [episode_seed(cfg.seed, it, i, 0) for i in range(N)])
-        obs = torch.zeros((T, N, *self.spec.input_shape), dtype=torch.float32)
-        acts: Any = None
-        logps = torch.zeros((T, N))
-        vals = torch.zeros((T, N))
-        rew = np.zeros((T, N), dtype=np.float32)
-        disc = np.zeros((T, N), dtype=np.float32)
-        ep_ret, ep_len = np.zeros(N), np.zeros(N, dtype=int)
-        finished: list[tuple[float, int]] = []
-        errors = 0
-        t = [0] * N
+        done = [0]
 
-        def act(i: int, o) -> None:
-            nonlocal acts
-            x, a, logp, v = self._act([o], gens[i])
-            if acts is None:
-                acts = torch.zeros((T, N, *a.shape[1:]), dtype=a.dtype)
-            obs[t[i], i], acts[t[i], i], logps[t[i], i], vals[t[i], i] = x[0], a[0], logp[0], v[0]
-            envs.send_step(i, self._moves(a)[0])
+        def shown(slot, segment) -> None:
+            done[0] += T
+            self._show("rollout: samples", done[0], T * N)
 
-        for i in range(N):
-            act(i, first[i])
-        running = set(range(N))
-        played, every = 0, max(1, T * N // 100)  # about a hundred progress reports a rollout
         self._show("rollout: samples", 0, T * N)
-        while running:
-            for i in envs.ready():
-                played += 1
-                if played % every == 0 or played == T * N:
-                    self._show("rollout: samples", played, T * N)
-                o, r, term, trunc, info = envs.result(i)
-                k = t[i]
-                ep_ret[i] += r
-                ep_len[i] += 1
-                rew[k, i] = r * cfg.reward_scale
-                done = bool(term or trunc)
-                disc[k, i] = 0.0 if done else cfg.learner.gamma
-                if "error" in info:
-                    errors += 1
-                lost = "restarted" in str(info.get("error", ""))
-                # cut but not ended: bootstrap from the value of where it was cut (a lost worker has no state)
-                if ((trunc and not term) or (k == T - 1 and not done)) and not lost:
-                    rew[k, i] += cfg.learner.gamma * float(self._values([o])[0])
-                    disc[k, i] = 0.0
-                if done:
-                    finished.append((float(ep_ret[i]), int(ep_len[i])))
-                    ep_ret[i], ep_len[i] = 0.0, 0
-                    episodes[i] += 1
-                t[i] += 1
-                if t[i] == T:
-                    running.discard(i)
-                    continue
-                if done:
-                    o = envs.reset([i], [episode_seed(cfg.seed, it, i, episodes[i])])[0]
-                act(i, o)
-        batch = RolloutBatch(
-            obs=obs, mask=None, actions=acts, behaviour_logp=logps, behaviour_value=vals,
-            rewards=torch.from_numpy(rew), discounts=torch.from_numpy(disc), valid=torch.ones(T, N, dtype=torch.bool))
-        stats = {"train/episodes": float(len(finished)), "train/sim_errors": float(errors)}
+        lost_before = rollouts.lost
+        segments = rollouts.segments(self.net, seed=cfg.seed, iteration=it, steps=T, on_done=shown)
+        batch = to_batch(segments, T, gamma=cfg.learner.gamma, reward_scale=cfg.reward_scale)
+        finished = [e for s in segments if s is not None for e in s.episodes]
+        stats = {"train/episodes": float(len(finished)),
+                 "train/sim_errors": float(sum(s.errors for s in segments if s is not None)),
+                 "train/lost_segments": float(rollouts.lost - lost_before)}
         if finished:
             stats["train/return"] = float(np.mean([f[0] for f in finished]))
             stats["train/episode_len"] = float(np.mean([f[1] for f in finished]))
@@ -274,50 +203,29 @@ class PPOTrainer(Trainer):
 
     def _normalise_with(self, batch) -> None:
         """The observation normaliser takes in a batch's observations (a policy without one: nothing)."""
-        if self.cfg.sizes.get("obs_norm"):
-            self.net.update_obs_norm(batch.obs.reshape(-1, *batch.obs.shape[2:]).numpy())
+        if self.cfg.sizes.get("obs_norm") and "obs" in batch.inputs:  # (a one-tensor observation's)
+            self.net.update_obs_norm(batch.inputs["obs"][batch.valid].numpy())
 
     def evaluate(self, seeds: list[int] | None = None, greedy: bool | None = None) -> dict[str, float]:
-        """The policy on the eval seeds, one episode each: each env takes the next seed when its episode
-        ends; a sampled policy draws from a generator of the episode's seed (the same episode
-        whichever env plays it)."""
-        torch = self.torch
+        """The policy on the eval seeds, one episode each, spread over the env slots; a sampled policy
+        draws from a generator of the episode's seed (the same episode whichever slot plays it)."""
         cfg = self.cfg
         seeds = list(cfg.eval.seeds if seeds is None else seeds)
         greedy = cfg.eval.greedy if greedy is None else greedy
-        envs = self._envs()
-        todo = list(enumerate(seeds))[::-1]
-        ret, steps = [0.0] * len(seeds), [0] * len(seeds)
-        playing: dict[int, tuple[int, Any]] = {}  # env -> (episode index, its generator)
+        done = [0]
+
+        def shown(key, episodes) -> None:
+            done[0] += len(episodes or ())
+            self._show("evaluation: episodes", done[0], len(seeds))
+
         self._show("evaluation: episodes", 0, len(seeds))
-
-        def start(i: int) -> None:
-            j, seed = todo.pop()
-            gen = torch.Generator().manual_seed(episode_seed(cfg.seed, -1, 0, seed))
-            playing[i] = (j, gen)
-            step(i, envs.reset([i], [seed])[0])
-
-        def step(i: int, o) -> None:
-            _, a, _, _ = self._act([o], playing[i][1], greedy)
-            envs.send_step(i, self._moves(a)[0])
-
-        for i in range(min(envs.n, len(todo))):
-            start(i)
-        while playing:
-            for i in envs.ready():
-                o, r, term, trunc, _ = envs.result(i)
-                j = playing[i][0]
-                ret[j] += float(r)
-                steps[j] += 1
-                if term or trunc:
-                    del playing[i]
-                    self._show("evaluation: episodes", len(seeds) - len(todo) - len(playing), len(seeds))
-                    if todo:
-                        start(i)
-                else:
-                    step(i, o)
+        out = self._rollouts().episodes(self.net, seeds, seed=cfg.seed, greedy=greedy, on_done=shown)
+        played = [e for e in out if e is not None]
+        if not played:
+            raise RuntimeError("every evaluation episode was lost: the env's workers keep dying")
+        ret = [e[0] for e in played]
         return {"eval/return": float(np.mean(ret)), "eval/return_min": float(np.min(ret)),
-                "eval/episode_len": float(np.mean(steps))}
+                "eval/episode_len": float(np.mean([e[1] for e in played]))}
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def save(self, folder: Path, it: int) -> None:
@@ -378,8 +286,8 @@ class PPOTrainer(Trainer):
         return line
 
     def close(self) -> None:
-        if self.envs is not None:
-            self.envs.close()
-            self.envs = None
+        if self.rollouts is not None:
+            self.rollouts.close()
+            self.rollouts = None
         self.learner.close()
         super().close()

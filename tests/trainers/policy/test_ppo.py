@@ -40,22 +40,92 @@ def test_two_player_games_are_refused(tmp_path):
 
 def test_rollout_bootstraps_cut_episodes_and_not_ended_ones(tmp_path, monkeypatch):
     t = _trainer(tmp_path, steps_per_env=20, learner={"epochs": 2, "minibatch": 32, "gamma": 0.9})  # Target-v0 episodes are 8 steps
-    monkeypatch.setattr(t, "_values", lambda obs: np.full(len(obs), 100.0))  # V(s') of the cut episodes
+    from arena.trainers.policy import segments
+
+    monkeypatch.setattr(segments._Recorder, "value_of", lambda self, core: 100.0)  # V(s') of the cut episodes
     try:
         batch, stats = t.collect(1)
-        assert batch.obs.shape == (20, 2, 2) and batch.actions.shape == (20, 2, 2)
+        assert batch.obs["obs"].shape == (20, 2, 2) and batch.actions.shape == (20, 2, 2)
         # steps 7 and 15 end an episode by the time limit, step 19 is cut by the segment: discount 0 and
         # gamma * V(next) = 0.9 * 100 folded into the reward; every other step has discount gamma
         d = batch.discounts.numpy()
         cut = [7, 15, 19]
         assert (d[cut] == 0).all() and np.allclose(np.delete(d, cut, axis=0), 0.9)
         # the env's reward is minus the squared distance of the (clipped) action to the target it showed
-        r = -((np.clip(batch.actions.numpy(), -1, 1) - batch.obs.numpy()) ** 2).sum(-1)
+        r = -((np.clip(batch.actions.numpy(), -1, 1) - batch.obs["obs"].numpy()) ** 2).sum(-1)
         bonus = np.zeros((20, 2))
         bonus[cut] = 90.0
         assert batch.rewards.numpy() == pytest.approx(r + bonus, abs=1e-4)
         assert stats["train/episodes"] == 4 and stats["train/episode_len"] == 8
-        assert t.envs._local[0].unwrapped.t == 4  # a third episode started at step 16, 4 steps played
+        assert stats["train/lost_segments"] == 0 and stats["train/sim_errors"] == 0
+        assert segments._CACHE["core"].env.unwrapped.t == 4  # slot 1's third episode started at step 16: 4 steps
+    finally:
+        t.close()
+
+
+def _same_batch(a, b) -> bool:
+    pairs = [(a.obs["obs"], b.obs["obs"]), (a.actions, b.actions)] + [
+        (getattr(a, k), getattr(b, k)) for k in ("behaviour_logp", "behaviour_value", "rewards", "discounts", "valid")]
+    return all(torch.equal(x, y) for x, y in pairs)
+
+
+def test_worker_processes_play_the_in_process_batch(tmp_path):
+    # the env slots on the match pool: in workers (the weights travel) or in this process (the
+    # learner's network): the same samples, returns and evaluation, whatever order segments come back in
+    out = []
+    for processes in (True, False):
+        t = _trainer(tmp_path, f"p{processes}", game="CartPole-v1", processes=processes, steps_per_env=48)
+        try:
+            batch, stats = t.collect(3)
+            out.append((batch, stats, t.evaluate(seeds=[4, 5, 6], greedy=False)))
+        finally:
+            t.close()
+    (a, sa, ea), (b, sb, eb) = out
+    assert _same_batch(a, b) and sa == sb and ea == eb
+    assert a.discounts.shape == (48, 2) and sa["train/episodes"] >= 2 and (a.discounts == 0).sum() >= 2
+
+
+def test_a_worker_that_dies_mid_segment_loses_nothing(tmp_path):
+    # the worker playing a segment is killed at a step: the segments it held are played again from
+    # their seeds, and the batch is the batch of a run where nothing died
+    marker = tmp_path / "crash-marker"
+    marker.touch()
+    t = _trainer(tmp_path, "crash", processes=True, game_kwargs={"crash_marker": str(marker)})
+    ref = _trainer(tmp_path, "ref", processes=False, game_kwargs={"crash_marker": str(tmp_path / "none")})
+    try:
+        batch, stats = t.collect(1)
+        assert not marker.exists() and t.rollouts.replayed >= 1  # a worker died, its segment was sent again
+        expect, _ = ref.collect(1)
+        assert _same_batch(batch, expect) and stats["train/lost_segments"] == 0 and bool(batch.valid.all())
+    finally:
+        t.close()
+        ref.close()
+
+
+def test_a_segment_lost_again_and_again_is_left_out(tmp_path, monkeypatch):
+    # a segment whose worker dies at every attempt is masked out of the batch (and counted); the
+    # learner steps on the rest
+    from arena.match.pool import MatchPool, WorkerLost
+    from arena.trainers.policy import segments
+
+    class DyingForSlot1(MatchPool):
+        def send(self, key, work):
+            if getattr(work, "slot", None) == 1 and work.episodes is None:
+                self._impl._done.append((key, WorkerLost("killed")))
+            else:
+                super().send(key, work)
+
+    monkeypatch.setattr(segments.Rollouts, "_ensure_pool",
+                        lambda self: self._pool or setattr(self, "_pool", DyingForSlot1("inline")) or self._pool)
+    t = _trainer(tmp_path, steps_per_env=16)
+    try:
+        batch, stats = t.collect(1)
+        assert stats["train/lost_segments"] == 1 and t.rollouts.replayed == segments.MAX_ATTEMPTS - 1
+        assert bool(batch.valid[:, 0].all()) and not bool(batch.valid[:, 1].any()) and batch.moves == 16
+        before = _weights(t)
+        out = t.learner.step(batch, 0.0, torch.Generator().manual_seed(0))
+        assert all(np.isfinite(v) for v in out.values())
+        assert any(not torch.equal(before[k], v) for k, v in t.net.state_dict().items())
     finally:
         t.close()
 
