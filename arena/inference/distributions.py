@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["Composite", "MaskedCategorical", "SelectDist", "select_active", "select_choices"]
+__all__ = ["Composite", "MaskedCategorical", "SelectDist", "normalized_entropy", "select_active", "select_choices"]
 
 # torch is imported where it is used: `arena.inference.policy_nets` imports this module, and importing
 # that needs no torch.
@@ -69,6 +69,19 @@ class MaskedCategorical:
         # 0 * log 0 = 0 for the masked actions (their log-prob is huge and negative, not -inf)
         return -(p * self.log_probs).where(p > 0, p.new_zeros(())).sum(-1)
 
+    def normalized_entropy(self, by: str = "legal"):
+        """The entropy divided by the log of the number of choices (AlphaStar's normalisation, so parts
+        of different sizes weigh alike): the legal ones (``by="legal"``) or all the head's
+        (``by="head"``, the pseudocode's ``log(logits.shape[-1])``); 0 where there is one choice."""
+        import torch
+
+        h = self.entropy()
+        if by == "legal" and self.mask is not None:
+            k = self.mask.bool().sum(-1).to(h.dtype)
+        else:
+            k = torch.full_like(h, float(self.logits.shape[-1]))
+        return torch.where(k > 1, h / torch.log(k.clamp(min=2.0)), torch.zeros_like(h))
+
     def kl(self, other: "MaskedCategorical"):
         p = self.probs
         return (p * (self.log_probs - other.log_probs)).where(p > 0, p.new_zeros(())).sum(-1)
@@ -106,6 +119,10 @@ class SelectDist:
 
     def entropy(self) -> Tensor:
         h = self.steps.entropy()
+        return h.where(self.active, h.new_zeros(())).sum(-1)
+
+    def normalized_entropy(self, by: str = "legal") -> Tensor:
+        h = self.steps.normalized_entropy(by)
         return h.where(self.active, h.new_zeros(())).sum(-1)
 
     def kl(self, other: "SelectDist") -> Tensor:
@@ -166,6 +183,12 @@ class Composite:
         self._need_chain("entropy")
         return self._sum(lambda n: self.parts[n].entropy())
 
+    def normalized_entropy(self, by: str = "legal") -> Tensor:
+        """Each part's entropy normalised by its number of choices (`MaskedCategorical.normalized_entropy`;
+        a continuous part's as it is), summed over the parts the move uses."""
+        self._need_chain("entropy")
+        return self._sum(lambda n: normalized_entropy(self.parts[n], by))
+
     def kl(self, other: "Composite") -> Tensor:
         self._need_chain("kl")
         other.condition(self.actions)
@@ -175,3 +198,10 @@ class Composite:
         if self.actions is None:
             raise RuntimeError(f"{what}() of a composite move needs a chain of choices: call sample(), mode() "
                                "or log_prob(actions) first")
+
+
+def normalized_entropy(dist: Any, by: str | None) -> Tensor:
+    """`dist`'s entropy, normalised by its number of choices where it has a finite set of them (`by`:
+    ``"legal"`` or ``"head"``; None: not normalised). A continuous distribution's is its own."""
+    fn = getattr(dist, "normalized_entropy", None)
+    return dist.entropy() if by is None or fn is None else fn(by)

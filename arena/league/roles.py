@@ -6,11 +6,15 @@ generator), so each rule is tested on small hand-worked cases.
 
 Following AlphaStar's pseudocode (Vinyals et al. 2019):
 
-* main agent: 35% self-play against a current main (if it wins < 30% against
-  that opponent, PFSP-variance over the opponent's history instead); 50%
-  PFSP-squared against all historical players; 15% verification: past main
-  exploiters while its worst win rate against them is < 0.3, else its own past
-  while the worst is < 0.7, else PFSP-squared against all historicals.
+* main agent (``MainPlayer.get_match``): 50% PFSP-squared against all historical
+  players; otherwise a current main is drawn as the opponent (itself included), and
+  15% of the time verification runs first: past main exploiters while its worst
+  win rate against them is < 0.3, else the forgetting check, the drawn opponent's
+  past snapshots (oldest first) with the monotonic suffix of win rates removed
+  (`remove_monotonic_suffix`) while the worst is < 0.7; when verification finds
+  no one, and the other 35% of the time, self-play against the drawn opponent,
+  unless its win rate against it is 0.3 or less (exactly 0.3 included), then
+  PFSP-variance over the opponent's history.
 * main exploiter: the current mains while it wins > 10% against them, else
   PFSP-variance over their history; reset at each of its snapshots.
 * league exploiter: PFSP linear-capped against all historicals; reset with
@@ -78,25 +82,44 @@ def _fallback_selfplay(me: Member, members: Sequence[Member]) -> tuple[str, str]
 
 def _main_opponent(me, members, hist, win_rate, cfg, rng):
     coin = rng.random()
-    if coin < cfg.main_selfplay or not hist:
-        current = mains(members) or [me]
-        opp = current[int(rng.integers(len(current)))]
-        if opp.name != me.name and win_rate(me.name, opp.name) < cfg.selfplay_fallback_threshold:
-            past = [h for h in hist if h.parent == opp.name]
-            if past:
-                return _pfsp(me.name, past, win_rate, "variance", rng), "selfplay_fallback_pfsp_variance"
-        return opp.name, "selfplay"
-    if coin < cfg.main_selfplay + cfg.main_pfsp:
+    if hist and coin < cfg.main_pfsp:  # make sure it can beat the league
         return _pfsp(me.name, hist, win_rate, "squared", rng), "pfsp_squared"
-    chosen = verification_opponent(me, members, win_rate, cfg, rng)
-    if chosen is not None:
-        return chosen, "verification"
-    return _pfsp(me.name, hist, win_rate, "squared", rng), "pfsp_squared"
+    current = mains(members) or [me]
+    opp = current[int(rng.integers(len(current)))]
+    if hist and coin < cfg.main_pfsp + cfg.main_verification:  # rare players it may have omitted
+        chosen = verification_opponent(me, members, win_rate, cfg, rng, opponent=opp.name)
+        if chosen is not None:
+            return chosen, "verification"
+    return _selfplay_opponent(me, opp, hist, win_rate, cfg, rng)
+
+
+def _selfplay_opponent(me, opp, hist, win_rate, cfg, rng):
+    """Self-play against `opp`, unless `me` wins `selfplay_fallback_threshold` or less against it:
+    then a curriculum of its past snapshots by PFSP-variance (where it has any)."""
+    if opp.name == me.name or win_rate(me.name, opp.name) > cfg.selfplay_fallback_threshold:
+        return opp.name, "selfplay"
+    past = [h for h in hist if h.parent == opp.name]
+    if past:
+        return _pfsp(me.name, past, win_rate, "variance", rng), "selfplay_fallback_pfsp_variance"
+    return opp.name, "selfplay"
+
+
+def remove_monotonic_suffix(win_rates: Sequence[float], players: Sequence[Member]
+                            ) -> tuple[list[float], list[Member]]:
+    """Drop the trailing run of snapshots (oldest first) against which the win rate only falls: newer
+    snapshots being harder is progress, not forgetting. What is left ends at the last rise (nothing
+    when the rates never rise)."""
+    for i in range(len(win_rates) - 1, 0, -1):
+        if win_rates[i - 1] < win_rates[i]:
+            return list(win_rates[:i + 1]), list(players[:i + 1])
+    return [], []
 
 
 def verification_opponent(me: Member, members: Sequence[Member], win_rate: WinRate, cfg: RolesConfig,
-                          rng: np.random.Generator) -> str | None:
-    """Past main exploiters while me wins < 0.3 against the best of them, else own past while < 0.7."""
+                          rng: np.random.Generator, opponent: str | None = None) -> str | None:
+    """Past main exploiters while `me` wins < 0.3 against the best of them (exploitation); else the past
+    snapshots of `opponent` (a main; default `me`), oldest first and without their monotonic suffix,
+    while the worst win rate is < 0.7 (forgetting); else None. `members` are in creation order."""
     by_name = {m.name: m for m in members}
     exploiter_past = [m for m in members if m.kind == "historical" and m.parent in by_name
                       and by_name[m.parent].role == "main_exploiter"]
@@ -104,11 +127,11 @@ def verification_opponent(me: Member, members: Sequence[Member], win_rate: WinRa
         rates = [win_rate(me.name, m.name) for m in exploiter_past]
         if min(rates) < cfg.verification_exploiter_threshold:
             return _pfsp(me.name, exploiter_past, win_rate, "squared", rng)
-    own_past = [m for m in members if m.kind == "historical" and m.parent == me.name]
-    if own_past:
-        rates = [win_rate(me.name, m.name) for m in own_past]
-        if min(rates) < cfg.verification_historical_threshold:
-            return _pfsp(me.name, own_past, win_rate, "squared", rng)
+    parent = me.name if opponent is None else opponent
+    past = [m for m in members if m.kind == "historical" and m.parent == parent]
+    rates, past = remove_monotonic_suffix([win_rate(me.name, m.name) for m in past], past)
+    if past and min(rates) < cfg.verification_historical_threshold:
+        return _pfsp(me.name, past, win_rate, "squared", rng)
     return None
 
 

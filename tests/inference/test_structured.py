@@ -140,6 +140,23 @@ def test_multi_select_pointer_by_hand():
     assert first_only.entropy().item() == pytest.approx(_h([0.25, 0.75]))
 
 
+def test_normalised_entropy_by_hand():
+    # AlphaStar's normalisation: each part's entropy over the log of its number of choices
+    c = _cat([[0.25, 0.75, 0.0]], [[True, True, False]])
+    assert c.normalized_entropy("legal").item() == pytest.approx(_h([0.25, 0.75]) / math.log(2))
+    assert c.normalized_entropy("head").item() == pytest.approx(_h([0.25, 0.75]) / math.log(3))
+    assert _cat([[1.0, 0.0]], [[True, False]]).normalized_entropy("legal").item() == 0.0  # one choice: 0
+    logits = torch.log(torch.tensor([[[0.25, 0.75, 1.0], [0.5, 1.0, 0.5]]], dtype=torch.float64))
+    mask = torch.tensor([[[True, True, False], [True, False, True]]])
+    d = SelectDist(MaskedCategorical(logits, mask), torch.tensor([[True, True]]), 2)
+    assert d.normalized_entropy("legal").item() == pytest.approx(_h([0.25, 0.75]) / math.log(2) + 1.0)
+    pi = _two_part([0.5, 0.5], [0.75, 0.25])
+    pi.log_prob({"type": torch.tensor([1]), "target": torch.tensor([0])})
+    assert pi.normalized_entropy("legal").item() == pytest.approx(1.0 + _h([0.75, 0.25]) / math.log(2))
+    pi.log_prob({"type": torch.tensor([0]), "target": torch.tensor([0])})
+    assert pi.normalized_entropy("head").item() == pytest.approx(1.0)  # the unused target adds nothing
+
+
 # -- the structured policy ----------------------------------------------------------------------------
 def _net():
     from arena.inference.policy_nets import PolicySpec, build_policy

@@ -9,6 +9,7 @@ from arena.league.roles import (
     branch_source,
     choose_opponent,
     ready_to_snapshot,
+    remove_monotonic_suffix,
     reset_after_snapshot,
     verification_opponent,
 )
@@ -26,15 +27,69 @@ def wr_table(table, default=0.5):
     return lambda a, b: table.get((a, b), default)
 
 
+MAIN_2 = Member("main@2", "historical", "main", parent="main")
+
+
 def test_main_agent_mode_shares_match_alphastar():
-    members = [MAIN, MX, LX, RANDOM, MAIN_1]
+    members = [MAIN, MX, LX, RANDOM, MAIN_1, MAIN_2]
     rng = np.random.default_rng(0)
-    modes = Counter(choose_opponent(MAIN, members, wr_table({}), CFG, rng)[1] for _ in range(20_000))
+    # own past: 0.5 against main@1, then 0.9 against main@2 (a rise: not a monotonic suffix) -> forgetting
+    wr = wr_table({("main", "main@2"): 0.9})
+    modes = Counter(choose_opponent(MAIN, members, wr, CFG, rng)[1] for _ in range(20_000))
     n = sum(modes.values())
     assert abs(modes["selfplay"] / n - 0.35) < 0.015
     assert abs(modes["pfsp_squared"] / n - 0.50) < 0.015
-    # verification: own past (main@1) at 0.5 < 0.7 -> 15% verification
     assert abs(modes["verification"] / n - 0.15) < 0.015
+
+
+def test_verification_that_finds_no_one_falls_through_to_selfplay():
+    # the pseudocode's order: when verification returns nothing, the match is self-play (not PFSP)
+    members = [MAIN, RANDOM, MAIN_1, MAIN_2]
+    cfg = RolesConfig(main_selfplay=0.0, main_pfsp=0.0, main_verification=1.0)
+    rng = np.random.default_rng(0)
+    # 0.5 then 0.3: the win rate only falls, a monotonic suffix: removed, nobody to verify against
+    wr = wr_table({("main", "main@1"): 0.5, ("main", "main@2"): 0.3})
+    assert {choose_opponent(MAIN, members, wr, cfg, rng) for _ in range(50)} == {("main", "selfplay")}
+    # a rise (0.3 then 0.5): both snapshots stay, the worst (0.3) is under 0.7 -> verification
+    wr = wr_table({("main", "main@1"): 0.3, ("main", "main@2"): 0.5})
+    picks = Counter(choose_opponent(MAIN, members, wr, cfg, rng) for _ in range(400))
+    assert set(picks) == {("main@1", "verification"), ("main@2", "verification")}
+    assert picks[("main@1", "verification")] > picks[("main@2", "verification")]  # PFSP-squared: the harder one
+
+
+def test_remove_monotonic_suffix_by_hand():
+    p = [Member(f"m@{i}", "historical", parent="m") for i in range(4)]
+    assert remove_monotonic_suffix([0.9, 0.8, 0.6], p[:3]) == ([], [])  # only falls: progress
+    assert remove_monotonic_suffix([0.5, 0.9, 0.8], p[:3]) == ([0.5, 0.9], p[:2])  # ends at the last rise
+    assert remove_monotonic_suffix([0.2, 0.4, 0.3, 0.6], p) == ([0.2, 0.4, 0.3, 0.6], p)
+    assert remove_monotonic_suffix([0.7, 0.7], p[:2]) == ([], [])  # equal is not a rise
+    assert remove_monotonic_suffix([0.4], p[:1]) == ([], []) and remove_monotonic_suffix([], []) == ([], [])
+
+
+def test_forgetting_check_uses_the_drawn_opponents_history():
+    other = Member("main2", "learner", "main")
+    o1, o2 = Member("main2@1", "historical", "main", parent="main2"), Member("main2@2", "historical", "main",
+                                                                              parent="main2")
+    members = [MAIN, other, MAIN_1, o1, o2]
+    cfg = RolesConfig(main_selfplay=0.0, main_pfsp=0.0, main_verification=1.0)
+    # main forgets how to beat main2@1 (0.2, then 0.6 against main2@2); its own past it beats (0.9)
+    wr = wr_table({("main", "main2@1"): 0.2, ("main", "main2@2"): 0.6, ("main", "main2"): 0.5}, default=0.9)
+    rng = np.random.default_rng(3)
+    picks = Counter(choose_opponent(MAIN, members, wr, cfg, rng) for _ in range(400))
+    # drawn main2 (half the time): its history is verified; drawn itself: its own past is fine -> self-play
+    assert set(picks) == {("main2@1", "verification"), ("main2@2", "verification"), ("main", "selfplay")}
+    assert 150 < picks[("main", "selfplay")] < 250
+
+
+def test_selfplay_win_rate_of_exactly_0_3_takes_the_history_branch():
+    other = Member("main2", "learner", "main")
+    past = Member("main2@1", "historical", "main", parent="main2")
+    members = [other, past]  # `me` is not among the mains drawn from: main2 is always the opponent
+    cfg = RolesConfig(main_selfplay=1.0, main_pfsp=0.0, main_verification=0.0)
+    rng = np.random.default_rng(0)
+    assert choose_opponent(MAIN, members, wr_table({("main", "main2"): 0.3}), cfg, rng) == \
+        ("main2@1", "selfplay_fallback_pfsp_variance")
+    assert choose_opponent(MAIN, members, wr_table({("main", "main2"): 0.31}), cfg, rng) == ("main2", "selfplay")
 
 
 def test_main_selfplay_falls_back_to_opponents_history_when_losing():
@@ -54,9 +109,10 @@ def test_verification_prefers_past_exploiters_it_loses_to():
     members = [MAIN, MX, MX_1, MAIN_1, RANDOM]
     rng = np.random.default_rng(0)
     assert verification_opponent(MAIN, members, wr_table({("main", "mx@1"): 0.2}), CFG, rng) == "mx@1"
-    # beats the exploiters (>= 0.3): own past while < 0.7
-    assert verification_opponent(MAIN, members, wr_table({("main", "mx@1"): 0.5, ("main", "main@1"): 0.6}),
-                                 CFG, rng) == "main@1"
+    # beats the exploiters (>= 0.3): own past while < 0.7 (after a rise: main@1 at 0.6, main@2 at 0.8)
+    members.append(MAIN_2)
+    assert verification_opponent(MAIN, members, wr_table({("main", "mx@1"): 0.5, ("main", "main@1"): 0.6,
+                                                          ("main", "main@2"): 0.8}), CFG, rng) in ("main@1", "main@2")
     # beats everything: no verification opponent
     assert verification_opponent(MAIN, members, wr_table({}, default=0.9), CFG, rng) is None
 

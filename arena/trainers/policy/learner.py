@@ -16,7 +16,10 @@ imitation policy (SCC) added:
   version behind), policy gradient on the V-trace advantages, value regression on ``v_s``.
 
 UPGO (AlphaStar) is a policy-gradient term on ``G_upgo - V`` (truncated importance weights),
-which learns from the moves whose continuation went better than expected.
+which learns from the moves whose continuation went better than expected. On the V-trace path the
+return's bootstrap and the baseline are both the learner's current values, as AlphaStar's
+pseudocode has them; PPO's follows the behaviour values, as its GAE does. The KL to the imitation
+policy is AlphaStar's ``KL(pi_IL || pi)`` unless ``kl_direction`` says otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from arena.inference.distributions import MaskedCategorical, normalized_entropy
 from arena.inference.trees import tree_columns, tree_rows, tree_to
 from arena.trainers.common import rl
 
@@ -84,7 +88,11 @@ class LearnerSettings:
     upgo_coef: float = 0.5
     #: "policy_to_anchor" KL(pi || pi_IL) (mode-seeking: the policy may sharpen inside the imitation
     #: policy's support) or "anchor_to_policy" KL(pi_IL || pi) (mass-covering).
-    kl_direction: Literal["policy_to_anchor", "anchor_to_policy"] = "policy_to_anchor"
+    kl_direction: Literal["policy_to_anchor", "anchor_to_policy"] = "anchor_to_policy"
+    #: The entropy bonus per part divided by the log of that part's number of choices, as AlphaStar
+    #: does, so parts of different sizes weigh alike: "legal" (the choices its mask leaves), "head"
+    #: (the head's size, the published pseudocode's ``log(logits.shape[-1])``), or None (raw entropy).
+    entropy_norm: Literal["legal", "head"] | None = None
     max_grad_norm: float = 1.0
     #: PPO only: stop the epochs once a minibatch's approximate KL to the behaviour policy passes
     #: 1.5 x this (Spinning Up's and Stable-Baselines3's early stop); None: all epochs.
@@ -141,13 +149,13 @@ class PolicyLearner:
         b = _to(batch, dev)
         B = b.valid.shape[1]
         bootstrap = torch.zeros(B, device=dev)
-        with torch.no_grad():
-            upgo_target = rl.upgo_returns(b.rewards, b.behaviour_value, bootstrap, b.discounts)
         stats: dict[str, list[float]] = {}
         self.net.train()
         if s.algo == "ppo":
             with torch.no_grad():
                 adv, ret = rl.gae_tb(b.rewards, b.behaviour_value, bootstrap, b.discounts, s.lam)
+                # PPO's UPGO follows the behaviour values, as its GAE does (one batch, fixed targets)
+                upgo_target = rl.upgo_returns(b.rewards, b.behaviour_value, bootstrap, b.discounts)
             flat = b.valid.reshape(-1).nonzero().squeeze(-1)
             a_flat = adv.reshape(-1)[flat]
             a_norm = (a_flat - a_flat.mean()) / (a_flat.std() + 1e-8) if a_flat.numel() > 1 else a_flat
@@ -175,7 +183,7 @@ class PolicyLearner:
                 perm = torch.randperm(B, generator=generator)
                 cols = max(1, s.minibatch * B // max(1, b.moves))  # about `minibatch` moves a pass
                 for i in range(0, B, cols):
-                    self._vtrace_minibatch(b, perm[i:i + cols], stats, kl_coef, upgo_target)
+                    self._vtrace_minibatch(b, perm[i:i + cols], stats, kl_coef)
                 if self.on_epoch is not None:
                     self.on_epoch(e + 1, s.epochs)
         self.version += 1
@@ -205,14 +213,21 @@ class PolicyLearner:
         functions of `arena.trainers.common.rl` for discrete actions, the distributions' own otherwise."""
         torch = self.torch
         use_kl = anchor is not None  # measured (and logged) while its coefficient anneals to 0 as well
+        norm = self.s.entropy_norm
         if hasattr(dist, "logits"):
-            neg_h, _ = rl.entropy_bonus(dist.logits, mask, valid)
+            if norm is None:
+                neg_h, _ = rl.entropy_bonus(dist.logits, mask, valid)
+            else:
+                h = MaskedCategorical(dist.logits, mask).normalized_entropy(norm)
+                w = torch.ones_like(h) if valid is None else valid.float()
+                neg_h = -(h * w).sum() / w.sum().clamp(min=1)
             kl = rl.kl_to_anchor(dist.logits, anchor.logits, mask, self.s.kl_direction, valid)[0] if use_kl \
                 else dist.logits.new_zeros(())
             return -neg_h, kl
-        w = torch.ones(dist.entropy().shape, device=self.device) if valid is None else valid.float()
+        h = normalized_entropy(dist, norm)
+        w = torch.ones(h.shape, device=self.device) if valid is None else valid.float()
         n = w.sum().clamp(min=1)
-        ent = (dist.entropy() * w).sum() / n
+        ent = (h * w).sum() / n
         if not use_kl:
             return ent, ent.new_zeros(())
         kl = anchor.kl(dist) if self.s.kl_direction == "anchor_to_policy" else dist.kl(anchor)
@@ -258,7 +273,7 @@ class PolicyLearner:
                     approx_kl=pst["approx_kl"], clip_frac=pst["clip_frac"],
                     explained_variance=vst["explained_variance"])
 
-    def _vtrace_minibatch(self, b, cols, stats, kl_coef, upgo_target) -> None:
+    def _vtrace_minibatch(self, b, cols, stats, kl_coef) -> None:
         torch = self.torch
         s = self.s
         T = b.valid.shape[0]
@@ -281,7 +296,12 @@ class PolicyLearner:
                        torch.zeros(Bc, device=valid.device), sub.discounts, rho_bar=s.rho_bar, c_bar=s.c_bar,
                        lam=s.lam)
         pg, _ = rl.policy_gradient_loss(logp, vt.pg_advantages, sub.valid)
-        upgo_loss, _ = rl.policy_gradient_loss(logp, (upgo_target[:, cols] - values.detach()) * vt.rhos, sub.valid)
+        # UPGO as AlphaStar's pseudocode has it: the learner's current values are both the return's
+        # bootstrap and the baseline, weighted by the clipped importance ratios
+        with torch.no_grad():
+            upgo_target = rl.upgo_returns(sub.rewards, values.detach() * valid, torch.zeros(Bc, device=valid.device),
+                                          sub.discounts)
+        upgo_loss, _ = rl.policy_gradient_loss(logp, (upgo_target - values.detach()) * vt.rhos, sub.valid)
         vloss, vst = rl.value_loss(values, vt.vs, sub.valid)
         m = sub.inputs.get("mask")
         mask = m.reshape(-1, m.shape[-1]) if m is not None else None

@@ -84,3 +84,73 @@ def test_a_gaussian_head_learns_a_target_action():
     with torch.no_grad():
         mode = net(torch.zeros(1, 2))[0].mode()[0]
     assert torch.allclose(mode, target, atol=0.1), mode
+
+
+def chain_batch(net, B=32, T=3, seed=0, values=None):
+    """Three-move episodes (discount 1, then 0 at the end), +-1 on the last move by its action."""
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(T, B, 4, generator=g)
+    mask = torch.tensor([True, True, False]).repeat(T, B, 1)
+    with torch.no_grad():
+        dist, value = net(obs.reshape(T * B, 4), mask.reshape(T * B, 3))
+        a = dist.sample(g)
+        logp = dist.log_prob(a)
+    a, logp, value = a.reshape(T, B), logp.reshape(T, B), value.reshape(T, B)
+    rewards = torch.zeros(T, B)
+    rewards[-1] = torch.where(a[-1] == 0, 1.0, -1.0)
+    disc = torch.ones(T, B)
+    disc[-1] = 0.0
+    return RolloutBatch(obs, mask, a, logp, value if values is None else values, rewards, disc,
+                        torch.ones(T, B, dtype=torch.bool))
+
+
+def test_vtrace_upgo_reads_the_learners_values_not_the_actors():
+    # AlphaStar's pseudocode: UPGO's bootstrap and baseline are both the learner's current values, so
+    # on the V-trace path the values the actors recorded change nothing (they did change UPGO's return)
+    torch.manual_seed(2)
+    nets = [build_policy(SPEC, hidden=[16]) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    s = LearnerSettings(algo="vtrace", epochs=1, minibatch=96, upgo_coef=1.0)
+    base = chain_batch(nets[0])
+    odd = chain_batch(nets[0], values=torch.randn(base.valid.shape, generator=torch.Generator().manual_seed(5)) * 3)
+    assert torch.equal(base.actions, odd.actions) and not torch.equal(base.behaviour_value, odd.behaviour_value)
+    for net, batch in zip(nets, (base, odd)):
+        PolicyLearner(net, s, lr=1e-2).step(batch, generator=torch.Generator().manual_seed(0))
+    a, b = nets[0].state_dict(), nets[1].state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _probs(net, batch):
+    with torch.no_grad():
+        return net(batch.obs.reshape(-1, 4), batch.mask.reshape(-1, 3))[0].probs
+
+
+def test_the_default_kl_is_the_imitation_policys_kl():
+    # KL(pi_IL || pi) by default (AlphaStar's direction): the teacher's probabilities weight the log-ratio
+    assert LearnerSettings().kl_direction == "anchor_to_policy"
+    torch.manual_seed(3)
+    net, anchor = build_policy(SPEC, hidden=[16]), build_policy(SPEC, hidden=[16])
+    with torch.no_grad():
+        anchor.logits.bias.copy_(torch.tensor([-1.0, 1.5, 0.0]))
+    batch = chain_batch(net, T=1, B=16)
+    p, q = _probs(net, batch)[:, :2], _probs(anchor, batch)[:, :2]
+    by_hand = float((q * (q.log() - p.log())).sum(-1).mean())
+    other = float((p * (p.log() - q.log())).sum(-1).mean())
+    stats = PolicyLearner(net, LearnerSettings(epochs=1, minibatch=16), lr=0.0, anchor=anchor).step(
+        batch, kl_coef=1.0, generator=torch.Generator().manual_seed(0))
+    assert stats["kl_anchor"] == pytest.approx(by_hand, rel=1e-5) and abs(by_hand - other) > 1e-3
+
+
+def test_entropy_normalised_by_the_number_of_choices():
+    # a uniform policy over the 2 legal moves of 3: raw entropy log 2, "legal" 1, "head" log 2 / log 3
+    net = build_policy(SPEC, hidden=[16])
+    with torch.no_grad():
+        for prm in net.parameters():
+            prm.zero_()
+    import math
+
+    batch = chain_batch(net, T=1, B=8)
+    for norm, expect in ((None, math.log(2)), ("legal", 1.0), ("head", math.log(2) / math.log(3))):
+        stats = PolicyLearner(net, LearnerSettings(epochs=1, minibatch=8, entropy_norm=norm), lr=0.0).step(
+            batch, generator=torch.Generator().manual_seed(0))
+        assert stats["entropy"] == pytest.approx(expect, rel=1e-5), norm
