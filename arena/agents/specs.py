@@ -5,7 +5,8 @@ Forms:
 * ``mcts:simulations=200,rollouts=1``, ``tactics:epsilon=0.1``, ``cfr:iterations=200``
 * ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
 * kinds with a positional argument before their options (``tabular:<table.json>``,
-  ``llm:<model folder>``, ``policy:<checkpoint>``, ``rllib:<checkpoint>``), and your own kinds
+  ``llm:<model folder>``, ``policy:<checkpoint>``, ``rllib:<checkpoint>``, ``skirmish:<bot>``: the
+  Skirmish game's scripted players), and your own kinds
   registered with `register_agent_kind`.
 
 The built-in kinds' options are checked against `OPTION_RULES` (type and range) when a spec is
@@ -298,6 +299,12 @@ def _policy(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
+def _skirmish(core, seed, positional, **opts):
+    from arena.agents.skirmish import _factory
+
+    return _factory(core, seed, positional, **opts)
+
+
 def _rllib(core, seed, positional, **opts):
     from arena.agents.rllib_agent import _factory
 
@@ -306,5 +313,5 @@ def _rllib(core, seed, positional, **opts):
 
 for _name, _factory in {"random": _random, "first": _first, "constant": _constant, "human": _human, "mcts": _mcts, "tactics": _tactics,
                         "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy,
-                        "rllib": _rllib}.items():
+                        "rllib": _rllib, "skirmish": _skirmish}.items():
     register_agent_kind(_name, _factory)

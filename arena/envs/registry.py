@@ -65,6 +65,16 @@ PROSTHETICS_GAMES = {
                                                  "(OpenSim, needs arena[opensim])"),
 }
 
+#: The arena's own micro battle game (`arena.envs.skirmish`): id -> (registration kwargs, note).
+SKIRMISH_GAMES = {
+    "arena/Skirmish-3m-v0": ({"red": "3m", "blue": "3m", "max_steps": 60},
+                             "3 marines a side on an open map, simultaneous compound orders (docs/skirmish.md)"),
+    "arena/Skirmish-5m_vs_6m-v0": ({"red": "5m", "blue": "6m", "max_steps": 70},
+                                   "5 marines against 6: red must out-play a larger side (docs/skirmish.md)"),
+    "arena/Skirmish-2s3z-v0": ({"red": "2s3z", "blue": "2s3z", "max_steps": 120},
+                               "2 stalkers and 3 zealots a side: ranged and melee (docs/skirmish.md)"),
+}
+
 _registered = False
 _plugin_ids: list[str] = []
 #: Game id -> where its plug-in came from: {"plugin": module} for `load_plugin`, or
@@ -258,6 +268,9 @@ def ensure_registered() -> None:
     for gid, (kwargs, _note) in PROSTHETICS_GAMES.items():
         if gid not in gymnasium.envs.registry:
             register_game(gid, "arena.envs.prosthetics:ProstheticsEnv", kwargs)
+    for gid, (kwargs, _note) in SKIRMISH_GAMES.items():
+        if gid not in gymnasium.envs.registry:
+            register_game(gid, "arena.envs.skirmish:skirmish_env", {"game_id": gid, **kwargs})
     load_entry_point_plugins()
 
 
@@ -424,7 +437,8 @@ def describe_games(include_all: bool = False) -> list[dict[str, Any]]:
             core.close()
         except Exception as e:  # a broken plug-in must not hide the others
             row = {"id": gid, "players": "?", "action": "?", "source": "?", "error": f"{type(e).__name__}: {e}"}
-        note = CURATED_TEXT_GAMES[gid][1] if gid in CURATED_TEXT_GAMES else PROSTHETICS_GAMES.get(gid, (None, None))[1]
+        note = CURATED_TEXT_GAMES[gid][1] if gid in CURATED_TEXT_GAMES else \
+            {**PROSTHETICS_GAMES, **SKIRMISH_GAMES}.get(gid, (None, None))[1]
         if note:
             row["note"] = note
         rows.append(row)

@@ -1,7 +1,8 @@
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
-from pettingzoo.test import api_test, seed_test
+from pettingzoo import ParallelEnv
+from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 from arena.envs import list_game_ids, load_plugin, make, make_core, register_game
 from arena.envs.registry import CURATED_TEXT_GAMES, OPENSPIEL_GAMES, describe_games
@@ -26,7 +27,11 @@ def test_builtin_ids_registered_in_gymnasium_registry():
 
 @pytest.mark.parametrize("game_id", MULTI)
 def test_pettingzoo_api_test(game_id):
-    api_test(make(game_id), num_cycles=50)
+    env = make(game_id)
+    if isinstance(env, ParallelEnv):  # a simultaneous-move game (Skirmish): PettingZoo's parallel checker
+        parallel_api_test(env, num_cycles=50)
+    else:
+        api_test(env, num_cycles=50)
 
 
 @pytest.mark.parametrize("game_id", SINGLE)
@@ -39,7 +44,10 @@ def test_gymnasium_check_env(game_id):
 
 @pytest.mark.parametrize("game_id", MULTI)
 def test_pettingzoo_seed_test(game_id):
-    seed_test(lambda: make(game_id), num_cycles=50)
+    if isinstance(make(game_id), ParallelEnv):
+        parallel_seed_test(lambda: make(game_id), num_cycles=50)
+    else:
+        seed_test(lambda: make(game_id), num_cycles=50)
 
 
 def test_plugin_games_pass_their_checkers(sample_plugin):
