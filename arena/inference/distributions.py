@@ -169,9 +169,14 @@ class Composite:
         return self
 
     def _sum(self, per_part: Callable[[str], Tensor]) -> Tensor:
+        import torch
+
         total = None
         for name in self.names:
-            v = per_part(name) * self.used[name]
+            # an unused part is left out, not multiplied by 0: its value may be -inf (a padded or
+            # unread choice the part's mask forbids), and -inf * 0 is NaN
+            v = per_part(name)
+            v = torch.where(self.used[name] > 0, v, torch.zeros((), dtype=v.dtype, device=v.device))
             total = v if total is None else total + v
         return total
 

@@ -120,6 +120,19 @@ def test_composite_log_prob_entropy_and_kl_are_the_used_parts_summed():
     assert pi.kl(anchor).item() == pytest.approx(_kl([0.5, 0.5], [0.25, 0.75]))
 
 
+def test_an_unused_part_with_an_impossible_choice_adds_nothing():
+    # a padded or unread part may hold a choice its mask forbids (log-probability -inf): left out, not
+    # multiplied by 0 (which would be NaN, and would spread through V-trace's recursion)
+    def chain(actions, gen, greedy):
+        target = MaskedCategorical(torch.tensor([[0.0, 0.0]], dtype=torch.float64), torch.tensor([[True, False]]))
+        used = {"type": torch.ones(1, dtype=torch.float64), "target": (actions["type"] == 1).to(torch.float64)}
+        return actions, {"type": _cat([[0.5, 0.5]]), "target": target}, used
+
+    d = Composite(chain, ["type", "target"])
+    lp = d.log_prob({"type": torch.tensor([0]), "target": torch.tensor([1])})
+    assert torch.isfinite(lp).all() and lp.item() == pytest.approx(math.log(0.5))
+
+
 def test_a_composite_needs_a_chain_before_its_entropy():
     with pytest.raises(RuntimeError, match="needs a chain"):
         _two_part([0.5, 0.5], [0.5, 0.5]).entropy()

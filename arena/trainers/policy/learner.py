@@ -289,6 +289,8 @@ class PolicyLearner:
         idx = torch.arange(T * Bc, device=b.valid.device)
         dist, value, act, anchor = self._forward(sub, idx)
         logp = dist.log_prob(act).reshape(T, Bc)
+        # padded steps read padded moves, whose log-probability may be -inf: keep them out of every term
+        logp = torch.where(sub.valid, logp, torch.zeros((), dtype=logp.dtype, device=logp.device))
         values = value.reshape(T, Bc)
         valid = sub.valid.float()
         # padded steps: the discount is 0 and the reward 0, so they never reach a real step's target

@@ -66,6 +66,25 @@ def test_the_core_is_the_codec():
     assert core.action_to_text(0, move) == "attack units=[2, 0] target=4"
 
 
+def test_a_vtrace_step_on_padded_structured_trajectories_stays_finite():
+    # columns of different lengths are padded with moves whose log-probability may be -inf: V-trace
+    # sees whole columns, so they must be kept out of every term
+    from arena.inference.policy_nets import build_policy, spec_from_core
+    from arena.trainers.policy.actors import Pairing, Seat, play_pairings, to_batch
+    from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+
+    torch.manual_seed(0)
+    net = build_policy(spec_from_core(make_core(GAME)), "auto", hidden=[32], d_model=16, layers=1, heads=2, channels=4)
+    pairs = [Pairing([Seat("main", trained=True), Seat(spec="focus")], ["main", "focus"]) for _ in range(6)]
+    _, trajs = play_pairings(GAME, pairs, {"main": net}, seed=0)
+    batch = to_batch(trajs, gamma=1.0)
+    assert not bool(batch.valid.all())  # some columns are padded
+    stats = PolicyLearner(net, LearnerSettings(algo="vtrace", epochs=1, minibatch=1000), lr=1e-3).step(
+        batch, 0.0, torch.Generator().manual_seed(0))
+    assert all(np.isfinite(v) for v in stats.values()) and "pg_loss" in stats and "value_loss" in stats
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+
+
 # -- SCC with two learners ------------------------------------------------------------------------------
 def config(**kw):
     from arena.trainers.policy.config import SCCConfig
