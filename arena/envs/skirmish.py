@@ -87,6 +87,11 @@ Text
     ``text(p)``: the step; the player's living and total units and health-and-shield percentage,
     the enemy's living and total units and how many are in sight; then a line per unit (the player's own, and the enemy's in sight) with its slot, type,
     position in the player's mirrored coordinates, health, shields and, for its own, its order.
+Rendering (`SkirmishEnv`; nothing here changes the rules or the observations)
+    ``render_mode="rgb_array"``: the whole battle from above (`SkirmishCore.battle`, drawn by
+    `arena.envs.skirmish_draw`): both sides' units, their health and shields, a line from each unit
+    that fired in the last step to its target, the map and the step; ``render_fps`` 2 (a step is
+    0.5 game seconds: real time). ``"ansi"`` / ``"human"``: red's text view.
 
 Version history: v0 (this).
 """
@@ -102,6 +107,7 @@ from gymnasium import spaces
 
 from arena.envs.actions import ActionModel, Part
 from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+from arena.envs.parallel import GameParallelEnv
 
 STEP_SECONDS = 0.5
 SUBSTEPS = 4
@@ -242,6 +248,8 @@ class SkirmishBatch:
     ``cooldown`` (seconds left) ``[G, 2, U]``, ``alive [G, 2, U]``, ``order [G, 2, U]`` (an action
     type), ``goal [G, 2, U, 2]`` (the point of a move or attack-move), ``target [G, 2, U]`` (the enemy
     unit of an attack), ``t [G]``. Padding slots (the smaller side's missing units) are never alive.
+    ``shot [G, 2, U]``: the enemy unit each unit last fired at in the last step, -1 where it did not
+    fire (read by pictures only: no rule and no observation depends on it).
     """
 
     def __init__(self, games: int, config: SkirmishConfig | None = None):
@@ -282,6 +290,7 @@ class SkirmishBatch:
         self.target = np.zeros((G, 2, U), np.int64)
         self.t = np.zeros(G, np.int64)
         self.dealt = np.zeros((G, 2))  # health and shields each side removed in the last step
+        self.shot = np.full((G, 2, U), -1, np.int64)
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def reset(self, seeds: list[int | None]) -> None:
@@ -308,6 +317,7 @@ class SkirmishBatch:
         self.target[g] = 0
         self.t[g] = 0
         self.dealt[g] = 0.0
+        self.shot[g] = -1
 
     # -- outcome ------------------------------------------------------------------------------------
     def fractions(self) -> np.ndarray:
@@ -358,6 +368,7 @@ class SkirmishBatch:
         """One step (`SUBSTEPS` sub-steps) of every game not over; games over are left as they are."""
         active = ~self.over()
         self.dealt[active] = 0.0
+        self.shot[active] = -1
         if not active.any():
             return
         for _ in range(SUBSTEPS):
@@ -413,6 +424,7 @@ class SkirmishBatch:
         self.shield = self.shield - absorbed
         self.health = np.maximum(self.health - to_health, 0.0)
         self.cooldown = np.where(fires, self.weapon_cd, self.cooldown)
+        self.shot = np.where(fires, fire_on, self.shot)
 
         # walking
         vec = dest - pos
@@ -600,6 +612,41 @@ class SkirmishCore(GameCore):
             lines += ["  " + x for x in units]
         return "\n".join(lines)
 
+    def battle(self) -> dict[str, Any]:
+        """The whole battle now as plain JSON data, for pictures of it (`arena.envs.skirmish_draw`, the
+        web replay's board): unlike the players' views it shows every unit, unmirrored (absolute map
+        coordinates, y down the grid's rows).
+
+        ``step``, ``max_steps``, ``width``, ``height``, ``grid``; ``sides``: per side its ``name``,
+        ``alive`` and ``units`` counts and remaining health-and-shield ``fraction``; ``units``: per
+        unit ``side`` (0 red, 1 blue), ``slot``, ``type`` (its letter), ``radius``, ``x``, ``y``,
+        ``health`` and ``shield`` as fractions of the type's (``shield`` None for a type without),
+        ``alive``, and ``shot``: the enemy slot it last fired at in the last step, or None;
+        ``winner``: "red", "blue" or "draw" once the battle is over, else None."""
+        b, cfg = self.batch, self.cfg
+        frac = b.fractions()[0]
+        units = []
+        for s in range(2):
+            for u in range(b.U):
+                if not b.exists[s, u]:
+                    continue
+                kind = UNITS[b.kind[s, u]]
+                shot = int(b.shot[0, s, u])
+                units.append({
+                    "side": s, "slot": u, "type": kind.letter, "radius": kind.radius,
+                    "x": round(float(b.pos[0, s, u, 0]), 3), "y": round(float(b.pos[0, s, u, 1]), 3),
+                    "health": round(float(b.health[0, s, u] / kind.health), 4),
+                    "shield": round(float(b.shield[0, s, u] / kind.shield), 4) if kind.shield else None,
+                    "alive": bool(b.alive[0, s, u]), "shot": shot if shot >= 0 else None})
+        winner = None
+        if b.over()[0]:
+            winner = {1.0: "red", -1.0: "blue"}.get(float(b.outcome()[0]), "draw")
+        return {"step": int(b.t[0]), "max_steps": cfg.max_steps, "width": cfg.width, "height": cfg.height,
+                "grid": GRID, "units": units, "winner": winner,
+                "sides": [{"name": self.players[s], "alive": int(b.alive[0, s].sum()),
+                           "units": int(b.exists[s].sum()), "fraction": round(float(frac[s]), 4)}
+                          for s in range(2)]}
+
     # -- moves --------------------------------------------------------------------------------------
     def apply_joint(self, actions: dict[int, Any]) -> dict[int, str]:
         b = self.batch
@@ -630,14 +677,38 @@ class SkirmishCore(GameCore):
         return list(self._shaped)
 
 
+class SkirmishEnv(GameParallelEnv):
+    """The PettingZoo parallel env of a skirmish: the arena's parallel facade, which draws the battle
+    too (``render_mode="rgb_array"``, see the module docstring)."""
+
+    metadata = {**GameParallelEnv.metadata, "render_modes": ["ansi", "human", "rgb_array"],
+                "render_fps": 1 / STEP_SECONDS}
+
+    def __init__(self, core: SkirmishCore, render_mode: str | None = None, invalid_move_limit: int | None = 1):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, "
+                             f"got {render_mode!r}")
+        # the facade itself knows only the text modes; the picture is this class's
+        super().__init__(core, None if render_mode == "rgb_array" else render_mode, invalid_move_limit)
+        self.render_mode = render_mode
+        if render_mode == "rgb_array":
+            # Whoever draws a match holds the core (the match loop plays cores) and takes its frames
+            # from ``core.env`` (`arena.ui.video.frame_of`), as for a game played through a Gymnasium env.
+            core.env = self
+
+    def render(self):
+        if self.render_mode == "rgb_array":
+            from arena.envs.skirmish_draw import draw_frame
+
+            return draw_frame(self.core.battle())
+        return super().render()
+
+
 def skirmish_env(game_id: str = "arena/Skirmish-3m-v0", red: str = "3m", blue: str = "3m", width: int = 32,
                  height: int = 32, max_steps: int = 60, render_mode: str | None = None,
                  invalid_move_limit: int | None = 1):
     """The PettingZoo parallel env of a skirmish (the registered entry point)."""
-    from arena.envs.parallel import GameParallelEnv
-
-    return GameParallelEnv(SkirmishCore(game_id, red, blue, width, height, max_steps), render_mode,
-                           invalid_move_limit)
+    return SkirmishEnv(SkirmishCore(game_id, red, blue, width, height, max_steps), render_mode, invalid_move_limit)
 
 
 #: What a user, a config or a replay may set (`arena.envs.registry.game_settings`); the scenario's id

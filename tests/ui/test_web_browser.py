@@ -304,3 +304,36 @@ def test_the_prosthetics_figure_has_a_head_and_two_leg_colours(server, page):
     assert out["inside"] and out["r"] > 10
     colours = dict(out["colours"])
     assert colours["r"] != colours["l"] and colours["c"] not in (colours["r"], colours["l"])
+
+
+def test_the_skirmish_board_draws_living_units_their_bars_and_shots(server, page):
+    """The web replay's battle as the GIFs draw it: each side's living units in its colour (a dead one not
+    at all), a shield bar only for a type with shields, a line from the unit that fired to its target,
+    and the step in the caption; out-of-range numbers are clamped into the picture."""
+    page.goto(server.url + "/")
+    unit = lambda side, slot, x, y, **kw: {"side": side, "slot": slot, "type": "m", "radius": 0.375, "x": x,  # noqa: E731
+                                           "y": y, "health": 1.0, "shield": None, "alive": True, "shot": None, **kw}
+    battle = {"step": 7, "max_steps": 60, "width": 32, "height": 32, "grid": 8, "winner": None,
+              "sides": [{"name": "red", "alive": 2, "units": 3, "fraction": 0.6},
+                        {"name": "blue", "alive": 1, "units": 1, "fraction": 0.5}],
+              "units": [unit(0, 0, 8, 8), unit(0, 1, 8, 16, health=0.5), unit(0, 2, 8, 24, alive=False),
+                        unit(1, 0, 1e9, 16, type="s", radius=0.625, shield=0.25, shot=1, health="<b>")]}
+    out = page.evaluate("""b => {
+        const s = ArenaRender.battle(b);
+        document.body.appendChild(s);
+        const box = s.getBoundingClientRect();
+        const units = [...s.querySelectorAll("circle.unit")];
+        const inside = units.every(c => { const r = c.getBoundingClientRect();
+          return r.left >= box.left && r.right <= box.right && r.top >= box.top && r.bottom <= box.bottom; });
+        const shots = [...s.querySelectorAll("line.shot")].map(l => [l.dataset.side, +l.getAttribute("y2")]);
+        return {sides: units.map(c => [c.dataset.side, c.getAttribute("fill")]), inside, shots, cy: units.map(c => +c.getAttribute("cy")),
+                shields: s.querySelectorAll("rect.shield").length, health: [...s.querySelectorAll("rect.health")].map(r => +r.getAttribute("width")),
+                caption: s.querySelector("text.caption").textContent};
+    }""", battle)
+    assert [side for side, _ in out["sides"]] == ["0", "0", "1"] and out["inside"]
+    fills = dict(out["sides"])
+    assert fills["0"] != fills["1"]
+    assert out["shots"] == [["1", out["cy"][1]]]  # from blue, to red's unit 1
+    assert out["shields"] == 1 and out["health"][0] == 2 * out["health"][1] and out["health"][2] == 0
+    assert out["caption"].startswith("step 7/60") and "red 2/3 60%" in out["caption"]
+    assert page.dialogs == [] and page.errors == []

@@ -7,7 +7,9 @@ and every player's view is there, not only the mover's. Where the game cannot be
 (a plug-in game not loaded, a changed engine), a text replay's own views are used and
 ``note`` says why the others are missing.
 
-The prosthetics task's frames carry the body's joints (``skeleton``) for the stick figure. Where a
+The prosthetics task's frames carry the body's joints (``skeleton``) for the stick figure, a
+skirmish's the whole battle (``battle``: every unit, its health and shields, who fired at whom;
+`arena.envs.skirmish.SkirmishCore.battle`) for its top-down board. Where a
 game writes a view for people besides its text (``human_view``: Kuhn and Leduc poker in words), a
 frame's ``readable`` has it (None where it is the text); ``views`` stay the game's text, what the
 agents read and the boards are drawn from.
@@ -66,6 +68,17 @@ def _skeleton(core) -> dict | None:
             "segments": [list(s) for s in sk["segments"]], "time": float(sk.get("time", 0.0))}
 
 
+def _battle(core) -> dict | None:
+    fn = getattr(core, "battle", None)
+    if fn is None:
+        return None
+    try:
+        out = fn()
+    except Exception:
+        return None
+    return out if isinstance(out, dict) else None
+
+
 def replay_json(replay: Replay, match_id: str, names: list[str] | None = None) -> dict[str, Any]:
     """The viewer's JSON of `replay`; `names`: the league's names of its seats (default: the game's)."""
     h, r = replay.header, replay.result
@@ -82,7 +95,8 @@ def replay_json(replay: Replay, match_id: str, names: list[str] | None = None) -
 
     def capture(core, *_):
         views = _texts(core, n)
-        frames.append({"views": views, "readable": _readable(core, n, views), "skeleton": _skeleton(core)})
+        frames.append({"views": views, "readable": _readable(core, n, views), "skeleton": _skeleton(core),
+                       "battle": _battle(core)})
 
     try:
         sim = resimulate_steps(replay, capture, on_reset=capture)
@@ -126,11 +140,11 @@ def _fill_action_texts(replay: Replay, steps: list[dict]) -> None:
 
 def _recorded_frames(replay: Replay, n: int) -> list[dict]:
     """Frames from the views a text replay stored (each step's mover only)."""
-    frames: list[dict] = [{"views": [None] * n, "readable": None, "skeleton": None}]
+    frames: list[dict] = [{"views": [None] * n, "readable": None, "skeleton": None, "battle": None}]
     for s in replay.steps:
         t = int(s.get("t", 0))
         while len(frames) <= t + 1:
-            frames.append({"views": [None] * n, "readable": None, "skeleton": None})
+            frames.append({"views": [None] * n, "readable": None, "skeleton": None, "battle": None})
         p = s.get("player")
         if isinstance(p, int) and 0 <= p < n and s.get("obs") is not None:
             frames[t]["views"][p] = s["obs"]

@@ -330,6 +330,7 @@
       const board = clear($("r-board"));
       if (rep.transcript) board.appendChild(transcript(f.moves));
       else if (f.skeleton) board.appendChild(R.skeleton(f.skeleton));
+      else if (f.battle) board.appendChild(R.battle(f.battle));
       else {
         const last = k === nf - 1, cardsEnd = last && f.boards.every(b => b && b.kind === "cards");
         const b = R.render(f.boards[p], {names: rep.players, viewer: p,

@@ -215,6 +215,67 @@
     return root;
   }
 
+  // A skirmish from above as the GIFs draw it (arena/envs/skirmish_draw.py): the map and its grid, a line
+  // from each unit that fired in the last step to its target, living units as discs of their side's colour
+  // with their type letter, health (and shield) bars above them, and the step in a caption. The numbers
+  // are clamped and the units capped: a replay is data.
+  const BATTLE_SIDES = ["#c83228", "#285ac8"], BATTLE_SHOTS = ["#f08c78", "#78a0f0"];
+  const MAX_BATTLE_UNITS = 64, MAX_MAP = 1000;
+  function num(x, lo, hi) { const v = Number(x); return Number.isFinite(v) ? Math.min(hi, Math.max(lo, v)) : lo; }
+
+  function battle(b) {
+    const W = num(b.width, 1, MAX_MAP), H = num(b.height, 1, MAX_MAP);
+    const size = 480, pad = 10, head = 22, s = size / Math.max(W, H);
+    const w = W * s + 2 * pad, h = H * s + 2 * pad + head, top = head + pad;
+    const root = svg("svg", {width: w, height: h, viewBox: `0 0 ${w} ${h}`, class: "battle", role: "img"});
+    svg("rect", {x: pad, y: top, width: W * s, height: H * s, fill: "#eeece4", stroke: "#786e64", "stroke-width": 2,
+                 class: "map"}, root);
+    const n = Math.floor(num(b.grid, 0, 64));
+    for (let k = 1; k < n; k++) {
+      svg("line", {x1: pad + k * W * s / n, y1: top, x2: pad + k * W * s / n, y2: top + H * s, stroke: "#e1ded4"}, root);
+      svg("line", {x1: pad, y1: top + k * H * s / n, x2: pad + W * s, y2: top + k * H * s / n, stroke: "#e1ded4"}, root);
+    }
+    const units = (Array.isArray(b.units) ? b.units : []).slice(0, MAX_BATTLE_UNITS).map(u => ({
+      side: u.side === 1 ? 1 : 0, slot: Math.floor(num(u.slot, 0, MAX_BATTLE_UNITS)), type: String(u.type || "").slice(0, 1),
+      x: pad + num(u.x, 0, W) * s, y: top + num(u.y, 0, H) * s, r: Math.max(num(u.radius, 0, 10) * s, 3),
+      health: num(u.health, 0, 1), shield: u.shield === null || u.shield === undefined ? null : num(u.shield, 0, 1),
+      alive: u.alive === true, shot: u.shot === null || u.shot === undefined ? null : Math.floor(num(u.shot, 0, MAX_BATTLE_UNITS))}));
+    const at = new Map(units.map(u => [`${u.side}:${u.slot}`, u]));
+    for (const u of units) {
+      const t = u.shot === null ? null : at.get(`${1 - u.side}:${u.shot}`);
+      if (t) svg("line", {x1: u.x, y1: u.y, x2: t.x, y2: t.y, stroke: BATTLE_SHOTS[u.side], "stroke-width": 2,
+                          class: "shot", "data-side": u.side}, root);
+    }
+    const living = units.filter(u => u.alive);
+    for (const u of living) {
+      svg("circle", {cx: u.x, cy: u.y, r: u.r, fill: BATTLE_SIDES[u.side], class: "unit", "data-side": u.side,
+                     "data-slot": u.slot}, root);
+      if (u.r >= 5) {
+        const t = svg("text", {x: u.x, y: u.y, "font-size": Math.max(8, 1.3 * u.r), fill: "#fff", "text-anchor": "middle",
+                               "dominant-baseline": "central"}, root);
+        t.textContent = u.type;
+      }
+    }
+    for (const u of living) {  // after every disc, so that a neighbour's disc never hides a bar
+      const half = Math.max(u.r, 6), bars = [[u.health, "#3caa46", "health"]];
+      if (u.shield !== null) bars.push([u.shield, "#46c8e6", "shield"]);
+      bars.forEach(([f, colour, kind], i) => {
+        const y = u.y - u.r - 6 - 4 * i;
+        svg("rect", {x: u.x - half, y, width: 2 * half, height: 3, fill: "#464646"}, root);
+        svg("rect", {x: u.x - half, y, width: 2 * half * f, height: 3, fill: colour, class: kind}, root);
+      });
+    }
+    let text = `step ${Math.floor(num(b.step, 0, 1e6))}/${Math.floor(num(b.max_steps, 0, 1e6))}`;
+    (Array.isArray(b.sides) ? b.sides.slice(0, 2) : []).forEach(sd => {
+      text += ` \u00b7 ${String(sd.name).slice(0, 40)} ${Math.floor(num(sd.alive, 0, 1e3))}/${Math.floor(num(sd.units, 0, 1e3))} ` +
+              `${Math.round(100 * num(sd.fraction, 0, 1))}%`;
+    });
+    if (b.winner) text += b.winner === "draw" ? " \u00b7 draw" : ` \u00b7 ${String(b.winner).slice(0, 40)} wins`;
+    const cap = svg("text", {x: pad, y: 16, "font-size": 13, class: "caption"}, root);
+    cap.textContent = text;
+    return root;
+  }
+
   function render(board, opts) {
     if (!board) return null;
     if (board.kind === "grid") return grid(board, opts);
@@ -224,5 +285,5 @@
     return null;
   }
 
-  window.ArenaRender = {render, skeleton, svg, el};
+  window.ArenaRender = {render, skeleton, battle, svg, el};
 })();
