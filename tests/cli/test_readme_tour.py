@@ -46,7 +46,8 @@ def _small(args: list[str], tmp: Path) -> list[str]:
             cfg.update(iterations=2, games_per_iter=8, threads=1)
             cfg["eval"] = {"every": 1, "games": 8, "opponents": ["random"]}
             if cfg.get("il"):
-                cfg["il"].update(matches=10, epochs=1, workers=1, teachers=["mcts:simulations=10"] * 2)
+                teachers = [("mcts:simulations=10" if t.startswith("mcts") else t) for t in cfg["il"]["teachers"]]
+                cfg["il"].update(matches=10, epochs=1, workers=1, teachers=teachers)
         else:
             cfg.update(iterations=2, games_per_iter=16, concurrency=16, threads=1)
             cfg.setdefault("learner", {})["minibatch"] = 64
