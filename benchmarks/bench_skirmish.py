@@ -12,7 +12,13 @@ and the same with every player's observation built after each step (one `observe
 (living units at the start of each step, summed). Both paths run the same code, so the end states
 are checked equal before anything is printed.
 
+Then, with ``--league N``, a league of the four scripted bots (`configs/leagues/skirmish_bots.yaml`:
+3m and 2s3z, round robin, every match rated and its replay written) plays N matches in this process
+(``inline``) and on 2 worker processes (``local``), each in a fresh folder: matches/s, start-up
+included.
+
 Run:  .venv/bin/python benchmarks/bench_skirmish.py [--games 64] [--steps 60] [--scenario 2s3z] [--rounds 3]
+          [--league 600]
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--scenario", default="2s3z")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--league", type=int, default=0, help="matches of the bots' league (0: skip)")
     args = ap.parse_args()
     from arena.envs.registry import SKIRMISH_GAMES
     from arena.envs.skirmish import GRID, SkirmishBatch, SkirmishConfig
@@ -118,6 +125,38 @@ def main() -> None:
         rows.append([f"{args.scenario}, {args.games} games x {args.steps} steps: {what} (unit-steps/s)",
                      f"{best[True][0]:,.0f}", f"{best[False][0]:,.0f}", f"{best[True][0] / best[False][0]:.1f}x"])
     print(markdown_table(["comparison", "one SkirmishBatch", "one core at a time", "ratio"], rows, {1, 2, 3}))
+    if args.league > 0:
+        bench_league(args.league)
+
+
+def bench_league(matches: int) -> None:
+    """The bots' league, inline and on 2 worker processes: matches/s (start-up included)."""
+    import tempfile
+    from pathlib import Path
+
+    from arena.league.config import load_league_config
+    from arena.league.manager import League, open_league
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "leagues" / "skirmish_bots.yaml"
+    rows, ratings = [], None
+    with tempfile.TemporaryDirectory(prefix="skirmish-league-") as root:
+        for backend, workers in (("inline", 1), ("local", 2)):
+            cfg = load_league_config(config, workers=workers)
+            league = League(cfg, Path(root) / backend, backend=backend)
+            t0 = time.perf_counter()
+            summary = league.run(matches=matches)
+            seconds = time.perf_counter() - t0
+            if summary["new"] != matches or summary["failures"]:
+                raise SystemExit(f"the bots' league ({backend}) did not play its matches: {summary}")
+            rows.append([f"league of the 4 bots, {matches} matches ({backend}, {workers} process"
+                         f"{'es' if workers > 1 else ''})", f"{matches / seconds:,.1f}", f"{seconds:.1f}"])
+            league.close()
+            if ratings is None:
+                store = open_league(Path(root) / backend)
+                ratings = {g: store.elo(g) for g in ("arena/Skirmish-3m-v0", "arena/Skirmish-2s3z-v0")}
+    print(markdown_table(["league", "matches/s", "seconds"], rows, {1, 2}))
+    for game, elo in ratings.items():
+        print(f"Elo on {game}: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(elo.items(), key=lambda kv: -kv[1])))
 
 
 if __name__ == "__main__":
