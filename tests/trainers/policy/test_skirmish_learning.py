@@ -14,12 +14,12 @@ exploiters.
 from pathlib import Path
 
 import pytest
-import yaml
 
 torch = pytest.importorskip("torch")
 
 from arena.league.manager import open_league  # noqa: E402
-from arena.trainers.registry import make_trainer  # noqa: E402
+
+from .test_learning import _train as _train_config  # noqa: E402
 
 CONFIG = Path(__file__).parents[3] / "configs" / "train" / "scc_skirmish.yaml"
 GAME = "arena/Skirmish-3m-v0"
@@ -32,16 +32,7 @@ SHORT = {"il": {"teachers": ["skirmish:focus_fire", "skirmish:attack_nearest"], 
 
 
 def _train(folder: Path, **changes):
-    data = yaml.safe_load(CONFIG.read_text())
-    data.update(changes)
-    p = folder.parent / f"{folder.name}.yaml"
-    p.write_text(yaml.safe_dump(data))
-    t = make_trainer(p, folder)
-    try:
-        t.run()
-    finally:
-        t.close()
-    return t
+    return _train_config(CONFIG, folder, **changes)
 
 
 def scores(folder, opponent: str, games: int, seed: int = 500) -> tuple[float, list]:
