@@ -176,7 +176,26 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
 
 
 # -- the pool's work ---------------------------------------------------------------------------------
-_NETS: dict[str, Any] = {}
+_NETS: dict[str, tuple[tuple, Any]] = {}
+
+
+def shipped(net: Any) -> tuple[dict, tuple]:
+    """A network as plain data for a worker: its weights on the CPU and its blueprint (spec, arch, sizes)."""
+    return ({k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
+            (net.spec.to_dict(), net.arch, net.sizes))
+
+
+def worker_net(name: str, weights: dict, blueprint: tuple) -> Any:
+    """This worker's network `name` with `weights` loaded: built from `blueprint` once and kept between
+    pieces of work (built again when the blueprint changes)."""
+    kept = _NETS.get(name)
+    if kept is None or kept[0] != blueprint:
+        from arena.inference.policy_nets import PolicySpec, build_policy
+
+        spec, arch, sizes = blueprint
+        kept = _NETS[name] = (blueprint, build_policy(PolicySpec.from_dict(spec), arch, **sizes).eval())
+    kept[1].load_state_dict(weights)
+    return kept[1]
 
 
 @dataclass
@@ -202,15 +221,7 @@ class PairingsWork:
     def run(self) -> tuple[list[MatchResult], list[Trajectory]]:
         nets = self.nets
         if nets is None:
-            from arena.inference.policy_nets import PolicySpec, build_policy
-
-            spec, arch, sizes = self.blueprint
-            for name, sd in self.weights.items():
-                net = _NETS.get(name)
-                if net is None:
-                    net = _NETS[name] = build_policy(PolicySpec.from_dict(spec), arch, **sizes).eval()
-                net.load_state_dict(sd)
-            nets = {n: _NETS[n] for n in self.weights}
+            nets = {name: worker_net(name, sd, self.blueprint) for name, sd in self.weights.items()}
         return play_pairings(self.game, self.pairings, nets, seed=self.seed, version=self.version,
                              game_kwargs=self.game_kwargs, policy=self.policy, record=self.record, greedy=self.greedy,
                              index_offset=self.offset)
@@ -251,9 +262,8 @@ class PolicyActors:
         if self.workers <= 0:
             pool.send(0, PairingsWork(pairings=list(pairings), offset=0, nets=nets, **common))
             return
-        first = next(iter(nets.values()))
-        blueprint = (first.spec.to_dict(), first.arch, first.sizes)
-        weights = {n: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()} for n, net in nets.items()}
+        packed = {n: shipped(net) for n, net in nets.items()}
+        weights, blueprint = {n: w for n, (w, _) in packed.items()}, next(iter(packed.values()))[1]
         size = (len(pairings) + self.workers - 1) // self.workers
         for i in range(0, len(pairings), size):
             pool.send(i, PairingsWork(pairings=list(pairings[i:i + size]), offset=i, weights=weights,

@@ -164,7 +164,8 @@ _CACHE: dict[str, Any] = {}
 class RolloutWork:
     """One slot's segment (``steps``) or some evaluation episodes (``episodes``) for the match pool. In
     the learner's process it plays the learner's network (`net`); elsewhere it carries the weights and
-    how to build the network, and each worker keeps one game and one network between iterations."""
+    how to build the network, and each worker keeps one game and one network between iterations
+(`arena.trainers.policy.actors.worker_net`)."""
 
     game: str
     game_kwargs: dict
@@ -191,14 +192,9 @@ class RolloutWork:
             _CACHE["core"], _CACHE["game"] = make_core(self.game, **self.game_kwargs), key
         core, net = _CACHE["core"], self.net
         if net is None:
-            from arena.inference.policy_nets import PolicySpec, build_policy
+            from arena.trainers.policy.actors import worker_net
 
-            if _CACHE.get("blueprint") != self.blueprint:
-                spec, arch, sizes = self.blueprint
-                _CACHE["net"], _CACHE["blueprint"] = build_policy(PolicySpec.from_dict(spec), arch, **sizes).eval(), \
-                    self.blueprint
-            net = _CACHE["net"]
-            net.load_state_dict(self.weights)
+            net = worker_net("ppo", self.weights, self.blueprint)
         if self.episodes is not None:
             return play_episodes(core, net, self.episodes, seed=self.seed, greedy=self.greedy)
         return play_segment(core, net, slot=self.slot, seed=self.seed, iteration=self.iteration, steps=self.steps)
@@ -229,8 +225,9 @@ class Rollouts:
         if self.processes <= 0:
             common["net"] = net
         else:
-            common["weights"] = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-            common["blueprint"] = (net.spec.to_dict(), net.arch, net.sizes)
+            from arena.trainers.policy.actors import shipped
+
+            common["weights"], common["blueprint"] = shipped(net)
         return common
 
     def _play(self, works: dict[int, RolloutWork], on_done=None) -> dict[int, Any]:

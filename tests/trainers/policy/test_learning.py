@@ -35,8 +35,9 @@ def _train(config: Path, folder: Path, **changes):
     return t
 
 
-def greedy_win_rate(folder, game, opponent, games, seed=123):
-    """Seat-swapped greedy games of the policy in `folder` against `opponent` (lock step, batched)."""
+def greedy_games(folder, game, opponent, games, seed=123):
+    """(win rate, results) of seat-swapped greedy games of the policy in `folder` against `opponent`
+    (lock step, batched)."""
     from arena.agents.specs import make_agent
     from arena.envs.registry import make_core
     from arena.match.pool import play_lockstep
@@ -45,7 +46,11 @@ def greedy_win_rate(folder, game, opponent, games, seed=123):
     me = make_agent(spec, make_core(game), 0)
     seats = [[spec, opponent] if i % 2 == 0 else [opponent, spec] for i in range(games)]
     results = play_lockstep(game, seats, [seed + i for i in range(games)], shared={spec: me})
-    return sum(r.winner == (0 if i % 2 == 0 else 1) for i, r in enumerate(results)) / games
+    return sum(r.winner == (0 if i % 2 == 0 else 1) for i, r in enumerate(results)) / games, results
+
+
+def greedy_win_rate(folder, game, opponent, games, seed=123):
+    return greedy_games(folder, game, opponent, games, seed)[0]
 
 
 def test_tictactoe_beats_random_within_a_minute(tmp_path):

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from arena.league.manager import open_league  # noqa: E402
 
-from .test_learning import _train as _train_config  # noqa: E402
+from .test_learning import _train as _train_config, greedy_games  # noqa: E402
 
 CONFIG = Path(__file__).parents[3] / "configs" / "train" / "scc_skirmish.yaml"
 GAME = "arena/Skirmish-3m-v0"
@@ -36,18 +36,9 @@ def _train(folder: Path, **changes):
 
 
 def scores(folder, opponent: str, games: int, seed: int = 500) -> tuple[float, list]:
-    """(win rate, results) of the greedy policy in `folder` against `opponent`, seats swapped every game,
-    on seeds the run never played (lock step, one batched network)."""
-    from arena.agents.specs import make_agent
-    from arena.envs.registry import make_core
-    from arena.match.pool import play_lockstep
-
-    spec = f"policy:{folder},greedy=true"
-    me = make_agent(spec, make_core(GAME), 0)
-    seats = [[spec, opponent] if i % 2 == 0 else [opponent, spec] for i in range(games)]
-    results = play_lockstep(GAME, seats, [seed + i for i in range(games)], shared={spec: me}, record="actions")
-    wins = sum(r.winner == (0 if i % 2 == 0 else 1) for i, r in enumerate(results))
-    return wins / games, results
+    """(win rate, results) of the greedy policy against `opponent`, seats swapped, on seeds the run
+    never played."""
+    return greedy_games(folder, GAME, opponent, games, seed)
 
 
 @pytest.fixture(scope="module")
