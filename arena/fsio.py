@@ -94,6 +94,37 @@ def atomic_write(path: Path, write, durable: bool = True, tmp: Path | None = Non
                 os.fsync(f.fileno())
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def sweep_orphans(folder: str | os.PathLike) -> int:
+    """Remove the hidden temporary files (``.<name>.tmp-<pid>-*``) in `folder` whose writing process
+    is gone: a writer killed mid-write (a terminated pool worker, a ``kill -9``) never removes its
+    own. Files of live processes (this one included) are kept. Returns how many were removed."""
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if not name.startswith(".") or ".tmp-" not in name:
+            continue
+        pid = name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(folder, name))
+            removed += 1
+    return removed
+
+
 @contextlib.contextmanager
 def _renamed_into_place(tmp: Path, path: Path, durable: bool) -> Iterator[None]:
     """Rename `tmp` onto `path` once the block has written it (then fsync the folder with ``durable``);

@@ -318,3 +318,19 @@ def test_training_checkpoint_on_a_full_disk_is_one_error_and_latest_stays(tmp_pa
         assert (tmp_path / "run" / "latest").resolve().name == "iter-00000"
     finally:
         t.close()
+
+
+def test_sweep_orphans_removes_only_dead_writers_temporary_files(tmp_path):
+    from arena.fsio import sweep_orphans
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = {f".a.jsonl.gz.tmp-{dead.pid}-abc123": False,  # its writer is gone: removed
+             f".b.jsonl.gz.tmp-{os.getpid()}-abc123": True,  # this live process's: kept
+             f".c.tmp-{dead.pid}-abc123.mp4": False,  # `atomic_path`'s form
+             ".d.tmp-notapid-abc": True, "e.jsonl.gz": True, f"f.tmp-{dead.pid}-x": True}  # not ours
+    for n in names:
+        (tmp_path / n).write_bytes(b"x")
+    assert sweep_orphans(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for n, kept in names.items() if kept)
+    assert sweep_orphans(tmp_path / "missing") == 0

@@ -62,7 +62,7 @@ from typing import Callable
 import numpy as np
 
 from arena.errors import AgentSpecError, ArenaError, ConfigError, IncompatibleAgent
-from arena.fsio import sync_folder
+from arena.fsio import sweep_orphans, sync_folder
 from arena.league.config import LeagueConfig
 from arena.league.learners import make_learner
 from arena.league.lock import LOCK_FILE, writer_lock
@@ -613,6 +613,7 @@ class League:
     def recover(self) -> dict[str, int]:
         """Matches left running by a stopped process: commit from their replay, else re-queue."""
         counts = {"committed_from_replay": 0, "requeued": 0}
+        sweep_orphans(self.store.replay_dir)  # temporary files of writers killed mid-write
         for m in self.store.matches(status="running", source="league"):
             path = replay_path(self.store.replay_dir, m.match_id, self.cfg.compress_replays)
             try:
@@ -693,6 +694,7 @@ class League:
                                  "rate": new / elapsed if elapsed > 0 else 0.0, "failures": failures})
         finally:
             executor.close()
+            sweep_orphans(self.store.replay_dir)  # what workers stopped mid-write left behind
         elapsed = time.perf_counter() - started
         new = count() - done_at_start
         return {"results": count(), "new": new, "seconds": elapsed,

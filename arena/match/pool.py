@@ -302,6 +302,8 @@ class _Local:
         for p in procs:
             if p.is_alive():
                 p.terminate()
+        for p in procs:  # reaped, so a caller may sweep what they left (`arena.fsio.sweep_orphans`)
+            p.join(timeout=5)
         self._futures.clear()
 
 
