@@ -81,8 +81,8 @@ Outcome
     draw. `returns` are +1 / -1 / 0; `step_rewards` are zero until the last step, which carries
     the outcome (the arena's contract: step rewards add up to the returns). `shaped_rewards`
     (damage dealt minus damage taken in the last step, as a fraction of the enemy's starting
-    health and shields) is there for a learner that wants a denser signal; nothing in the arena
-    reads it.
+    health and shields) is there for a learner that wants a denser signal: the SCC learner adds it,
+    weighted by its ``shaping`` setting; no match result or rating reads it.
 Text
     ``text(p)``: the step; the player's living and total units and health-and-shield percentage,
     the enemy's living and total units and how many are in sight; then a line per unit (the player's own, and the enemy's in sight) with its slot, type,

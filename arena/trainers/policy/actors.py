@@ -61,6 +61,9 @@ class Trajectory:
     privileged: np.ndarray | None = None  # [L, P]
     ret: float = 0.0
     version: int = 0
+    #: ``[L]``: the dense reward after each move, for a game whose core reports `shaped_rewards`
+    #: (Skirmish: damage dealt minus damage taken); else None.
+    shaped: np.ndarray | None = None
 
 
 class LearnerSeat:
@@ -76,6 +79,9 @@ class LearnerSeat:
         self.record = record
         self.priv = bool(net.spec.privileged_dim)
         self.steps: dict[tuple[int, int], list[tuple]] = {}
+        #: Per (match, seat): the shaped reward that followed each recorded move, read from the core
+        #: when the seat next moves (the last one when the match ends, `play_pairings`).
+        self.shaped: dict[tuple[int, int], list[float]] = {}
 
     def act(self, observation) -> Any:
         return self.act_batch([observation])[0]
@@ -91,8 +97,11 @@ class LearnerSeat:
             logp, val = x["logp"].numpy(), x["value"].numpy()
             for k, o in enumerate(observations):
                 pv = privileged_vector(o.core) if self.priv else None
-                self.steps.setdefault((id(o.core), o.player), []).append(
-                    (tree_row(inputs, k), tree_row(act, k), logp[k], val[k], pv))
+                key = (id(o.core), o.player)
+                past = self.steps.setdefault(key, [])
+                if past and hasattr(o.core, "shaped_rewards"):
+                    self.shaped.setdefault(key, []).append(float(o.core.shaped_rewards()[o.player]))
+                past.append((tree_row(inputs, k), tree_row(act, k), logp[k], val[k], pv))
         return moves
 
 
@@ -139,15 +148,22 @@ def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], 
                 continue
             obs, act, logp, val, pv = zip(*steps)
             inputs = tree_stack(obs)
+            shaped = None
+            if hasattr(cores[i], "shaped_rewards"):  # the last move's: the step that ended the match
+                shaped = np.asarray(ls.shaped.get((cid, seat), []) + [cores[i].shaped_rewards()[seat]],
+                                    dtype=np.float32)[:len(steps)]
             trajs.append(Trajectory(name, i + index_offset, seat, inputs, inputs.get("mask"), tree_stack(act),
                                     np.asarray(logp, dtype=np.float32), np.asarray(val, dtype=np.float32),
-                                    None if pv[0] is None else np.stack(pv), float(results[i].returns[seat]), version))
+                                    None if pv[0] is None else np.stack(pv), float(results[i].returns[seat]), version,
+                                    shaped))
     trajs.sort(key=lambda t: (t.learner, t.match, t.seat))
     return results, trajs
 
 
-def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float = 1.0):
-    """Time-major padded `RolloutBatch` of trajectories (column b = trajectory b)."""
+def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float = 1.0, shaping: float = 0.0):
+    """Time-major padded `RolloutBatch` of trajectories (column b = trajectory b). The reward of a
+    move is the outcome (times `reward_scale`) on the last one, plus ``shaping`` times its shaped
+    reward where the game reports one."""
     import torch
 
     from arena.trainers.policy.learner import RolloutBatch
@@ -166,7 +182,9 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
         if priv is not None:
             priv[:n, b] = t.privileged
         logp[:n, b], val[:n, b] = t.logp, t.value
-        rew[n - 1, b] = t.ret * reward_scale
+        if shaping and t.shaped is not None:
+            rew[:n, b] = shaping * t.shaped
+        rew[n - 1, b] += t.ret * reward_scale
         disc[: n - 1, b] = gamma
         valid[:n, b] = True
     tt = torch.from_numpy

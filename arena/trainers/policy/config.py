@@ -115,6 +115,9 @@ class SCCConfig(TrainerConfig):
     kl_schedule: Literal["constant", "linear", "cosine"] = "linear"
     #: Returns are multiplied by this before learning (poker: chips to about [-1, 1]).
     reward_scale: float = 1.0
+    #: Weight of a game's dense per-move reward (`shaped_rewards`: Skirmish's damage dealt minus damage
+    #: taken) added to the outcome; 0 learns from the outcome alone. Games without one ignore it.
+    shaping: float = 0.0
     eval: EvalConfig = field(default_factory=EvalConfig)
     #: Every learner's step data parallel over ranks (mode odc or fsdp; `arena.trainers.parallel.policy`).
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
@@ -138,6 +141,8 @@ class SCCConfig(TrainerConfig):
             raise ValueError(f"fixed_share must be in [0, 1], got {self.fixed_share}")
         if self.actors < 0:
             raise ValueError(f"actors must be >= 0, got {self.actors}")
+        if self.shaping < 0:
+            raise ValueError(f"shaping must be >= 0, got {self.shaping}")
         if not self.opponents:
             raise ValueError("opponents: at least one fixed player is required (random is a good first one)")
 

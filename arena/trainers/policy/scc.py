@@ -564,7 +564,8 @@ class SCCTrainer(Trainer):
             mine = [t for t in trajs if t.learner == name]
             if not mine:
                 continue
-            stats = lrn.step(to_batch(mine, gamma=cfg.learner.gamma, reward_scale=cfg.reward_scale), kl, gen)
+            stats = lrn.step(to_batch(mine, gamma=cfg.learner.gamma, reward_scale=cfg.reward_scale,
+                                      shaping=cfg.shaping), kl, gen)
             prefix = "train" if name == self.main else f"train_{name}"
             line.update({f"{prefix}/{k}": v for k, v in stats.items()})
             line[f"{prefix}/return"] = float(np.mean([t.ret for t in mine]))

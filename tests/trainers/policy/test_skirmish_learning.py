@@ -13,6 +13,7 @@ exploiters.
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -51,6 +52,37 @@ def short_run(tmp_path_factory):
 def full_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("skirmish_full") / "run"
     return _train(folder), folder
+
+
+def test_trajectories_carry_the_shaped_reward_of_each_move_and_to_batch_weighs_it(monkeypatch):
+    # damage dealt minus damage taken after each move, as a fraction of the enemy's total: over a
+    # 3m match (equal totals) they add up to the final health-fraction difference
+    from arena.envs.registry import make_core
+    from arena.inference.policy_nets import build_policy, spec_from_core
+    from arena.trainers.policy import actors
+
+    cores = []
+    monkeypatch.setattr(actors, "make_core", lambda *a, **k: cores.append(make_core(*a, **k)) or cores[-1])
+    torch.manual_seed(0)
+    net = build_policy(spec_from_core(make_core(GAME)), "auto", hidden=[16], d_model=16, layers=1, heads=2,
+                       channels=4)
+    pairs = [actors.Pairing([actors.Seat("main", trained=True), actors.Seat(spec="skirmish:attack_nearest")],
+                            ["main", "bot"]) for _ in range(3)]
+    pairs.append(actors.Pairing([actors.Seat(spec="skirmish:focus_fire"), actors.Seat("main", trained=True)],
+                                ["bot", "main"]))
+    results, trajs = actors.play_pairings(GAME, pairs, {"main": net}, seed=3)
+    assert len(trajs) == 4
+    for t in trajs:
+        frac = cores[t.match].batch.fractions()[0]
+        assert t.shaped.shape == t.logp.shape and np.isfinite(t.shaped).all()
+        assert t.shaped.sum() == pytest.approx(frac[t.seat] - frac[1 - t.seat], abs=1e-5)
+        assert np.abs(t.shaped).sum() > 0  # the bots fight back
+    plain, shaped = actors.to_batch(trajs, gamma=1.0), actors.to_batch(trajs, gamma=1.0, shaping=0.5)
+    for b, t in enumerate(trajs):
+        n = len(t.logp)
+        assert plain.rewards[:n, b].tolist() == [0.0] * (n - 1) + [t.ret]
+        assert shaped.rewards[:n, b].numpy() == pytest.approx(0.5 * t.shaped + np.eye(n)[n - 1] * t.ret, abs=1e-6)
+        assert (shaped.rewards[n:, b] == 0).all()
 
 
 @pytest.mark.slow
