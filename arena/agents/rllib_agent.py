@@ -13,6 +13,13 @@ on (`arena.inference.rllib_module.seat_features`) and returns an int. Illegal mo
 twice: inside the module and here, on the legal list the match loop shows, so even a module
 that does not mask plays only legal moves. A game with no observation tensor (a text game) is
 an `IncompatibleAgent`. Checkpoints are pickles: load only checkpoints you trust.
+
+A checkpoint of a structured game (compound orders, such as ``arena/Skirmish-3m-v0``; its module
+is RLlib's default one with a ``MultiDiscrete`` action space) is played by `RLlibFlatAgent`: the
+same flat view the trainer used (`arena.inference.flat_view.FlatView`, rebuilt from the game's
+spaces and action model and checked against the module's), the module's logits split per
+component (greedy: each component's argmax; else a draw from each), then the same legalisation
+(`FlatView.to_move`), so it never makes an invalid move.
 """
 
 from __future__ import annotations
@@ -155,9 +162,76 @@ class RLlibAgent(BaseAgent):
         return int(legal[int(self._rng.choice(legal.size, p=p / p.sum()))])
 
 
+class RLlibFlatAgent(BaseAgent):
+    """Plays an RLModule trained on the flat view of a structured game (`arena.inference.flat_view`)."""
+
+    def __init__(self, module: Any, greedy: bool = True, seed: int | None = None, core: Any = None):
+        self.module = module
+        self.greedy = bool(greedy)
+        self.nvec = np.asarray(module.action_space.nvec, np.int64).ravel()
+        self.obs_size = int(np.prod(module.observation_space.shape))
+        self._bounds = np.concatenate([[0], np.cumsum(self.nvec)])
+        self._views: dict[tuple, Any] = {}
+        if core is not None:
+            self.view_of(core, 0)
+        self.reset(seed)
+
+    def view_of(self, core: Any, player: int) -> Any:
+        """The flat view of `core` for `player`, checked against the module's spaces once a core."""
+        from arena.inference.flat_view import FlatView
+
+        key = (core.game_id, repr(getattr(core, "settings", None)), player)
+        view = self._views.get(key)
+        if view is None:
+            if getattr(core, "action_kind", None) != "structured":
+                raise IncompatibleAgent(f"this RLlib checkpoint plays a structured game (flat actions {self.nvec.tolist()}); "
+                                        f"{core.game_id} takes {core.action_kind} actions")
+            try:
+                view = FlatView.of_core(core, player)
+            except ValueError as e:
+                raise IncompatibleAgent(f"{core.game_id} has no flat view: {e}") from None
+            if view.obs_size != self.obs_size or view.nvec.tolist() != self.nvec.tolist():
+                raise IncompatibleAgent(f"this RLlib checkpoint reads {self.obs_size} features and writes actions "
+                                        f"{self.nvec.tolist()}; {core.game_id} shows {view.obs_size} and takes "
+                                        f"{view.nvec.tolist()}")
+            self._views[key] = view
+        return view
+
+    def reset(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def flat_action(self, x: np.ndarray) -> np.ndarray:
+        """The flat action for one flat observation: per component the argmax, or a draw."""
+        import torch
+        from ray.rllib.core.columns import Columns
+
+        with torch.no_grad():
+            out = self.module.forward_inference({Columns.OBS: torch.from_numpy(x)[None]})
+        logits = out[Columns.ACTION_DIST_INPUTS][0].double().numpy()
+        a = np.zeros(len(self.nvec), np.int64)
+        for i in range(len(self.nvec)):
+            z = logits[self._bounds[i]:self._bounds[i + 1]]
+            if self.greedy:
+                a[i] = int(np.argmax(z))
+            else:
+                p = np.exp(z - z.max())
+                a[i] = int(self._rng.choice(z.size, p=p / p.sum()))
+        return a
+
+    def act(self, observation: Observation) -> Any:
+        view = self.view_of(observation.core, observation.player)
+        raw = observation.raw
+        move = view.to_move(self.flat_action(view.flatten(raw)), raw)
+        if move is None:
+            raise ValueError(f"{observation.game_id}: no legal move to choose from")
+        return move
+
+
 def _factory(core, seed, positional, **opts):
     if not positional:
         raise AgentSpecError("rllib agents need a checkpoint folder: rllib:<folder> (a run folder's checkpoint link, "
                              "e.g. rllib:runs/rl/checkpoint)")
     module = load_module(positional, opts.pop("module", None))
+    if type(module.action_space).__name__ == "MultiDiscrete":
+        return RLlibFlatAgent(module, seed=opts.pop("seed", seed), core=core, **opts)
     return RLlibAgent(module, seed=opts.pop("seed", seed), core=core, **opts)

@@ -23,6 +23,17 @@ seat's win is the other's loss), ``train/return/<seat>``, ``train/episode_len``,
 ``train/policy_loss``, ``train/vf_loss``, ``train/kl``, ``train/loss``, ``time/*``, and
 ``eval/win_rate/<opponent>``, ``eval/invalid_rate``.
 
+**Structured games** (compound orders, such as ``arena/Skirmish-3m-v0``; `validate` tells them by
+their action model). The arena's *parallel* PettingZoo env for the game (both seats move at once),
+through `FlatParallelEnv` (`arena.inference.flat_view.FlatView`: the observation ``Dict``
+flattened to one float32 vector a seat, the move a ``MultiDiscrete`` derived part by part from the
+game's `ActionModel`, and every flat action turned into the nearest legal order, so no draw is
+refused or punished as an invalid move), wrapped with RLlib's `ParallelPettingZooEnv`. The module is
+RLlib's own default PPO module (its catalog's MLP over the flat vector, ``hidden`` and
+``activation`` as its ``fcnet_hiddens`` and ``fcnet_activation``; its ``MultiDiscrete``
+distribution), shared by both seats; no custom masking. An env step is one simultaneous tick of
+one game (both seats' moves), as the arena's match loop counts a simultaneous game's moves.
+
 ``arena train`` on an existing run folder restores the latest checkpoint (weights, optimizer,
 RLlib's counters) and continues at the next iteration; the environment's and the sampler's
 random streams start afresh, so a resumed run is not bit-identical to one that never stopped.
@@ -45,7 +56,7 @@ from typing import Any, Literal
 
 import gymnasium
 import numpy as np
-from pettingzoo.utils.wrappers import BaseWrapper
+from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 
 from arena.errors import ConfigError
 from arena.trainers.common.base import Trainer, TrainerConfig
@@ -67,6 +78,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 MODULE_ID = "shared"
 #: The name the env creator is registered under in Ray's env registry.
 ENV_NAME = "arena_pettingzoo"
+#: ... and the flat view of a structured game's parallel env.
+ENV_NAME_FLAT = "arena_pettingzoo_flat"
 STATE_FILE = "arena_state.json"
 
 
@@ -117,9 +130,10 @@ class RLlibPPOConfig(TrainerConfig):
 
 
 def validate(cfg: RLlibPPOConfig) -> dict[str, Any]:
-    """Check the game (two or more seats, a tensor and an action mask, Discrete actions) and the
-    evaluation opponent before anything is written; a `ConfigError` naming the key. Returns what
-    the RLModule needs to know of the game."""
+    """Check the game (two or more seats, a tensor and an action mask, Discrete actions; or a
+    structured game whose seats move at once: `_validate_structured`) and the evaluation opponent
+    before anything is written; a `ConfigError` naming the key. Returns what the RLModule needs to
+    know of the game (``structured: True`` for the flat path)."""
     from gymnasium import spaces
 
     from arena.agents.specs import make_agent
@@ -135,6 +149,8 @@ def validate(cfg: RLlibPPOConfig) -> dict[str, Any]:
             raise ConfigError(f"game: {cfg.game} has {len(core.players)} player; self-play needs two or more")
         space = core.observation_space(0)
         inner = space.spaces.get("observation") if isinstance(space, spaces.Dict) else None
+        if getattr(core, "action_kind", None) == "structured":
+            return _validate_structured(cfg, core)
         if not isinstance(inner, spaces.Box) or "action_mask" not in space.spaces:
             raise ConfigError(f"game: {cfg.game} shows no observation tensor and action mask (a text game?); RLlib "
                               "PPO needs both: pick an OpenSpiel game such as openspiel/connect_four-v0")
@@ -153,6 +169,33 @@ def validate(cfg: RLlibPPOConfig) -> dict[str, Any]:
                 "hidden": list(cfg.hidden), "activation": cfg.activation}
     finally:
         core.close()
+
+
+def _validate_structured(cfg: RLlibPPOConfig, core: Any) -> dict[str, Any]:
+    """`validate` for a structured game: simultaneous moves, the same flat view for every seat."""
+    from arena.agents.specs import make_agent
+    from arena.envs.core import SIMULTANEOUS
+    from arena.errors import ArenaError
+    from arena.inference.flat_view import FlatView
+
+    core.reset(cfg.seed)
+    if core.current_player() != SIMULTANEOUS:
+        raise ConfigError(f"game: {cfg.game} has compound moves but its players take turns; RLlib PPO here takes "
+                          "structured games whose players move at once (a parallel env, such as "
+                          "arena/Skirmish-3m-v0)")
+    try:
+        views = [FlatView.of_core(core, i) for i in range(len(core.players))]
+    except ValueError as e:
+        raise ConfigError(f"game: {cfg.game}: {e}") from None
+    first = views[0]
+    if any(v.obs_size != first.obs_size or v.nvec.tolist() != first.nvec.tolist() for v in views):
+        raise ConfigError(f"game: {cfg.game} shows its seats different spaces; one shared policy needs the same")
+    try:
+        make_agent(cfg.eval_opponent, core, seed=0)
+    except ArenaError as e:
+        raise ConfigError(f"eval_opponent: {e}") from None
+    return {"game": cfg.game, "structured": True, "obs_size": first.obs_size, "nvec": first.nvec.tolist(),
+            "num_players": len(core.players), "hidden": list(cfg.hidden), "activation": cfg.activation}
 
 
 # -- the environment ------------------------------------------------------------------------------
@@ -192,6 +235,47 @@ def make_rllib_env(env_config: dict) -> Any:
     return PettingZooEnv(SeatViewEnv(env_config["game"]))
 
 
+class FlatParallelEnv(BaseParallelWrapper):
+    """The arena's parallel env for a structured game seen through its `FlatView`: each seat observes
+    a float32 vector and moves with a ``MultiDiscrete`` flat action, which becomes the nearest legal
+    order (`FlatView.to_move`) before the game sees it."""
+
+    def __init__(self, game: str):
+        from arena.envs.registry import make
+        from arena.inference.flat_view import FlatView
+
+        env = make(game)
+        super().__init__(env)
+        self.view = FlatView.of_core(env.core)
+        self._obs: dict[str, Any] = {}
+
+    def observation_space(self, agent):
+        return self.view.observation_space
+
+    def action_space(self, agent):
+        return self.view.action_space
+
+    def _flat(self, obs: dict) -> dict:
+        self._obs = obs
+        return {a: self.view.flatten(o) for a, o in obs.items()}
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        obs, infos = self.env.reset(seed=seed, options=options)
+        return self._flat(obs), infos
+
+    def step(self, actions: dict):
+        moves = {a: self.view.to_move(flat, self._obs.get(a)) for a, flat in actions.items()}
+        obs, rewards, terminations, truncations, infos = self.env.step(moves)
+        return self._flat(obs), rewards, terminations, truncations, infos
+
+
+def make_flat_rllib_env(env_config: dict) -> Any:
+    """RLlib's `ParallelPettingZooEnv` over the flat view of the arena's parallel env for a structured game."""
+    from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+
+    return ParallelPettingZooEnv(FlatParallelEnv(env_config["game"]))
+
+
 def shared_policy(agent_id: Any, *args: Any, **kwargs: Any) -> str:
     """Every seat plays the one shared module (self-play)."""
     return MODULE_ID
@@ -212,10 +296,16 @@ def algorithm_config(cfg: RLlibPPOConfig, model_config: dict, run_folder: str | 
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    spec = RLModuleSpec(module_class=MaskedMLPModule, model_config=dict(model_config))
+    if model_config.get("structured"):
+        # RLlib's own default PPO module and catalog (MLP encoder, MultiDiscrete distribution)
+        spec = RLModuleSpec(model_config={"fcnet_hiddens": list(cfg.hidden), "fcnet_activation": cfg.activation})
+        env_name = ENV_NAME_FLAT
+    else:
+        spec = RLModuleSpec(module_class=MaskedMLPModule, model_config=dict(model_config))
+        env_name = ENV_NAME
     return (
         PPOConfig(algo_class=RunFolderPPO)
-        .environment(ENV_NAME, env_config={"game": cfg.game, "run_folder": str(Path(run_folder).resolve())})
+        .environment(env_name, env_config={"game": cfg.game, "run_folder": str(Path(run_folder).resolve())})
         .framework("torch")
         .env_runners(num_env_runners=cfg.num_env_runners, num_envs_per_env_runner=cfg.num_envs_per_env_runner,
                      num_cpus_per_env_runner=1)
@@ -310,6 +400,7 @@ class RLlibPPOTrainer(Trainer):
         try:
             self._ray = start_ray(self.dir, num_cpus=max(2, cfg.num_env_runners + 1))
             register_env(ENV_NAME, make_rllib_env)
+            register_env(ENV_NAME_FLAT, make_flat_rllib_env)
             with warnings.catch_warnings():  # each sampler re-registers RLlib's env wrapper with Gymnasium
                 warnings.filterwarnings("ignore", message=".*Overriding environment rllib-multi-agent-env")
                 self.algo = algorithm_config(cfg, self.model_config, self.dir).build_algo()
