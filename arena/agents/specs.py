@@ -6,7 +6,8 @@ Forms:
 * ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
 * kinds with a positional argument before their options (``tabular:<table.json>``,
   ``llm:<model folder>``, ``policy:<checkpoint>``, ``rllib:<checkpoint>``, ``skirmish:<bot>``: the
-  Skirmish game's scripted players), and your own kinds
+  Skirmish game's scripted players; ``sc2:<script>``), ``sc2bot:difficulty=hard,race=zerg`` (StarCraft II's
+  built-in AI in a seat), and your own kinds
   registered with `register_agent_kind`.
 
 The built-in kinds' options are checked against `OPTION_RULES` (type and range) when a spec is
@@ -305,6 +306,18 @@ def _skirmish(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
+def _sc2bot(core, seed, positional, **opts):
+    from arena.agents.sc2bot import bot_factory
+
+    return bot_factory(core, seed, positional, **opts)
+
+
+def _sc2(core, seed, positional, **opts):
+    from arena.agents.sc2bot import script_factory
+
+    return script_factory(core, seed, positional, **opts)
+
+
 def _rllib(core, seed, positional, **opts):
     from arena.agents.rllib_agent import _factory
 
@@ -313,5 +326,5 @@ def _rllib(core, seed, positional, **opts):
 
 for _name, _factory in {"random": _random, "first": _first, "constant": _constant, "human": _human, "mcts": _mcts, "tactics": _tactics,
                         "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy,
-                        "rllib": _rllib, "skirmish": _skirmish}.items():
+                        "rllib": _rllib, "skirmish": _skirmish, "sc2bot": _sc2bot, "sc2": _sc2}.items():
     register_agent_kind(_name, _factory)

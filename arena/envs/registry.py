@@ -38,7 +38,7 @@ from gymnasium.envs.registration import load_env_creator
 from arena.envs.core import GameCore
 from arena.errors import ConfigError, DuplicateGameId, GameNotFound, NotASetting, shown
 
-ARENA_NAMESPACES = ("arena", "openspiel", "textarena")
+ARENA_NAMESPACES = ("arena", "openspiel", "textarena", "sc2")
 
 #: OpenSpiel games registered up front (any other pyspiel name works on demand).
 OPENSPIEL_GAMES = ["tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "liars_dice", "breakthrough", "hex"]
@@ -74,6 +74,26 @@ SKIRMISH_GAMES = {
     "arena/Skirmish-2s3z-v0": ({"red": "2s3z", "blue": "2s3z", "max_steps": 120},
                                "2 stalkers and 3 zealots a side: ranged and melee (docs/skirmish.md)"),
 }
+
+#: StarCraft II (`arena.envs.sc2.game`, the sc2 extra and the game itself): the mini-games (one player)
+#: and the 1v1 maps pysc2 knows, each ``sc2/<map>-v0``.
+SC2_NOTES = {
+    "MoveToBeacon": "a marine to a beacon", "CollectMineralShards": "two marines collect shards",
+    "FindAndDefeatZerglings": "marines hunt zerglings", "DefeatRoaches": "marines against roaches",
+    "DefeatZerglingsAndBanelings": "marines against zerglings, banelings",
+    "CollectMineralsAndGas": "an economy", "BuildMarines": "an economy making marines",
+}
+
+
+def sc2_games() -> dict[str, tuple[dict, str]]:
+    from arena.envs.sc2.game import LADDER_MAPS, MINI_GAMES
+
+    games = {f"sc2/{m}-v0": ({"map": m}, f"StarCraft II mini-game: {SC2_NOTES[m]} (needs the game, docs/sc2.md)")
+             for m in MINI_GAMES}
+    for m in LADDER_MAPS:
+        games[f"sc2/{m}-v0"] = ({"map": m}, "StarCraft II 1v1 (needs the game, docs/sc2.md)")
+    return games
+
 
 _registered = False
 _plugin_ids: list[str] = []
@@ -271,6 +291,9 @@ def ensure_registered() -> None:
     for gid, (kwargs, _note) in SKIRMISH_GAMES.items():
         if gid not in gymnasium.envs.registry:
             register_game(gid, "arena.envs.skirmish:skirmish_env", {"game_id": gid, **kwargs})
+    for gid, (kwargs, _note) in sc2_games().items():
+        if gid not in gymnasium.envs.registry:
+            register_game(gid, "arena.envs.sc2.game:sc2_env", {"game_id": gid, **kwargs})
     load_entry_point_plugins()
 
 
@@ -438,7 +461,7 @@ def describe_games(include_all: bool = False) -> list[dict[str, Any]]:
         except Exception as e:  # a broken plug-in must not hide the others
             row = {"id": gid, "players": "?", "action": "?", "source": "?", "error": f"{type(e).__name__}: {e}"}
         note = CURATED_TEXT_GAMES[gid][1] if gid in CURATED_TEXT_GAMES else \
-            {**PROSTHETICS_GAMES, **SKIRMISH_GAMES}.get(gid, (None, None))[1]
+            {**PROSTHETICS_GAMES, **SKIRMISH_GAMES, **sc2_games()}.get(gid, (None, None))[1]
         if note:
             row["note"] = note
         rows.append(row)

@@ -110,6 +110,9 @@ class MatchResult:
     #: The replay as the gzipped bytes of its file, for a league that keeps replays in its database
     #: (`MatchJob.replay_blob`): written in the transaction that records the match.
     replay_blob: bytes | None = None
+    #: Files the game itself made, kept beside the replay (`keep_replay` writes ``<match id><suffix>``):
+    #: suffix -> bytes (StarCraft II's own ``.SC2Replay``, `arena.envs.sc2.game`). None: none.
+    attachments: dict[str, bytes] | None = None
 
     def score(self, seat: int) -> float:
         """1 for a win, 0.5 for a draw, 0 for a loss (two or more players)."""
@@ -388,7 +391,7 @@ class Match:
         check_agent_count(core, len(agents))
         # One pass over the seats for everything the match needs of an agent (a match of tic-tac-toe
         # is a few microseconds: per-match work counts as much as per-move work).
-        specs, acts, legal_acts, resets, observers, enders = [], [], [], [], [], []
+        specs, acts, legal_acts, resets, observers, enders, objs = [], [], [], [], [], [], []
         seated: list[Any] = [None] * n
         for i, a in enumerate(agents):
             if isinstance(a, str):
@@ -399,6 +402,7 @@ class Match:
             else:
                 spec = getattr(a, "spec", type(a).__name__)
             specs.append(spec)
+            objs.append(a)
             acts.append(a.act)
             if batched and callable(getattr(a, "act_batch", None)):
                 seated[i] = a
@@ -425,6 +429,9 @@ class Match:
         self.seed, self.game_kwargs, self.max_moves, self.limit_s, self.index = seed, game_kwargs, max_moves, \
             move_time_limit, index
         self.started = _perf()
+        hook = getattr(core, "seat_agents", None)
+        if hook is not None:  # a game that must know who sits where before it starts (StarCraft II's own AI)
+            hook(objs)
         core.reset(seed)
         for i, hook in resets:
             hook(derive_seed(seed, i))
@@ -688,6 +695,8 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
     winner, draw = _outcome(returns)
     duration = _perf() - started
     replay = None
+    hook = getattr(core, "attachments", None)
+    attachments = (hook() or None) if hook is not None else None
     if mode is not None:
         header = {
             "type": "header", "format": FORMAT, "version": VERSION, "match_id": match_id, "game_id": core.game_id,
@@ -698,6 +707,8 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
             "policy": policy.__dict__,
             "max_moves": max_moves, "record": mode, "created": time.time(),
         }
+        if attachments:  # the files the game made, kept beside the replay under its match id
+            header["attachments"] = sorted(attachments)
         result_line = {
             "type": "result", "returns": returns, "winner": winner, "draw": draw, "outcome": outcome,
             "reason": reason, "forfeiter": forfeiter, "moves": t, "invalid": invalid, "duration": duration,
@@ -706,6 +717,8 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
     # Positional, in field order: keywords would cost half a microsecond a match.
     result = MatchResult(match_id, core.game_id, seed, specs, returns, winner, draw, t, outcome, reason, forfeiter,
                          invalid, t_total, t_max, calls, duration, replay)
+    if attachments:
+        result.attachments = attachments
     for i, over in enders:  # optional: agents that show the end of a game (a person at the terminal)
         try:
             over(core.text(i), result, i)

@@ -12,8 +12,8 @@ is played, recorded and written the same way whoever scheduled it.
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from arena.agents.base import derive_seed
@@ -73,15 +73,20 @@ def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any 
     let a caller reuse objects across matches (worker caches, a human at the terminal, LLM seats)."""
     for mod in job.plugins:
         load_plugin(mod)
-    if core is None:
+    owned = core is None
+    if owned:
         core = make_core(job.game, **job.game_kwargs)
-    seated = list(agents) if agents is not None else [None] * len(job.specs)
-    for seat, spec in enumerate(job.specs):
-        if seated[seat] is None:
-            seated[seat] = make_agent(spec, core, derive_seed(job.seed, seat))
-    res = play_match(core, seated, seed=job.seed, policy=job.policy, move_time_limit=job.move_time_limit,
-                     max_moves=job.max_moves, match_id=job.match_id, record=job_record(job),
-                     game_kwargs=job.game_kwargs or None)
+    try:
+        seated = list(agents) if agents is not None else [None] * len(job.specs)
+        for seat, spec in enumerate(job.specs):
+            if seated[seat] is None:
+                seated[seat] = make_agent(spec, core, derive_seed(job.seed, seat))
+        res = play_match(core, seated, seed=job.seed, policy=job.policy, move_time_limit=job.move_time_limit,
+                         max_moves=job.max_moves, match_id=job.match_id, record=job_record(job),
+                         game_kwargs=job.game_kwargs or None)
+    finally:
+        if owned:  # a game with a process of its own (StarCraft II) quits with its match
+            core.close()
     return finish_job(job, res)
 
 
@@ -110,6 +115,12 @@ def keep_replay(res: MatchResult, match_id: str, replay_dir: str | os.PathLike |
     res.replay.header["match_id"] = match_id
     if replay_dir is not None:
         res.replay_path = str(write_replay(res.replay, replay_path(replay_dir, match_id, compress), durable=durable))
+        if res.attachments:  # the game's own files (a .SC2Replay), beside the replay under its match id
+            from arena.fsio import atomic_write_bytes
+
+            for suffix, data in sorted(res.attachments.items()):
+                atomic_write_bytes(Path(replay_dir) / f"{match_id}{suffix}", data, durable=durable)
+            res.attachments = None  # on disk now
     else:
         res.replay_blob = replay_bytes(res.replay)
     return res

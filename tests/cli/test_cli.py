@@ -1,3 +1,4 @@
+import itertools
 import json
 import os
 import re
@@ -29,8 +30,12 @@ def test_envs_list_without_opensim_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "opensim", None)
     r = runner.invoke(app, ["envs", "list"], terminal_width=250)
     assert r.exit_code == 0, r.output
-    row = next(line for line in r.output.splitlines() if "arena/Prosthetics-v0" in line)
-    assert 'pip install "arena[opensim]"' in row
+    lines = r.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if "arena/Prosthetics-v0" in line)
+    row = [lines[start]] + list(itertools.takewhile(lambda line: line.startswith("│ ") and line[2] == " ",
+                                                    lines[start + 1:]))  # the row's wrapped lines
+    cells = " ".join(" ".join(line.split("│")[5].split()) for line in row)
+    assert 'pip install "arena[opensim]"' in cells
 
 
 def test_envs_list_with_plugin():

@@ -1,0 +1,798 @@
+"""StarCraft II as an arena game: pysc2's `SC2Env` behind a `GameCore` (ids ``sc2/<Map>-v0``).
+
+**Ids and players.** The seven mini-games (``sc2/MoveToBeacon-v0`` ... ``sc2/BuildMarines-v0``) are
+one-player games: the score is the return, as in pysc2. The 1v1 maps pysc2 knows
+(``sc2/Simple64-v0``, ``sc2/AbyssalReef-v0``, ...) are two-player, zero-sum games: each seat is
+played by an arena agent (two league players, both moving at once) or by the game's built-in AI,
+seated as the agent ``sc2bot:difficulty=hard,race=zerg,build=rush`` (`arena.agents.sc2bot`) and
+rated like any player. The match loop tells the core who sits where (`seat_agents`) before the game
+starts; a bot's seat never moves in the loop (the game plays it).
+
+**Settings** (`SC2Config`): ``race`` of the arena's seats (``terran``, ``zerg``, ``protoss``,
+``random``; ``terran,zerg`` gives each seat its own), ``step_mul`` (game loops a step; 8 is pysc2's
+default, 22.4 loops are a second), ``interface`` (``raw``: units as entities and raw unit commands;
+``features``: screen and minimap feature layers and pysc2's feature-layer functions), ``screen`` and
+``minimap`` sizes, ``max_steps`` (the episode's length in steps; 0: the map's own), ``max_units``
+(entity slots), ``bot_difficulty`` / ``bot_race`` / ``bot_build`` (what a bare ``sc2bot`` plays), and
+``functions`` (the action types: pysc2 function names, raw or feature-layer by the interface).
+
+**Observation, raw interface** (``Dict`` of ``Box``; the same keys as Skirmish's, so a policy and a
+learner config written for it read this unchanged apart from sizes):
+
+=============== ==================== ====================================================================
+``entities``    ``[max_units, 46]``  pysc2's 46 raw unit fields (`FEATURES`), each divided by its scale
+                                     (`SCALES`: positions by the raw resolution, health by 1,500, ...) and
+                                     clipped to [0, 4]; the tag (an opaque id) is 0. Own units first, then
+                                     the enemy's, then the rest (minerals, geysers), each by tag.
+``entity_mask`` ``[max_units]``      which slots hold a unit
+``spatial``     ``[6, m, m]``        minimap planes: own, ally, neutral and enemy units (player_relative
+                                     one-hot), visibility / 2, terrain height / 255
+``scalars``     ``[12]``             pysc2's 11 player figures (minerals, food, army count, ...) scaled,
+                                     and the time (step / max_steps)
+masks           per action type      ``type_mask``, ``unit_mask`` (own units), ``target_mask`` (for
+                                     ``*_unit`` functions: enemy units for attacks, any unit not the
+                                     player's for the rest), ``location_mask`` (every cell for ``*_pt``)
+=============== ==================== ====================================================================
+
+The move is a compound raw order: ``type`` (one of ``functions``), ``units`` (the acting units by
+multi-select pointer, up to 64), and ``target`` (a unit by pointer) or ``location`` (a minimap cell,
+sent as its centre in raw coordinates), as the function needs; ``queued`` is always "now".
+**Feature-layer interface:** ``screen [7, s, s]`` and ``minimap [6, m, m]`` planes, the same
+scalars, ``type_mask`` from pysc2's ``available_actions``; the move is ``type`` plus ``screen`` and
+``minimap`` cells for the functions that take them (``select_army``, ``Move_screen``,
+``Attack_minimap``, ...; their other arguments "now" / "select").
+
+**Rules of the match.** A step sends each arena seat's order and advances ``step_mul`` loops. An
+order the game rejects (its ``action_result`` is an error: not enough minerals, an unreachable
+target) is the seat's refused move: the match loop's invalid-move policy counts it (the game has
+already stepped; nothing is retried). The game's end (``player_result``) or ``max_steps`` ends the
+match; ``returns`` are +1 / -1 / 0 on 1v1 maps (0 each at a timeout) and the score on mini-games.
+
+**Lifecycle.** The game is launched at `reset` (a new process, or two for agent against agent,
+about 1 s on the test game and 5 to 20 s on the real one) and quit at the match's end, at the next
+`reset` or at `close`; pysc2 takes the seed only when a game is created, so every match launches
+its own. Before launching, the core checks what pysc2 would fail on late or obscurely: the game
+under ``$SC2PATH`` (`SC2NotFound`) and the map file (`SC2MapMissing`), each a one-line error naming
+the fix. A game that dies mid-match raises `SC2GameCrashed` (the match is a fault: a league
+re-queues it; a worker process lives on).
+
+**Replays.** At the end of a match the game's own replay (``.SC2Replay``) is saved and handed to the
+match's result (`attachments`): written beside the arena's replay as ``<match id>.SC2Replay``. The
+game's version, base build and data version (from its ``ping``) go into ``engine`` in the replay's
+header. An arena replay of a StarCraft match cannot be re-simulated (`replay verify` says why).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arena.envs.actions import ActionModel, Part
+from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+from arena.errors import ArenaError
+
+MINI_GAMES = ("MoveToBeacon", "CollectMineralShards", "FindAndDefeatZerglings", "DefeatRoaches",
+              "DefeatZerglingsAndBanelings", "CollectMineralsAndGas", "BuildMarines")
+#: The 1v1 maps of pysc2's registry (its melee and ladder maps), each an id ``sc2/<name>-v0``.
+LADDER_MAPS = ("Simple64", "Simple96", "Simple128", "Flat32", "Flat48", "Flat64", "Flat96", "Flat128", "16Bit",
+               "Abiogenesis", "AbyssalReef", "AcidPlant", "Acolyte", "Acropolis", "AscensiontoAiur", "Automaton",
+               "Backwater", "BattleontheBoardwalk", "BelShirVestige", "BloodBoil", "Blueshift", "CactusValley",
+               "Catalyst", "CeruleanFall", "CyberForest", "DarknessSanctuary", "DefendersLanding", "DiscoBloodbath",
+               "Dreamcatcher", "Eastwatch", "Ephemeron", "Fracture", "Frost", "Honorgrounds", "Interloper",
+               "KairosJunction", "KingsCove", "LostandFound", "MechDepot", "NeonVioletSquare", "NewRepugnancy",
+               "NewkirkPrecinct", "Odyssey", "PaladinoTerminal", "ParaSite", "PortAleksander", "ProximaStation",
+               "Redshift", "Sequencer", "Stasis", "Thunderbird", "Triton", "TurboCruise84", "WintersGate",
+               "WorldofSleepers", "YearZero")
+RACES = ("terran", "zerg", "protoss", "random")
+DIFFICULTIES = ("very_easy", "easy", "medium", "medium_hard", "hard", "harder", "very_hard", "cheat_vision",
+                "cheat_money", "cheat_insane")
+BUILDS = ("random", "rush", "timing", "power", "macro", "air")
+INTERFACES = ("raw", "features")
+
+#: pysc2's raw unit fields in their order (`pysc2.lib.features.FeatureUnit`) and the scale each is divided by.
+FEATURES = ("unit_type", "alliance", "health", "shield", "energy", "cargo_space_taken", "build_progress",
+            "health_ratio", "shield_ratio", "energy_ratio", "display_type", "owner", "x", "y", "facing", "radius",
+            "cloak", "is_selected", "is_blip", "is_powered", "mineral_contents", "vespene_contents",
+            "cargo_space_max", "assigned_harvesters", "ideal_harvesters", "weapon_cooldown", "order_length",
+            "order_id_0", "order_id_1", "tag", "hallucination", "buff_id_0", "buff_id_1", "addon_unit_type",
+            "active", "is_on_screen", "order_progress_0", "order_progress_1", "order_id_2", "order_id_3",
+            "is_in_cargo", "buff_duration_remain", "buff_duration_max", "attack_upgrade_level",
+            "armor_upgrade_level", "shield_upgrade_level")
+_RES = 0.0  # placeholder: x and y are divided by the raw resolution
+SCALES = dict(zip(FEATURES, (
+    2000, 4, 1500, 1000, 200, 8, 100, 255, 255, 255, 4, 16, _RES, _RES, 8, 10, 4, 1, 1, 1, 1800, 2250, 8, 24, 24,
+    32, 8, 5000, 5000, 0, 1, 300, 300, 2000, 1, 1, 100, 100, 5000, 5000, 1, 1000, 1000, 3, 3, 3)))
+F_ALLIANCE, F_X, F_Y, F_TAG = (FEATURES.index(k) for k in ("alliance", "x", "y", "tag"))
+SELF, ALLY, NEUTRAL, ENEMY = 1, 2, 3, 4
+PLAYER_SCALES = (16, 1000, 1000, 200, 200, 200, 200, 50, 200, 50, 50)
+SCALARS = len(PLAYER_SCALES) + 1
+MAX_SELECT = 64
+
+#: Default action types per interface (pysc2 function names).
+#: The raw default is Skirmish's five order types in Skirmish's order: no-op, move, attack a unit,
+#: attack-move, stop.
+RAW_FUNCTIONS = ("no_op", "Move_pt", "Attack_unit", "Attack_pt", "Stop_quick")
+FEATURE_FUNCTIONS = ("no_op", "select_army", "Move_screen", "Attack_screen", "Move_minimap", "Attack_minimap",
+                     "Stop_quick", "select_point")
+#: Feature-layer arguments a move may carry and their fixed values ("now", "select", ...).
+FIXED_ARGS = {"queued": 0, "select_add": 0, "select_point_act": 0}
+SCREEN_PLANES = 7  # player_relative one-hot (4), selected, unit density / 4, visibility / 2
+MINIMAP_PLANES = 6
+
+
+class SC2NotFound(ArenaError):
+    """No StarCraft II installation where pysc2 looks."""
+
+
+class SC2MapMissing(ArenaError):
+    """The map file is not under ``$SC2PATH/Maps``."""
+
+
+class SC2GameCrashed(ArenaError):
+    """The game process stopped or stopped answering mid-match."""
+
+
+def sc2_path() -> Path:
+    return Path(os.environ.get("SC2PATH") or Path.home() / "StarCraftII").expanduser()
+
+
+def check_install(map_path: str | None = None) -> Path:
+    """``$SC2PATH`` if it holds a game (and `map_path`, relative to its ``Maps``), else a one-line error."""
+    root = sc2_path()
+    versions = root / "Versions"
+    builds = sorted(versions.glob("Base*/SC2_x64")) if versions.is_dir() else []
+    if not builds:
+        raise SC2NotFound(f"no StarCraft II game at {root} (no Versions/Base*/SC2_x64): install Blizzard's Linux "
+                          "package and set SC2PATH (README, section 'StarCraft II'; docs/sc2.md)")
+    if map_path is not None and not (root / "Maps" / map_path).is_file():
+        raise SC2MapMissing(f"map {map_path} is not in {root / 'Maps'}: unzip the map packs (mini_games.zip, the "
+                            f"ladder packs) into $SC2PATH/Maps (docs/sc2.md)")
+    return root
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return str(value)
+
+
+def _int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be a whole number in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SC2Config:
+    map: str
+    race: str = "terran"
+    step_mul: int = 8
+    interface: str = "raw"
+    screen: int = 32
+    minimap: int = 16
+    max_steps: int = 0
+    max_units: int = 32
+    bot_difficulty: str = "very_easy"
+    bot_race: str = "random"
+    bot_build: str = "random"
+    functions: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for r in self.races:
+            _choice("race", r, RACES)
+        _int("step_mul", self.step_mul, 1, 1000)
+        _choice("interface", self.interface, INTERFACES)
+        _int("screen", self.screen, 8, 256)
+        _int("minimap", self.minimap, 8, 256)
+        _int("max_steps", self.max_steps, 0, 1_000_000)
+        _int("max_units", self.max_units, 1, 512)
+        _choice("bot_difficulty", self.bot_difficulty, DIFFICULTIES)
+        _choice("bot_race", self.bot_race, RACES)
+        _choice("bot_build", self.bot_build, BUILDS)
+        fns = tuple(self.functions) or (RAW_FUNCTIONS if self.interface == "raw" else FEATURE_FUNCTIONS)
+        if not 1 <= len(fns) <= 64 or fns[0] != "no_op" or len(set(fns)) != len(fns):
+            raise ValueError(f"functions: 1 to 64 distinct pysc2 function names, the first no_op; got {list(fns)}")
+        object.__setattr__(self, "functions", fns)
+
+    @property
+    def mini_game(self) -> bool:
+        return self.map in MINI_GAMES
+
+    @property
+    def races(self) -> list[str]:
+        return [r.strip() for r in str(self.race).split(",")]
+
+    def race_of(self, seat: int) -> str:
+        r = self.races
+        return r[seat] if seat < len(r) else r[-1]
+
+    def settings(self) -> dict[str, Any]:
+        return {"race": self.race, "step_mul": self.step_mul, "interface": self.interface, "screen": self.screen,
+                "minimap": self.minimap, "max_steps": self.max_steps, "max_units": self.max_units,
+                "bot_difficulty": self.bot_difficulty, "bot_race": self.bot_race, "bot_build": self.bot_build,
+                "functions": list(self.functions)}
+
+
+# -- the action model ------------------------------------------------------------------------------
+def _arg_names(fn: Any) -> tuple[str, ...]:
+    return tuple(a.name for a in fn.args)
+
+
+def function_table(cfg: SC2Config) -> list[Any]:
+    """pysc2's function objects for `cfg.functions`; a `ValueError` naming an unknown or unusable one."""
+    from arena.envs.sc2._pysc2 import actions
+
+    a = actions()
+    table = a.RAW_FUNCTIONS if cfg.interface == "raw" else a.FUNCTIONS
+    out = []
+    for name in cfg.functions:
+        try:
+            fn = table[name]
+        except (KeyError, ValueError):
+            raise ValueError(f"functions: {name!r} is not a pysc2 {cfg.interface} function "
+                             f"(e.g. {', '.join((RAW_FUNCTIONS if cfg.interface == 'raw' else FEATURE_FUNCTIONS)[1:4])})"
+                             ) from None
+        args = set(_arg_names(fn))
+        known = {"queued", "unit_tags", "target_unit_tag", "world"} if cfg.interface == "raw" else \
+            {"screen", "minimap"} | set(FIXED_ARGS)
+        if not args <= known:
+            raise ValueError(f"functions: {name} takes {sorted(args - known)}, which this adapter cannot choose")
+        out.append(fn)
+    return out
+
+
+def action_model(cfg: SC2Config) -> ActionModel:
+    """The compound move of `cfg`'s interface (see the module docstring). Built from the function names'
+    arguments without importing pysc2: a raw ``*_pt`` function takes units and a location, ``*_unit``
+    units and a target, ``*_quick`` units; ``no_op`` nothing; a feature function by its name."""
+    names = cfg.functions
+    m = cfg.minimap
+    if cfg.interface == "raw":
+        uses = []
+        for n in names:
+            if n == "no_op":
+                uses.append(("type",))
+            elif n.endswith("_pt"):
+                uses.append(("type", "units", "location"))
+            elif n.endswith("_unit"):
+                uses.append(("type", "units", "target"))
+            else:
+                uses.append(("type", "units"))
+        return ActionModel(
+            (Part("type", "categorical", n=len(names), mask="type_mask", labels=tuple(names)),
+             Part("units", "select", n=cfg.max_units, max_select=min(cfg.max_units, MAX_SELECT), mask="unit_mask"),
+             Part("target", "pointer", n=cfg.max_units, mask="target_mask"),
+             Part("location", "spatial", shape=(m, m), mask="location_mask")),
+            uses=tuple(uses))
+    uses = []
+    for n in names:
+        if n.endswith("_screen") or n == "select_point":
+            uses.append(("type", "screen"))
+        elif n.endswith("_minimap"):
+            uses.append(("type", "minimap"))
+        else:
+            uses.append(("type",))
+    s = cfg.screen
+    return ActionModel(
+        (Part("type", "categorical", n=len(names), mask="type_mask", labels=tuple(names)),
+         Part("screen", "spatial", shape=(s, s)),
+         Part("minimap", "spatial", shape=(m, m))),
+        uses=tuple(uses), entities="")
+
+
+def observation_space(cfg: SC2Config):
+    from gymnasium import spaces
+
+    def box(shape, hi=4.0, dt=np.float32):
+        return spaces.Box(0, hi, shape=shape, dtype=dt)
+
+    k, m = len(cfg.functions), cfg.minimap
+    if cfg.interface == "raw":
+        N = cfg.max_units
+        return spaces.Dict({
+            "entities": box((N, len(FEATURES))), "entity_mask": box((N,), 1, np.int8),
+            "spatial": box((MINIMAP_PLANES, m, m), 1.0), "scalars": box((SCALARS,)),
+            "type_mask": box((k,), 1, np.int8), "unit_mask": box((k, N), 1, np.int8),
+            "target_mask": box((k, N), 1, np.int8), "location_mask": box((k, m * m), 1, np.int8)})
+    s = cfg.screen
+    return spaces.Dict({"screen": box((SCREEN_PLANES, s, s), 1.0), "minimap": box((MINIMAP_PLANES, m, m), 1.0),
+                        "scalars": box((SCALARS,)), "type_mask": box((k,), 1, np.int8)})
+
+
+# -- observations ----------------------------------------------------------------------------------
+def _scale_row(raw_resolution: float) -> np.ndarray:
+    s = np.array([SCALES[f] for f in FEATURES], np.float64)
+    s[F_X] = s[F_Y] = max(float(raw_resolution), 1.0)
+    return s
+
+
+def entity_slots(raw_units: np.ndarray, max_units: int) -> np.ndarray:
+    """Rows of `raw_units` in slot order: own units, then the enemy's, then the rest, each by tag; at
+    most `max_units`."""
+    if len(raw_units) == 0:
+        return np.zeros(0, np.int64)
+    alliance = raw_units[:, F_ALLIANCE]
+    rank = np.select([alliance == SELF, alliance == ENEMY, alliance == ALLY], [0, 1, 2], 3)
+    order = np.lexsort((raw_units[:, F_TAG], rank))
+    return order[:max_units]
+
+
+def _player_relative(layer: np.ndarray) -> np.ndarray:
+    """``[4, H, W]``: own, ally, neutral and enemy cells of a player_relative layer."""
+    return np.stack([(layer == v) for v in (SELF, ALLY, NEUTRAL, ENEMY)]).astype(np.float32)
+
+
+def minimap_planes(obs: Any, m: int) -> np.ndarray:
+    mm = obs.get("feature_minimap")
+    out = np.zeros((MINIMAP_PLANES, m, m), np.float32)
+    if mm is None or np.asarray(mm).size == 0:
+        return out
+    pr = np.asarray(mm.player_relative)
+    h, w = min(m, pr.shape[0]), min(m, pr.shape[1])
+    out[:4, :h, :w] = _player_relative(pr)[:, :h, :w]
+    out[4, :h, :w] = np.asarray(mm.visibility_map)[:h, :w] / 2.0
+    out[5, :h, :w] = np.asarray(mm.height_map)[:h, :w] / 255.0
+    return np.clip(out, 0.0, 1.0)
+
+
+def screen_planes(obs: Any, s: int) -> np.ndarray:
+    sc = obs.get("feature_screen")
+    out = np.zeros((SCREEN_PLANES, s, s), np.float32)
+    if sc is None or np.asarray(sc).size == 0:
+        return out
+    pr = np.asarray(sc.player_relative)
+    h, w = min(s, pr.shape[0]), min(s, pr.shape[1])
+    out[:4, :h, :w] = _player_relative(pr)[:, :h, :w]
+    out[4, :h, :w] = np.asarray(sc.selected)[:h, :w]
+    out[5, :h, :w] = np.asarray(sc.unit_density)[:h, :w] / 4.0
+    out[6, :h, :w] = np.asarray(sc.visibility_map)[:h, :w] / 2.0
+    return np.clip(out, 0.0, 1.0)
+
+
+def scalars(obs: Any, step: int, max_steps: int) -> np.ndarray:
+    player = np.asarray(obs.get("player", np.zeros(len(PLAYER_SCALES))), np.float64)[:len(PLAYER_SCALES)]
+    out = np.zeros(SCALARS, np.float32)
+    out[:len(player)] = np.clip(player / np.asarray(PLAYER_SCALES[:len(player)]), 0.0, 4.0)
+    out[-1] = min(step / max_steps, 1.0) if max_steps else 0.0
+    return out
+
+
+class RawView:
+    """One player's raw-interface observation as arrays, and what its slots mean for the moves."""
+
+    def __init__(self, cfg: SC2Config, obs: Any | None, step: int, max_steps: int, raw_resolution: float):
+        N, m, k = cfg.max_units, cfg.minimap, len(cfg.functions)
+        self.rows = np.zeros(0, np.int64)
+        ent = np.zeros((N, len(FEATURES)), np.float32)
+        mask = np.zeros(N, np.int8)
+        alliance = np.zeros(N, np.int64)
+        if obs is not None:
+            raw = np.asarray(obs.get("raw_units", np.zeros((0, len(FEATURES)))), np.float64)
+            self.rows = entity_slots(raw, N)
+            n = len(self.rows)
+            if n:
+                picked = raw[self.rows]
+                ent[:n] = np.clip(np.divide(picked, _scale_row(raw_resolution), out=np.zeros_like(picked),
+                                            where=_scale_row(raw_resolution) > 0), 0.0, 4.0)
+                mask[:n] = 1
+                alliance[:n] = picked[:, F_ALLIANCE]
+        own = mask.astype(bool) & (alliance == SELF)
+        enemy = mask.astype(bool) & (alliance == ENEMY)
+        other = mask.astype(bool) & (alliance != SELF)
+        type_mask = np.zeros(k, np.int8)
+        unit_mask = np.zeros((k, N), np.int8)
+        target_mask = np.zeros((k, N), np.int8)
+        location_mask = np.zeros((k, m * m), np.int8)
+        for i, name in enumerate(cfg.functions):
+            if name == "no_op":
+                type_mask[i] = 1
+                continue
+            if not own.any():
+                continue
+            unit_mask[i] = own
+            if name.endswith("_unit"):
+                targets = enemy if name.startswith("Attack") else other
+                target_mask[i] = targets
+                type_mask[i] = int(targets.any())
+            else:
+                type_mask[i] = 1
+                if name.endswith("_pt"):
+                    location_mask[i] = 1
+        self.arrays = {
+            "entities": ent, "entity_mask": mask,
+            "spatial": minimap_planes(obs, m) if obs is not None else np.zeros((MINIMAP_PLANES, m, m), np.float32),
+            "scalars": scalars(obs, step, max_steps) if obs is not None else np.zeros(SCALARS, np.float32),
+            "type_mask": type_mask, "unit_mask": unit_mask, "target_mask": target_mask,
+            "location_mask": location_mask}
+
+
+def feature_arrays(cfg: SC2Config, obs: Any | None, step: int, max_steps: int, function_ids: list[int]) -> dict:
+    s, m, k = cfg.screen, cfg.minimap, len(cfg.functions)
+    type_mask = np.zeros(k, np.int8)
+    type_mask[0] = 1
+    if obs is not None:
+        available = set(int(a) for a in np.asarray(obs.get("available_actions", [])))
+        for i, fid in enumerate(function_ids):
+            if fid in available:
+                type_mask[i] = 1
+    return {"screen": screen_planes(obs, s) if obs is not None else np.zeros((SCREEN_PLANES, s, s), np.float32),
+            "minimap": minimap_planes(obs, m) if obs is not None else np.zeros((MINIMAP_PLANES, m, m), np.float32),
+            "scalars": scalars(obs, step, max_steps) if obs is not None else np.zeros(SCALARS, np.float32),
+            "type_mask": type_mask}
+
+
+# -- the core --------------------------------------------------------------------------------------
+class SC2Core(GameCore):
+    """One StarCraft II match through pysc2's `SC2Env` (see the module docstring)."""
+
+    action_kind = "structured"
+    source = "pysc2"
+
+    def __init__(self, game_id: str, map: str, race: str = "terran", step_mul: int = 8, interface: str = "raw",
+                 screen: int = 32, minimap: int = 16, max_steps: int = 0, max_units: int = 32,
+                 bot_difficulty: str = "very_easy", bot_race: str = "random", bot_build: str = "random",
+                 functions: list[str] | tuple[str, ...] = ()):
+        self.game_id = game_id
+        self.cfg = cfg = SC2Config(map, race, step_mul, interface, screen, minimap, max_steps, max_units,
+                                   bot_difficulty, bot_race, bot_build, tuple(functions))
+        self.players = ["player"] if cfg.mini_game else ["player_1", "player_2"]
+        self.settings = cfg.settings()
+        self.model = action_model(cfg)
+        self._space = observation_space(cfg)
+        self.engine = {"pysc2-evolved": _version("pysc2-evolved")}
+        #: Per seat: None (an arena agent plays it) or (race, difficulty, build) of the game's AI.
+        self.bots: list[tuple[str, str, str] | None] = [None] * len(self.players)
+        self._env = None
+        self._fns: list[Any] | None = None
+        self._ts: list[Any] | None = None
+        self._views: list[Any] = []
+        self._returns = [0.0] * len(self.players)
+        self._step_rewards = [0.0] * len(self.players)
+        self._t = 0
+        self._over = False
+        self._seed: int | None = None
+        self._attachments: dict[str, bytes] = {}
+        self.outcome_reason = ""
+
+    # -- seats ---------------------------------------------------------------------------------------
+    def seat_agents(self, agents: list[Any]) -> None:
+        """The match loop's word on who sits where, before `reset`: a seat held by the game's own AI
+        (an agent with ``sc2_bot``: race, difficulty, build) is played by the game."""
+        bots = [getattr(a, "sc2_bot", None) for a in agents]
+        if self.cfg.mini_game and any(b is not None for b in bots):
+            raise ArenaError(f"{self.game_id} is a one-player mini-game: there is no seat for the built-in AI "
+                             "(play it on a 1v1 map such as sc2/Simple64-v0)")
+        if len(bots) == len(self.players) and all(b is not None for b in bots):
+            raise ArenaError(f"{self.game_id}: both seats are the built-in AI; at least one must be an arena agent")
+        self.bots = [tuple(b) if b is not None else None for b in bots]
+
+    @property
+    def agent_seats(self) -> list[int]:
+        return [i for i, b in enumerate(self.bots) if b is None]
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def _functions(self) -> list[Any]:
+        if self._fns is None:
+            self._fns = function_table(self.cfg)
+        return self._fns
+
+    def _map_path(self) -> str:
+        from arena.envs.sc2._pysc2 import pysc2
+
+        maps = pysc2("maps")
+        try:
+            return maps.get(self.cfg.map).path
+        except Exception:
+            raise ArenaError(f"pysc2 knows no map {self.cfg.map!r}") from None
+
+    def _launch(self, seed: int | None) -> None:
+        from arena.envs.sc2._pysc2 import features, sc2_env
+
+        cfg = self.cfg
+        env_mod, feat = sc2_env(), features()
+        self._functions()
+        check_install(self._map_path())
+        players = []
+        for seat, bot in enumerate(self.bots):
+            if bot is None:
+                players.append(env_mod.Agent(env_mod.Race[cfg.race_of(seat)], f"arena_{seat}"))
+            else:
+                race, difficulty, build = bot
+                players.append(env_mod.Bot(env_mod.Race[race], env_mod.Difficulty[difficulty],
+                                           env_mod.BotBuild[build]))
+        if cfg.interface == "raw":
+            aif = feat.AgentInterfaceFormat(feature_dimensions=feat.Dimensions(screen=cfg.screen, minimap=cfg.minimap),
+                                            use_raw_units=True, use_raw_actions=True, raw_resolution=self.raw_resolution,
+                                            action_space=feat.ActionSpace.RAW)
+        else:
+            aif = feat.AgentInterfaceFormat(feature_dimensions=feat.Dimensions(screen=cfg.screen, minimap=cfg.minimap),
+                                            action_space=feat.ActionSpace.FEATURES)
+        kwargs: dict[str, Any] = {}
+        if cfg.max_steps:
+            kwargs["game_steps_per_episode"] = cfg.max_steps * cfg.step_mul
+        try:
+            self._env = env_mod.SC2Env(map_name=cfg.map, players=players, agent_interface_format=aif,
+                                       step_mul=cfg.step_mul, random_seed=None if seed is None else int(seed) % 2**31,
+                                       **kwargs)
+        except ArenaError:
+            raise
+        except Exception as e:
+            raise SC2GameCrashed(f"StarCraft II did not start: {type(e).__name__}: {str(e).splitlines()[0][:200]}") \
+                from None
+        try:
+            ping = self._env._controllers[0].ping()
+            self.engine = {**self.engine, "sc2_game_version": str(ping.game_version),
+                           "sc2_base_build": int(ping.base_build), "sc2_data_version": str(ping.data_version)}
+        except Exception:
+            pass
+
+    @property
+    def raw_resolution(self) -> int:
+        return 64
+
+    def _quit(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:
+                pass
+
+    def reset(self, seed: int | None = None) -> None:
+        self._quit()
+        self._seed = seed
+        self._returns = [0.0] * len(self.players)
+        self._step_rewards = [0.0] * len(self.players)
+        self._t = 0
+        self._over = False
+        self._attachments = {}
+        self.outcome_reason = ""
+        self._ts = None
+        self._views = []
+        self._launch(seed)
+        try:
+            ts = self._env.reset()
+        except Exception as e:
+            self._crashed(e, "at the start")
+        self._take(ts)
+
+    def close(self) -> None:
+        self._quit()
+
+    def __del__(self):  # a core dropped mid-match must not leave a game running
+        try:
+            self._quit()
+        except Exception:
+            pass
+
+    def _crashed(self, e: BaseException, when: str):
+        self._quit()
+        self._over = True
+        raise SC2GameCrashed(f"StarCraft II stopped {when} (step {self._t}): {type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:200] if str(e) else ''}; the match is a fault (a league plays "
+                             "it again)") from None
+
+    @property
+    def episode_steps(self) -> int:
+        return self.cfg.max_steps
+
+    def _take(self, ts: list[Any]) -> None:
+        """Keep the agents' timesteps (in agent-seat order) and build each seat's view."""
+        self._ts = list(ts)
+        self._views = []
+        fids = [int(f.id) for f in self._functions()]
+        for k, _ in enumerate(self.agent_seats):
+            obs = self._ts[k].observation
+            if self.cfg.interface == "raw":
+                self._views.append(RawView(self.cfg, obs, self._t, self.cfg.max_steps, self.raw_resolution))
+            else:
+                self._views.append(feature_arrays(self.cfg, obs, self._t, self.cfg.max_steps, fids))
+
+    # -- turns ---------------------------------------------------------------------------------------
+    def current_player(self) -> int:
+        return TERMINAL if self._over or self._ts is None else SIMULTANEOUS
+
+    def acting_players(self) -> list[int]:
+        return [] if self._over or self._ts is None else self.agent_seats
+
+    def _view_of(self, p: int) -> Any | None:
+        seats = self.agent_seats
+        if p not in seats or not self._views:
+            return None
+        return self._views[seats.index(p)]
+
+    def observation(self, p: int) -> dict[str, np.ndarray]:
+        v = self._view_of(p)
+        if v is None:
+            if self.cfg.interface == "raw":
+                return RawView(self.cfg, None, 0, 0, self.raw_resolution).arrays
+            return feature_arrays(self.cfg, None, 0, 0, [])
+        arrays = v.arrays if isinstance(v, RawView) else v
+        return {k: a.copy() for k, a in arrays.items()}
+
+    def observation_space(self, p: int):
+        return self._space
+
+    def action_space(self, p: int):
+        return self.model.space()
+
+    def action_model(self, p: int) -> ActionModel:
+        return self.model
+
+    # -- moves ---------------------------------------------------------------------------------------
+    def function_call(self, p: int, move: dict) -> Any:
+        """pysc2's `FunctionCall` for seat p's checked move."""
+        from arena.envs.sc2._pysc2 import actions
+
+        a = actions()
+        fn = self._functions()[int(move["type"])]
+        if fn.name == "no_op":
+            return a.FunctionCall(fn.id, [])
+        args = []
+        m = self.cfg.minimap
+        if self.cfg.interface == "raw":
+            rows = self._view_of(p).rows
+            for name in _arg_names(fn):
+                if name == "queued":
+                    args.append([0])
+                elif name == "unit_tags":
+                    args.append([int(rows[u]) for u in move["units"]])
+                elif name == "target_unit_tag":
+                    args.append([int(rows[int(move["target"])])])
+                elif name == "world":
+                    r, c = move["location"]
+                    scale = self.raw_resolution / m
+                    args.append([int((int(c) + 0.5) * scale), int((int(r) + 0.5) * scale)])
+            return a.FunctionCall(fn.id, args)
+        for name in _arg_names(fn):
+            if name in FIXED_ARGS:
+                args.append([FIXED_ARGS[name]])
+            else:
+                r, c = move[name]
+                args.append([int(c), int(r)])
+        return a.FunctionCall(fn.id, args)
+
+    def apply_joint(self, actions: dict[int, Any]) -> dict[int, str]:
+        from arena.envs.sc2._pysc2 import actions as pysc2_actions
+
+        noop = pysc2_actions().FunctionCall(self._functions()[0].id, [])
+        calls, refused = [], {}
+        for p in self.agent_seats:
+            move = actions.get(p)
+            try:
+                calls.append(noop if move is None else self.function_call(p, move))
+            except (IndexError, KeyError, TypeError, ValueError) as e:
+                calls.append(noop)
+                refused[p] = f"cannot send {move!r} to the game: {e}"
+        try:
+            ts = self._env.step(calls)
+        except ValueError as e:  # pysc2 refused the call before sending it (an argument out of range)
+            refused.update({p: f"pysc2 refused the order: {e}" for p in self.agent_seats if p not in refused})
+            try:
+                ts = self._env.step([noop] * len(calls))
+            except Exception as e2:
+                self._crashed(e2, "mid-match")
+        except Exception as e:
+            self._crashed(e, "mid-match")
+        self._t += 1
+        self._take(ts)
+        self._score(ts)
+        for k, p in enumerate(self.agent_seats):
+            errors = [int(x) for x in np.asarray(ts[k].observation.get("action_result", []))]
+            if errors and p in actions and p not in refused:
+                refused[p] = "the game rejected the order: " + ", ".join(_action_error(x) for x in errors)
+        return refused
+
+    def _score(self, ts: list[Any]) -> None:
+        seats = self.agent_seats
+        rewards = [0.0] * len(self.players)
+        for k, p in enumerate(seats):
+            rewards[p] = float(ts[k].reward or 0.0)
+        last = any(t.last() for t in ts)
+        if not self.cfg.mini_game:
+            # 1v1: pysc2's reward is the outcome at the end (+1 / -1 / 0); a bot's seat gets the other side
+            if last:
+                for b in range(len(self.players)):
+                    if b not in seats:
+                        rewards[b] = -rewards[1 - b]
+                z = rewards
+                self.outcome_reason = {1.0: f"{self.players[0]} wins", -1.0: f"{self.players[1]} wins"}.get(
+                    z[0], "a draw (a timeout or both sides gone)")
+        self._step_rewards = rewards
+        self._returns = [r + s for r, s in zip(self._returns, rewards)]
+        if last:
+            self._over = True
+            self._save_replay()
+            self._quit()
+
+    def _save_replay(self) -> None:
+        try:
+            folder = tempfile.mkdtemp(prefix="arena-sc2-replay-")
+            try:
+                path = self._env.save_replay(folder, "match")
+                self._attachments = {".SC2Replay": Path(path).read_bytes()}
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        except Exception:
+            self._attachments = {}
+
+    def attachments(self) -> dict[str, bytes]:
+        """Files the match's result keeps beside its replay: the game's own ``.SC2Replay``."""
+        return dict(self._attachments)
+
+    # -- outcome and views -----------------------------------------------------------------------------
+    def returns(self) -> list[float]:
+        return list(self._returns)
+
+    def step_rewards(self) -> list[float]:
+        return list(self._step_rewards)
+
+    def text(self, p: int) -> str:
+        head = f"{self.game_id} step {self._t}" + (f"/{self.cfg.max_steps}" if self.cfg.max_steps else "")
+        if p in [i for i, b in enumerate(self.bots) if b is not None]:
+            return head + f", {self.players[p]} is the built-in AI ({', '.join(self.bots[p])})"
+        v = self._view_of(p)
+        if v is None:
+            return head
+        if not isinstance(v, RawView):
+            return head + f", {int(v['type_mask'].sum())} action types available"
+        ent, mask = v.arrays["entities"], v.arrays["entity_mask"].astype(bool)
+        alliance = np.rint(ent[:, F_ALLIANCE] * SCALES["alliance"]).astype(int)
+        counts = {name: int((mask & (alliance == a)).sum()) for name, a in (("own", SELF), ("enemy", ENEMY),
+                                                                            ("other", NEUTRAL))}
+        lines = [head + f", you are {self.players[p]}: {counts['own']} units, {counts['enemy']} enemy units in "
+                        f"sight, {counts['other']} other"]
+        for i in np.flatnonzero(mask)[:16]:
+            e = ent[i]
+            lines.append(f"  {i} type {int(round(e[0] * SCALES['unit_type']))} "
+                         f"{['?', 'own', 'ally', 'neutral', 'enemy'][min(alliance[i], 4)]} "
+                         f"({e[F_X] * self.raw_resolution:.0f}, {e[F_Y] * self.raw_resolution:.0f}) "
+                         f"{e[2] * SCALES['health']:.0f}hp")
+        return "\n".join(lines)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "map": self.cfg.map, "interface": self.cfg.interface}
+
+
+def _action_error(code: int) -> str:
+    try:
+        from arena.envs.sc2._pysc2 import pysc2
+
+        pysc2()
+        from s2clientprotocol import error_pb2
+
+        return error_pb2.ActionResult.Name(code)
+    except Exception:
+        return str(code)
+
+
+def _version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:
+        return "not installed"
+
+
+def sc2_core(game_id: str, map: str, **settings: Any) -> SC2Core:
+    return SC2Core(game_id, map, **settings)
+
+
+def sc2_env(game_id: str = "sc2/MoveToBeacon-v0", map: str = "MoveToBeacon", render_mode: str | None = None,
+            invalid_move_limit: int | None = 1, **settings: Any):
+    """The PettingZoo parallel env of a StarCraft II id (the registered entry point)."""
+    from arena.envs.parallel import GameParallelEnv
+
+    return GameParallelEnv(SC2Core(game_id, map, **settings), render_mode, invalid_move_limit)
+
+
+#: What a user, a config or a replay may set (`arena.envs.registry.game_settings`).
+sc2_env.game_settings = ("race", "step_mul", "interface", "screen", "minimap", "max_steps", "max_units",
+                         "bot_difficulty", "bot_race", "bot_build", "functions", "invalid_move_limit")
