@@ -25,12 +25,14 @@ Either way alone passes ``tests/league/test_processes.py``; together they cover 
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
 import signal
 import sys
 import threading
 import time
+from typing import Any, Callable
 
 PR_SET_PDEATHSIG = 1
 #: Exit status of a worker that exits because the process it worked for is gone.
@@ -69,10 +71,52 @@ def _wait_gone(pid: int, fd: int | None, poll: float) -> None:
             pass
 
 
+#: What a worker must stop before it leaves (key -> a callable): a game process it launched (StarCraft
+#: II's) would otherwise outlive it. Run when the worker is terminated (SIGTERM: a pool closing, a league
+#: stopping), when the process it works for is gone (`die_with`'s watcher) and at a normal exit. A
+#: SIGKILL runs nothing: such a game is left to its own end.
+_CLEANUPS: dict[Any, Callable[[], None]] = {}
+_in_worker = False
+_on_sigterm = False
+
+
+def at_exit(key: Any, fn: Callable[[], None]) -> None:
+    """Run `fn` before this process leaves (see `_CLEANUPS`), until `forget(key)`. In a pool worker
+    this also turns SIGTERM into that cleanup and an exit (only once something registers: other
+    workers keep the default)."""
+    global _on_sigterm
+    if not _CLEANUPS:
+        atexit.register(run_cleanups)
+    _CLEANUPS[key] = fn
+    if _in_worker and not _on_sigterm and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
+        _on_sigterm = True
+
+
+def forget(key: Any) -> None:
+    _CLEANUPS.pop(key, None)
+
+
+def run_cleanups() -> None:
+    for fn in list(_CLEANUPS.values()):
+        try:
+            fn()
+        except Exception:
+            pass
+    _CLEANUPS.clear()
+
+
+def _terminated(signum, frame) -> None:
+    run_cleanups()
+    os._exit(128 + signum)
+
+
 def die_with(pid: int, poll: float = 0.5) -> None:
     """Make this process exit when process `pid` is gone: PDEATHSIG on the direct parent plus a
     daemon thread that watches `pid`. Used as the initializer of every worker pool, with the pid of
     the process that owns the pool (for a forkserver worker that is not its parent)."""
+    global _in_worker
+    _in_worker = True
     set_pdeathsig()
     if pid == os.getpid():
         return
@@ -86,6 +130,7 @@ def die_with(pid: int, poll: float = 0.5) -> None:
 
     def watch() -> None:
         _wait_gone(pid, fd, poll)
+        run_cleanups()
         os._exit(ORPHAN_EXIT)
 
     threading.Thread(target=watch, name=f"arena-die-with-{pid}", daemon=True).start()

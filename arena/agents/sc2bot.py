@@ -6,9 +6,11 @@
   never moves in the loop, and its result is the other side's negated, so a league rates it like
   any player. Options default to the game's settings ``bot_difficulty`` (``very_easy``),
   ``bot_race`` and ``bot_build`` (``random``); difficulty ``very_easy`` ... ``cheat_insane``.
-* ``sc2:attack`` plays the raw interface by a rule: all its units attack the shown enemy unit
-  nearest their centre (``Attack_unit``); with none shown they move onto the nearest neutral unit
-  (a beacon, a mineral shard: ``Move_pt``); else they stop. ``sc2:idle`` never orders anything.
+* ``sc2:attack`` plays the raw interface by a rule: all its units (the first 64 by slot, an order's
+  most) attack the shown enemy unit nearest their centre (``Attack_unit``); with none shown they
+  move onto the nearest neutral unit's minimap cell (a beacon, a mineral shard: ``Move_pt``; the
+  cell is as fine as the ``minimap`` setting: on the test game, MoveToBeacon's beacon is reached
+  with ``minimap=64``, not with the default 16); else they stop. ``sc2:idle`` never orders anything.
   They read only the seat's observation, and need those functions among the game's ``functions``.
 """
 
@@ -52,6 +54,7 @@ class SC2Scripted(BaseAgent):
         self.stop = names.index("Stop_quick") if "Stop_quick" in names else 0
         self.f_alliance, self.fx, self.fy, self.alliance_scale = F_ALLIANCE, F_X, F_Y, SCALES["alliance"]
         self.grid = core.cfg.minimap
+        self.max_select = core.action_model(0).part("units").max_select  # at most 64 units an order
 
     def act(self, observation) -> Any:
         if self.style == "idle":
@@ -64,7 +67,7 @@ class SC2Scripted(BaseAgent):
             return {"type": 0}
         xy = ent[:, [self.fx, self.fy]].astype(np.float64)
         centre = xy[own].mean(0)
-        units = [int(u) for u in own[:int(o["unit_mask"].shape[1])]]
+        units = [int(u) for u in own[:self.max_select]]
         enemy = np.flatnonzero(o["target_mask"][self.attack].astype(bool))
         if enemy.size:
             target = int(enemy[np.argmin(((xy[enemy] - centre) ** 2).sum(1))])

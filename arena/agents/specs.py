@@ -42,6 +42,16 @@ def agent_kinds() -> list[str]:
     return sorted(_KINDS)
 
 
+#: Kinds whose player is the game itself (StarCraft II's built-in AI, ``sc2bot``): a match seats at
+#: most one, so a league never pairs two of them.
+GAME_PLAYED_KINDS = frozenset({"sc2bot"})
+
+
+def played_by_game(spec: str) -> bool:
+    """Whether `spec` is a seat the game plays itself (`GAME_PLAYED_KINDS`)."""
+    return isinstance(spec, str) and spec.strip().partition(":")[0] in GAME_PLAYED_KINDS
+
+
 def _value(s: str) -> Any:
     try:
         return ast.literal_eval(s)

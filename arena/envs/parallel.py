@@ -48,7 +48,8 @@ class GameParallelEnv(CoreSpaces, ParallelEnv):
                 moves[i] = move
             else:
                 refused[a] = why
-        if not refused:
+        stepped = not refused  # a move refused before the step: nothing was played
+        if stepped:
             for i, why in core.apply_joint(moves).items():
                 refused[self.possible_agents[i]] = why
             for a in self.agents:
@@ -64,7 +65,8 @@ class GameParallelEnv(CoreSpaces, ParallelEnv):
             rewards = {a: final[self._index[a]] - before[self._index[a]] for a in self.agents}
             done = True
         else:
-            step = core.step_rewards() if not refused else [0.0] * len(self.possible_agents)
+            # an engine that refuses a move as it steps (StarCraft II) has still played the step: its rewards count
+            step = core.step_rewards() if stepped else [0.0] * len(self.possible_agents)
             rewards = {a: float(step[self._index[a]]) for a in self.agents}
             done = core.is_terminal()
         obs = self._observations()

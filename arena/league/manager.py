@@ -61,6 +61,7 @@ from typing import Callable
 
 import numpy as np
 
+from arena.agents.specs import played_by_game
 from arena.errors import AgentSpecError, ArenaError, ConfigError, IncompatibleAgent
 from arena.fsio import sweep_orphans, sync_folder
 from arena.league.config import LeagueConfig
@@ -384,21 +385,31 @@ class League:
         total = pairs + self.cfg.seeds * sum(len(names) for _, names in solo)
         if not total:
             raise ConfigError("no two frozen players share a game: add players or games")
+        # Two seats the game plays itself (StarCraft II's built-in AI) never meet: such a pair is passed over.
+        apart = lambda a, b: played_by_game(players[a].spec) and played_by_game(players[b].spec)  # noqa: E731
         if self.cfg.pairing == "round_robin":
-            with self.store.tx():
-                i = int(self.store.get_meta("rr_index", 0))
-                self.store.set_meta("rr_index", i + 1)
-            if i % total >= pairs:
-                return self._episode(players, solo, i % total - pairs)
-            g, a, b = self._combo(by_game, i % total)
-            seats = [a, b] if (i // total) % 2 == 0 else [b, a]
-            return Pairing(g, seats, [players[n].spec for n in seats], "round_robin")
-        k = int(self.rng.integers(total))
-        if k >= pairs:
-            return self._episode(players, solo, k - pairs)
-        g, a, b = self._combo(by_game, k)
+            for _ in range(total):
+                with self.store.tx():
+                    i = int(self.store.get_meta("rr_index", 0))
+                    self.store.set_meta("rr_index", i + 1)
+                if i % total >= pairs:
+                    return self._episode(players, solo, i % total - pairs)
+                g, a, b = self._combo(by_game, i % total)
+                if not apart(a, b):
+                    seats = [a, b] if (i // total) % 2 == 0 else [b, a]
+                    return Pairing(g, seats, [players[n].spec for n in seats], "round_robin")
+            raise ConfigError("no two players can meet: every pair is of seats the game plays itself (sc2bot)")
+        for _ in range(100 * total):
+            k = int(self.rng.integers(total))
+            if k >= pairs:
+                return self._episode(players, solo, k - pairs)
+            g, a, b = self._combo(by_game, k)
+            if not apart(a, b):
+                break
+        else:
+            raise ConfigError("no two players can meet: every pair is of seats the game plays itself (sc2bot)")
         if self.cfg.pairing == "pfsp":
-            others = [n for n in dict(by_game)[g] if n != a]
+            others = [n for n in dict(by_game)[g] if n != a and not apart(a, n)]
             from arena.league.pfsp import pfsp_sample
 
             wr = self._win_rate_fn(g)

@@ -695,6 +695,9 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
     winner, draw = _outcome(returns)
     duration = _perf() - started
     replay = None
+    hook = getattr(core, "end_match", None)
+    if hook is not None:  # a game with a process of its own keeps its files and quits it now
+        hook()
     hook = getattr(core, "attachments", None)
     attachments = (hook() or None) if hook is not None else None
     if mode is not None:
@@ -707,8 +710,10 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
             "policy": policy.__dict__,
             "max_moves": max_moves, "record": mode, "created": time.time(),
         }
-        if attachments:  # the files the game made, kept beside the replay under its match id
-            header["attachments"] = sorted(attachments)
+        if attachments:  # the files the game made, kept beside the replay under its match id: their sha256
+            import hashlib
+
+            header["attachments"] = {k: hashlib.sha256(v).hexdigest() for k, v in sorted(attachments.items())}
         result_line = {
             "type": "result", "returns": returns, "winner": winner, "draw": draw, "outcome": outcome,
             "reason": reason, "forfeiter": forfeiter, "moves": t, "invalid": invalid, "duration": duration,

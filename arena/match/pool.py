@@ -203,12 +203,19 @@ class JobsWork:
 
 
 # -- the backends ----------------------------------------------------------------------------------
-def _init_worker(owner: int) -> None:
+def _init_worker(owner: int, environ: dict[str, str] | None = None) -> None:
     # Ctrl-C goes to the whole process group: the caller decides how to stop (it finishes or
     # abandons the work in flight); a worker that raised KeyboardInterrupt would only print its
     # traceback. Workers die with the caller, even on kill -9 (arena.procs).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with(owner)
+    if environ is not None:
+        # A forkserver's children inherit the forkserver's environment, frozen when the first pool of
+        # the process started it; a worker takes its caller's, as of this pool, as a forked or spawned
+        # child would (a game's install path such as SC2PATH set after the first pool, and every
+        # process the worker launches, e.g. a game, sees it).
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def _run(work: Any) -> Any:
@@ -257,7 +264,7 @@ class _Local:
         if self._ctx.get_start_method() == "forkserver":
             forkserver_preload(self._ctx)
         return cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=self._ctx, initializer=_init_worker,
-                                      initargs=(os.getpid(),))
+                                      initargs=(os.getpid(), dict(os.environ)))
 
     def send(self, key: Any, work: Any) -> None:
         try:

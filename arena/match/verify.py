@@ -58,6 +58,9 @@ class VerifyReport:
     steps: int
     differences: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: False: the game cannot be re-simulated here; `checks` lists what was checked instead.
+    resimulated: bool = True
+    checks: list[str] = field(default_factory=list)
 
 
 def _strip(d: dict) -> dict:
@@ -153,7 +156,8 @@ def core_for_replay(replay: Replay, render_mode: str | None = None):
     return core
 
 
-def resimulate(replay: Replay, record: str | None = None, seat_agent: Callable[[list, int], Any] = ReplayAgent):
+def resimulate(replay: Replay, record: str | None = None, seat_agent: Callable[[list, int], Any] = ReplayAgent,
+               core: Any = None):
     """Play the replay's recorded moves again through its game: ``(core, MatchResult)``.
 
     `record`: what the new replay holds, ``"text"`` or ``"actions"`` (default: what the
@@ -163,7 +167,11 @@ def resimulate(replay: Replay, record: str | None = None, seat_agent: Callable[[
     from arena.match import InvalidMovePolicy, play_match
 
     h = replay.header
-    core = core_for_replay(replay)
+    core = core if core is not None else core_for_replay(replay)
+    if not getattr(core, "resimulates", True):  # the rules live in a game process (StarCraft II)
+        why = core.not_resimulated(replay)
+        core.close()
+        raise ReplayError(why)
     seats = len(h["players"])
     agents = [seat_agent(replay.steps, s) for s in range(seats)]
     policy = InvalidMovePolicy(**h.get("policy", {}))
@@ -288,20 +296,35 @@ def observed_moves(replay: Replay, seats: set[int] | None = None) -> list[tuple[
 
 
 def verify_replay(replay: Replay | str | os.PathLike) -> VerifyReport:
-    report, core, _ = _verify(replay)
+    """Re-simulate `replay` and compare. A game that cannot be re-simulated here (its rules live in
+    a game process: StarCraft II, ``resimulates = False``) is checked as far as the game allows
+    instead (`GameCore.check_replay`): the report's ``resimulated`` is False and its warnings say why."""
+    if not isinstance(replay, Replay):
+        replay = read_replay(replay)
+    core = core_for_replay(replay)
+    if not getattr(core, "resimulates", True):
+        try:
+            found = core.check_replay(replay)
+        finally:
+            core.close()
+        h = replay.header
+        return VerifyReport(not found["differences"], h["match_id"], h["game_id"], len(replay.steps),
+                            list(found["differences"]), list(found["warnings"]), resimulated=False,
+                            checks=list(found["checks"]))
+    report, core, _ = _verify(replay, core=core)
     core.close()
     return report
 
 
 def _verify(replay: Replay | str | os.PathLike, record: str | None = None,
-            seat_agent: Callable[[list, int], Any] = ReplayAgent):
+            seat_agent: Callable[[list, int], Any] = ReplayAgent, core: Any = None):
     """(report, core in the final state, the re-simulated replay)."""
     if not isinstance(replay, Replay):
         replay = read_replay(replay)
     h = replay.header
     from arena.envs.registry import game_origin
 
-    core, again = resimulate(replay, record, seat_agent)
+    core, again = resimulate(replay, record, seat_agent, core)
     warnings = []
     recorded, now = h.get("entry_point"), game_origin(h["game_id"]).get("entry_point")
     if recorded and now and recorded != now:

@@ -85,7 +85,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 class Replay:
     """One match: the header, the step lines and the result line (see the module docstring)."""
 
-    __slots__ = ("header", "result", "_steps", "_rows")
+    __slots__ = ("header", "result", "_steps", "_rows", "source")
 
     def __init__(self, header: dict[str, Any], steps: list[dict[str, Any]] | None = None,
                  result: dict[str, Any] | None = None):
@@ -93,6 +93,8 @@ class Replay:
         self._steps = [] if steps is None else steps
         self.result = {} if result is None else result
         self._rows = None
+        #: The file it was read from (`read_replay`), else None: where the game's own files lie beside it.
+        self.source: str | None = None
 
     @classmethod
     def from_rows(cls, header: dict[str, Any], rows: list[tuple], result: dict[str, Any]) -> "Replay":
@@ -402,7 +404,9 @@ def parse_replay(raw: bytes, path: str = "replay") -> Replay:
     missing = [k for k in _REQUIRED_HEADER if k not in header] + [f"result {k}" for k in _REQUIRED_RESULT if k not in result]
     if missing:
         raise ReplayError(f"{path}: the replay lacks {', '.join(missing)}; not written by this arena")
-    return Replay(header, steps, result)
+    replay = Replay(header, steps, result)
+    replay.source = path if path != "replay" else None
+    return replay
 
 
 _REQUIRED_HEADER = ("match_id", "game_id", "players", "agents")

@@ -251,12 +251,30 @@ def view_replay(replay: Replay, console: Console, step: int | None = None, every
     if drawable and render is None and not pages:
         console.print(draw_hint(shown_as), soft_wrap=True)
     show(replay, console, step=step, interactive=not pages, stdin=stdin)
+    for line in _watch_hint(replay):  # a game that plays its own replays (StarCraft II): how to watch it there
+        console.print(Text(line), soft_wrap=True)
     if render is not None:
         video, resim = render_replay(replay, render, fps)
         console.print(Text(f"video: {video.describe()}; re-simulated return {_returns(resim.returns)} (recorded "
                            f"{_returns(resim.recorded_returns)})"), soft_wrap=True)
     elif drawable and pages:
         console.print(draw_hint(shown_as), soft_wrap=True)
+
+
+def _watch_hint(replay: Replay) -> list[str]:
+    """The game's own lines on watching the match (`GameCore.watch_hint`), for games that cannot be
+    re-simulated; none for the others or a game that is not loaded."""
+    from arena.match.verify import core_for_replay
+
+    try:
+        core = core_for_replay(replay)
+    except Exception:
+        return []
+    try:
+        hint = getattr(core, "watch_hint", None)
+        return list(hint(replay)) if hint is not None and not getattr(core, "resimulates", True) else []
+    finally:
+        core.close()
 
 
 def resimulated_view(replay: Replay, console: Console, render=None, fps: float | None = None,

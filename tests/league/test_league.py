@@ -93,12 +93,15 @@ def test_bad_yaml_is_a_clear_error(tmp_path):
 
 
 def test_shipped_configs_load():
+    from arena.league.config import check_game_settings
+
     root = Path(__file__).parents[2] / "configs" / "leagues"
     files = sorted(root.glob("*.yaml"))
     assert len(files) >= 3
     for f in files:
         cfg = load_league_config(f)
         assert isinstance(cfg, LeagueConfig) and cfg.games
+        check_game_settings(cfg)  # every game registered, given only settings it declares
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -302,3 +305,22 @@ def test_pairs_are_unranked_in_the_order_of_listing_them():
         for games in ([("g", names)], [("g", names), ("h", names[::2])], [("g", []), ("h", names)]):
             listed = [(g, a, b) for g, ns in games for a, b in itertools.combinations(ns, 2)]
             assert [League._combo(games, i) for i in range(len(listed))] == listed
+
+
+@pytest.mark.parametrize("pairing", ["round_robin", "uniform", "pfsp"])
+def test_two_seats_the_game_plays_itself_are_never_paired(tmp_path, monkeypatch, pairing):
+    # StarCraft II's built-in AI (sc2bot) is played by the game, which seats one at most: here two
+    # tic-tac-toe players stand in for two of them
+    import arena.league.manager as manager
+
+    monkeypatch.setattr(manager, "played_by_game", lambda spec: spec.startswith("first"))
+    c = write_cfg(tmp_path / "c.yaml", pairing=pairing, players=[
+        {"name": "bot_a", "agent": "first"}, {"name": "bot_b", "agent": "first:seed=1"},
+        {"name": "r", "agent": "random"}, {"name": "r2", "agent": "random:seed=2"}])
+    league = League(load_league_config(c), tmp_path / "L")
+    pairs = {tuple(sorted(league.next_pairing().players)) for _ in range(60)}
+    assert ("bot_a", "bot_b") not in pairs and len(pairs) == 5
+    monkeypatch.setattr(manager, "played_by_game", lambda spec: True)
+    league = League(load_league_config(c), tmp_path / "L2")
+    with pytest.raises(ConfigError, match="no two players can meet"):
+        league.next_pairing()

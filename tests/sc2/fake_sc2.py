@@ -1228,5 +1228,18 @@ def launches(sc2path: str | os.PathLike) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
 
 
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie is dead, just not reaped by its parent)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:  # gone between the two looks
+        return False
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

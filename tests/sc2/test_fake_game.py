@@ -24,35 +24,6 @@ except ImportError:  # it needs s2clientprotocol, which comes with the sc2 extra
 
 pytestmark = pytest.mark.timeout(60)
 
-SKIP_REASON = 'pysc2-evolved (the sc2 extra) is not installed: pip install "arena[sc2]"'
-
-
-@pytest.fixture
-def pysc2():
-    return pytest.importorskip("pysc2_evolved", reason=SKIP_REASON)
-
-
-@pytest.fixture
-def sc2path(pysc2, tmp_path, monkeypatch):
-    """A fake StarCraft II install as ``$SC2PATH``; afterwards, no fake game may still run."""
-    root = fake_sc2.make_sc2path(tmp_path / "StarCraftII")
-    monkeypatch.setenv("SC2PATH", str(root))
-    for name in ("FAKE_SC2_DIE_AT_LOOP", "FAKE_SC2_REJECT_ABILITY", "FAKE_SC2_EPISODE_LOOPS",
-                 "FAKE_SC2_LISTEN_DELAY", "FAKE_SC2_BOT_PASSIVE"):
-        monkeypatch.delenv(name, raising=False)
-    yield root
-    alive = [r["pid"] for r in fake_sc2.launches(root) if _alive(r["pid"])]
-    assert not alive, f"fake game processes still running after the test: {alive}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead, just not reaped by its parent
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-
 
 def _env(pysc2_env, map_name="MoveToBeacon", players=None, **aif_kwargs):
     from pysc2_evolved.lib import features
@@ -108,6 +79,7 @@ def test_missing_extra_names_the_fix(monkeypatch):
     from arena.errors import MissingExtra
 
     monkeypatch.setitem(sys.modules, "pysc2_evolved", None)  # import pysc2_evolved -> ImportError
+    monkeypatch.setattr(_pysc2, "_LOADED", {})  # as in a process that never imported it
     with pytest.raises(MissingExtra, match=r'pip install "arena\[sc2\]"'):
         _pysc2.sc2_env()
 
@@ -354,7 +326,7 @@ def test_close_leaves_no_process(sc2_env, sc2path):
     """close() quits both games of a two-agent env; the fixture then checks every launched pid."""
     env = _env(sc2_env, "Simple64", [sc2_env.Agent(sc2_env.Race.terran), sc2_env.Agent(sc2_env.Race.zerg)], **RAW)
     pids = [p.pid for p in env._sc2_procs]
-    assert all(_alive(pid) for pid in pids)
+    assert all(fake_sc2.alive(pid) for pid in pids)
     env.close()
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(fake_sc2.alive(pid) for pid in pids)
     assert sorted(pids) == sorted(r["pid"] for r in fake_sc2.launches(sc2path))

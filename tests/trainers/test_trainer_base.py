@@ -262,3 +262,18 @@ def test_close_closes_the_league_the_trainer_opened_and_only_that_one(tmp_path, 
     finally:
         shared.close()
     shared.close()
+
+
+def test_shipped_train_configs_load():
+    """Every config under configs/train loads into its trainer's dataclass, names a registered game and
+    gives it only the settings it declares (the league configs: tests/league/test_league.py)."""
+    from arena.envs.registry import check_settings
+
+    files = sorted((ROOT / "configs" / "train").glob("*.yaml"))
+    assert len(files) >= 5
+    for f in files:
+        entry, cfg = read_train_config(f)
+        assert isinstance(cfg, TrainerConfig), f.name
+        game = getattr(cfg, "game", None)
+        if game is not None:
+            check_settings(game, dict(getattr(cfg, "game_kwargs", None) or {}))

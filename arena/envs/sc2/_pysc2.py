@@ -12,7 +12,10 @@ the websocket connect retries and the socket timeout, in seconds) as a warning.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
+import os
 from types import ModuleType
 
 from arena.errors import require
@@ -27,12 +30,38 @@ def pysc2(module: str = "") -> ModuleType:
 
     Raises `MissingExtra` naming ``pip install "arena[sc2]"`` when pysc2-evolved is absent.
     """
-    package = require("pysc2_evolved", WHAT, EXTRA)
-    if not module:
-        return package
-    # Inside an installed pysc2_evolved, a module that fails to import is not a missing extra:
-    # let that error through as it is rather than tell the user to install what they have.
-    return importlib.import_module(f"pysc2_evolved.{module}")
+    got = _LOADED.get(module)
+    if got is not None:
+        return got
+    with _quiet_import():
+        package = require("pysc2_evolved", WHAT, EXTRA)
+        # Inside an installed pysc2_evolved, a module that fails to import is not a missing extra:
+        # let that error through as it is rather than tell the user to install what they have.
+        got = importlib.import_module(f"pysc2_evolved.{module}") if module else package
+    _LOADED[module] = got
+    return got
+
+
+#: Modules already imported (the adapter asks for them at every step).
+_LOADED: dict[str, ModuleType] = {}
+
+
+@contextlib.contextmanager
+def _quiet_import():
+    """Import pysc2 without its noise: pygame's banner on stdout, and the ``TIMEOUT_SECONDS`` warning
+    its settings log through the root logger (which would also set up root logging for the whole
+    process: `logging.warning` calls `basicConfig` when the root logger has no handler)."""
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    root = logging.getLogger()
+    quiet = logging.NullHandler()
+    added = not root.handlers
+    if added:
+        root.addHandler(quiet)
+    try:
+        yield
+    finally:
+        if added:
+            root.removeHandler(quiet)
 
 
 def sc2_env() -> ModuleType:

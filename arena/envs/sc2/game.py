@@ -45,7 +45,9 @@ scalars, ``type_mask`` from pysc2's ``available_actions``; the move is ``type`` 
 **Rules of the match.** A step sends each arena seat's order and advances ``step_mul`` loops. An
 order the game rejects (its ``action_result`` is an error: not enough minerals, an unreachable
 target) is the seat's refused move: the match loop's invalid-move policy counts it (the game has
-already stepped; nothing is retried). The game's end (``player_result``) or ``max_steps`` ends the
+already stepped; nothing is retried). An order pysc2 itself refuses before sending it (a feature-layer
+function not available now) is that seat's refused move alone: a no-op goes in its place and the
+other seats' orders are played. The game's end (``player_result``) or ``max_steps`` ends the
 match; ``returns`` are +1 / -1 / 0 on 1v1 maps (0 each at a timeout) and the score on mini-games.
 
 **Lifecycle.** The game is launched at `reset` (a new process, or two for agent against agent,
@@ -64,6 +66,7 @@ header. An arena replay of a StarCraft match cannot be re-simulated (`replay ver
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -75,6 +78,7 @@ import numpy as np
 
 from arena.envs.actions import ActionModel, Part
 from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+from arena.envs.sc2.install import SC2GameCrashed, SC2MapMissing, SC2NotFound, check_install, sc2_path  # noqa: F401
 from arena.errors import ArenaError
 
 MINI_GAMES = ("MoveToBeacon", "CollectMineralShards", "FindAndDefeatZerglings", "DefeatRoaches",
@@ -124,36 +128,6 @@ FEATURE_FUNCTIONS = ("no_op", "select_army", "Move_screen", "Attack_screen", "Mo
 FIXED_ARGS = {"queued": 0, "select_add": 0, "select_point_act": 0}
 SCREEN_PLANES = 7  # player_relative one-hot (4), selected, unit density / 4, visibility / 2
 MINIMAP_PLANES = 6
-
-
-class SC2NotFound(ArenaError):
-    """No StarCraft II installation where pysc2 looks."""
-
-
-class SC2MapMissing(ArenaError):
-    """The map file is not under ``$SC2PATH/Maps``."""
-
-
-class SC2GameCrashed(ArenaError):
-    """The game process stopped or stopped answering mid-match."""
-
-
-def sc2_path() -> Path:
-    return Path(os.environ.get("SC2PATH") or Path.home() / "StarCraftII").expanduser()
-
-
-def check_install(map_path: str | None = None) -> Path:
-    """``$SC2PATH`` if it holds a game (and `map_path`, relative to its ``Maps``), else a one-line error."""
-    root = sc2_path()
-    versions = root / "Versions"
-    builds = sorted(versions.glob("Base*/SC2_x64")) if versions.is_dir() else []
-    if not builds:
-        raise SC2NotFound(f"no StarCraft II game at {root} (no Versions/Base*/SC2_x64): install Blizzard's Linux "
-                          "package and set SC2PATH (README, section 'StarCraft II'; docs/sc2.md)")
-    if map_path is not None and not (root / "Maps" / map_path).is_file():
-        raise SC2MapMissing(f"map {map_path} is not in {root / 'Maps'}: unzip the map packs (mini_games.zip, the "
-                            f"ladder packs) into $SC2PATH/Maps (docs/sc2.md)")
-    return root
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -306,10 +280,16 @@ def observation_space(cfg: SC2Config):
 
 
 # -- observations ----------------------------------------------------------------------------------
-def _scale_row(raw_resolution: float) -> np.ndarray:
+@functools.lru_cache(maxsize=8)
+def _inverse_scales(raw_resolution: float) -> np.ndarray:
+    """``1 / SCALES`` in `FEATURES` order (0 for the tag), x and y by `raw_resolution`."""
     s = np.array([SCALES[f] for f in FEATURES], np.float64)
     s[F_X] = s[F_Y] = max(float(raw_resolution), 1.0)
-    return s
+    return np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
+
+
+#: The slot order's rank of each alliance (own, enemy, ally, the rest).
+_RANK = np.array([3, 0, 2, 3, 1, 3, 3, 3])
 
 
 def entity_slots(raw_units: np.ndarray, max_units: int) -> np.ndarray:
@@ -317,28 +297,58 @@ def entity_slots(raw_units: np.ndarray, max_units: int) -> np.ndarray:
     most `max_units`."""
     if len(raw_units) == 0:
         return np.zeros(0, np.int64)
-    alliance = raw_units[:, F_ALLIANCE]
-    rank = np.select([alliance == SELF, alliance == ENEMY, alliance == ALLY], [0, 1, 2], 3)
+    rank = _RANK[np.clip(raw_units[:, F_ALLIANCE].astype(np.int64), 0, len(_RANK) - 1)]
     order = np.lexsort((raw_units[:, F_TAG], rank))
     return order[:max_units]
 
 
+class _Roles:
+    """What each of `functions` needs, as arrays (for masks without a loop over the functions)."""
+
+    def __init__(self, functions: tuple[str, ...]):
+        names = list(functions)
+        self.noop = np.array([n == "no_op" for n in names])
+        self.units = ~self.noop
+        self.on_unit = np.array([n.endswith("_unit") for n in names])
+        self.attack = self.on_unit & np.array([n.startswith("Attack") for n in names])
+        self.at_point = np.array([n.endswith("_pt") for n in names])
+
+
+@functools.lru_cache(maxsize=32)
+def _roles(functions: tuple[str, ...]) -> _Roles:
+    return _Roles(functions)
+
+
+_ALLIANCES = np.array([SELF, ALLY, NEUTRAL, ENEMY])[:, None, None]
+
+
 def _player_relative(layer: np.ndarray) -> np.ndarray:
     """``[4, H, W]``: own, ally, neutral and enemy cells of a player_relative layer."""
-    return np.stack([(layer == v) for v in (SELF, ALLY, NEUTRAL, ENEMY)]).astype(np.float32)
+    return layer[None] == _ALLIANCES
+
+
+@functools.lru_cache(maxsize=2)
+def _layer_index(kind: str) -> dict[str, int]:
+    """Where pysc2 puts each named feature layer (``minimap`` or ``screen``) in its stacked array."""
+    from arena.envs.sc2._pysc2 import features
+
+    layers = features().MINIMAP_FEATURES if kind == "minimap" else features().SCREEN_FEATURES
+    return {f.name: int(f.index) for f in layers}
 
 
 def minimap_planes(obs: Any, m: int) -> np.ndarray:
     mm = obs.get("feature_minimap")
     out = np.zeros((MINIMAP_PLANES, m, m), np.float32)
-    if mm is None or np.asarray(mm).size == 0:
+    layers = np.asarray(mm) if mm is not None else None
+    if layers is None or layers.size == 0:
         return out
-    pr = np.asarray(mm.player_relative)
+    at = _layer_index("minimap")
+    pr = layers[at["player_relative"]]
     h, w = min(m, pr.shape[0]), min(m, pr.shape[1])
-    out[:4, :h, :w] = _player_relative(pr)[:, :h, :w]
-    out[4, :h, :w] = np.asarray(mm.visibility_map)[:h, :w] / 2.0
-    out[5, :h, :w] = np.asarray(mm.height_map)[:h, :w] / 255.0
-    return np.clip(out, 0.0, 1.0)
+    out[:4, :h, :w] = _player_relative(pr[:h, :w])
+    out[4, :h, :w] = layers[at["visibility_map"], :h, :w] * 0.5  # 0, 1 or 2
+    out[5, :h, :w] = layers[at["height_map"], :h, :w] * (1 / 255)
+    return out
 
 
 def screen_planes(obs: Any, s: int) -> np.ndarray:
@@ -348,7 +358,7 @@ def screen_planes(obs: Any, s: int) -> np.ndarray:
         return out
     pr = np.asarray(sc.player_relative)
     h, w = min(s, pr.shape[0]), min(s, pr.shape[1])
-    out[:4, :h, :w] = _player_relative(pr)[:, :h, :w]
+    out[:4, :h, :w] = _player_relative(pr[:h, :w])
     out[4, :h, :w] = np.asarray(sc.selected)[:h, :w]
     out[5, :h, :w] = np.asarray(sc.unit_density)[:h, :w] / 4.0
     out[6, :h, :w] = np.asarray(sc.visibility_map)[:h, :w] / 2.0
@@ -367,43 +377,32 @@ class RawView:
     """One player's raw-interface observation as arrays, and what its slots mean for the moves."""
 
     def __init__(self, cfg: SC2Config, obs: Any | None, step: int, max_steps: int, raw_resolution: float):
-        N, m, k = cfg.max_units, cfg.minimap, len(cfg.functions)
+        N, m = cfg.max_units, cfg.minimap
         self.rows = np.zeros(0, np.int64)
         ent = np.zeros((N, len(FEATURES)), np.float32)
-        mask = np.zeros(N, np.int8)
         alliance = np.zeros(N, np.int64)
+        n = 0
         if obs is not None:
             raw = np.asarray(obs.get("raw_units", np.zeros((0, len(FEATURES)))), np.float64)
             self.rows = entity_slots(raw, N)
             n = len(self.rows)
             if n:
                 picked = raw[self.rows]
-                ent[:n] = np.clip(np.divide(picked, _scale_row(raw_resolution), out=np.zeros_like(picked),
-                                            where=_scale_row(raw_resolution) > 0), 0.0, 4.0)
-                mask[:n] = 1
+                ent[:n] = np.clip(picked * _inverse_scales(raw_resolution), 0.0, 4.0)
                 alliance[:n] = picked[:, F_ALLIANCE]
-        own = mask.astype(bool) & (alliance == SELF)
-        enemy = mask.astype(bool) & (alliance == ENEMY)
-        other = mask.astype(bool) & (alliance != SELF)
-        type_mask = np.zeros(k, np.int8)
-        unit_mask = np.zeros((k, N), np.int8)
-        target_mask = np.zeros((k, N), np.int8)
-        location_mask = np.zeros((k, m * m), np.int8)
-        for i, name in enumerate(cfg.functions):
-            if name == "no_op":
-                type_mask[i] = 1
-                continue
-            if not own.any():
-                continue
-            unit_mask[i] = own
-            if name.endswith("_unit"):
-                targets = enemy if name.startswith("Attack") else other
-                target_mask[i] = targets
-                type_mask[i] = int(targets.any())
-            else:
-                type_mask[i] = 1
-                if name.endswith("_pt"):
-                    location_mask[i] = 1
+        mask = np.zeros(N, np.int8)
+        mask[:n] = 1
+        own = alliance == SELF  # padding slots have alliance 0
+        enemy = alliance == ENEMY
+        other = (alliance > 0) & ~own
+        roles = _roles(cfg.functions)
+        any_own = bool(own.any())
+        acting = roles.units & any_own
+        target_mask = np.where(roles.attack[:, None], enemy, other) & (roles.on_unit & any_own)[:, None]
+        type_mask = (roles.noop | (acting & (~roles.on_unit | target_mask.any(1)))).astype(np.int8)
+        unit_mask = (acting[:, None] & own).astype(np.int8)
+        location_mask = np.repeat((roles.at_point & any_own).astype(np.int8)[:, None], m * m, 1)
+        target_mask = target_mask.astype(np.int8)
         self.arrays = {
             "entities": ent, "entity_mask": mask,
             "spatial": minimap_planes(obs, m) if obs is not None else np.zeros((MINIMAP_PLANES, m, m), np.float32),
@@ -425,6 +424,43 @@ def feature_arrays(cfg: SC2Config, obs: Any | None, step: int, max_steps: int, f
             "minimap": minimap_planes(obs, m) if obs is not None else np.zeros((MINIMAP_PLANES, m, m), np.float32),
             "scalars": scalars(obs, step, max_steps) if obs is not None else np.zeros(SCALARS, np.float32),
             "type_mask": type_mask}
+
+
+def function_call(cfg: SC2Config, fn: Any, move: dict, rows: np.ndarray | None, raw_resolution: int) -> Any:
+    """pysc2's `FunctionCall` of `fn` (a pysc2 function object) for a checked `move`.
+
+    Raw interface: `rows` are the raw_units rows of the entity slots (`RawView.rows`); pysc2 takes
+    a row position as a unit's tag (``unit_tags``, ``target_unit_tag``) and maps it to the game's
+    tag itself. A location cell ``[row, col]`` of the ``minimap x minimap`` grid is sent as its
+    centre in raw coordinates (x from the column, y from the row; pysc2 floors it). Feature
+    interface: a ``screen`` / ``minimap`` cell is sent as ``[x, y]``, the other arguments fixed
+    (`FIXED_ARGS`). An out-of-range slot raises `IndexError` (the core counts a refused move)."""
+    from arena.envs.sc2._pysc2 import actions
+
+    a = actions()
+    if fn.name == "no_op":
+        return a.FunctionCall(fn.id, [])
+    args = []
+    if cfg.interface == "raw":
+        for name in _arg_names(fn):
+            if name == "queued":
+                args.append([0])
+            elif name == "unit_tags":
+                args.append([int(rows[u]) for u in move["units"]])
+            elif name == "target_unit_tag":
+                args.append([int(rows[int(move["target"])])])
+            elif name == "world":
+                r, c = move["location"]
+                scale = raw_resolution / cfg.minimap
+                args.append([int((int(c) + 0.5) * scale), int((int(r) + 0.5) * scale)])
+        return a.FunctionCall(fn.id, args)
+    for name in _arg_names(fn):
+        if name in FIXED_ARGS:
+            args.append([FIXED_ARGS[name]])
+        else:
+            r, c = move[name]
+            args.append([int(c), int(r)])
+    return a.FunctionCall(fn.id, args)
 
 
 # -- the core --------------------------------------------------------------------------------------
@@ -449,6 +485,7 @@ class SC2Core(GameCore):
         #: Per seat: None (an arena agent plays it) or (race, difficulty, build) of the game's AI.
         self.bots: list[tuple[str, str, str] | None] = [None] * len(self.players)
         self._env = None
+        self._pids: list[int] = []
         self._fns: list[Any] | None = None
         self._ts: list[Any] | None = None
         self._views: list[Any] = []
@@ -479,7 +516,10 @@ class SC2Core(GameCore):
     # -- lifecycle -----------------------------------------------------------------------------------
     def _functions(self) -> list[Any]:
         if self._fns is None:
+            from arena.envs.sc2._pysc2 import actions
+
             self._fns = function_table(self.cfg)
+            self._noop = actions().FunctionCall(self._fns[0].id, [])
         return self._fns
 
     def _map_path(self) -> str:
@@ -495,6 +535,7 @@ class SC2Core(GameCore):
         from arena.envs.sc2._pysc2 import features, sc2_env
 
         cfg = self.cfg
+        check_install()  # before pysc2 is imported (it logs a warning on import): a missing game is one line
         env_mod, feat = sc2_env(), features()
         self._functions()
         check_install(self._map_path())
@@ -516,6 +557,10 @@ class SC2Core(GameCore):
         kwargs: dict[str, Any] = {}
         if cfg.max_steps:
             kwargs["game_steps_per_episode"] = cfg.max_steps * cfg.step_mul
+        from arena import procs
+
+        # A worker terminated while the game starts or plays stops it first (`_kill_games`).
+        procs.at_exit(id(self), self._kill_games)
         try:
             self._env = env_mod.SC2Env(map_name=cfg.map, players=players, agent_interface_format=aif,
                                        step_mul=cfg.step_mul, random_seed=None if seed is None else int(seed) % 2**31,
@@ -525,6 +570,8 @@ class SC2Core(GameCore):
         except Exception as e:
             raise SC2GameCrashed(f"StarCraft II did not start: {type(e).__name__}: {str(e).splitlines()[0][:200]}") \
                 from None
+        # pysc2's own handles on the game processes
+        self._pids = [int(p.pid) for p in getattr(self._env, "_sc2_procs", None) or [] if p.pid]
         try:
             ping = self._env._controllers[0].ping()
             self.engine = {**self.engine, "sc2_game_version": str(ping.game_version),
@@ -536,7 +583,23 @@ class SC2Core(GameCore):
     def raw_resolution(self) -> int:
         return 64
 
+    def _kill_games(self) -> None:
+        """Stop this core's game processes at once (a worker being terminated: `arena.procs.at_exit`):
+        those pysc2 reported, and, for a game still starting, this process's children that run with
+        the game's protocol flags."""
+        import signal
+
+        for pid in set(self._pids) | set(_game_children()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
     def _quit(self) -> None:
+        from arena import procs
+
+        procs.forget(id(self))
+        self._pids = []
         env, self._env = self._env, None
         if env is not None:
             try:
@@ -627,57 +690,53 @@ class SC2Core(GameCore):
 
     # -- moves ---------------------------------------------------------------------------------------
     def function_call(self, p: int, move: dict) -> Any:
-        """pysc2's `FunctionCall` for seat p's checked move."""
-        from arena.envs.sc2._pysc2 import actions
-
-        a = actions()
+        """pysc2's `FunctionCall` for seat p's checked move (`function_call`)."""
         fn = self._functions()[int(move["type"])]
-        if fn.name == "no_op":
-            return a.FunctionCall(fn.id, [])
-        args = []
-        m = self.cfg.minimap
-        if self.cfg.interface == "raw":
-            rows = self._view_of(p).rows
-            for name in _arg_names(fn):
-                if name == "queued":
-                    args.append([0])
-                elif name == "unit_tags":
-                    args.append([int(rows[u]) for u in move["units"]])
-                elif name == "target_unit_tag":
-                    args.append([int(rows[int(move["target"])])])
-                elif name == "world":
-                    r, c = move["location"]
-                    scale = self.raw_resolution / m
-                    args.append([int((int(c) + 0.5) * scale), int((int(r) + 0.5) * scale)])
-            return a.FunctionCall(fn.id, args)
-        for name in _arg_names(fn):
-            if name in FIXED_ARGS:
-                args.append([FIXED_ARGS[name]])
-            else:
-                r, c = move[name]
-                args.append([int(c), int(r)])
-        return a.FunctionCall(fn.id, args)
+        rows = self._view_of(p).rows if self.cfg.interface == "raw" else None
+        return function_call(self.cfg, fn, move, rows, self.raw_resolution)
 
     def apply_joint(self, actions: dict[int, Any]) -> dict[int, str]:
-        from arena.envs.sc2._pysc2 import actions as pysc2_actions
-
-        noop = pysc2_actions().FunctionCall(self._functions()[0].id, [])
+        if self._env is None:  # not a crash: there is no game to send the orders to
+            raise ArenaError(f"{self.game_id}: no match in progress (it has ended or never started): reset first")
+        noop = self._noop
         calls, refused = [], {}
-        for p in self.agent_seats:
+        seats = self.agent_seats
+        for p in seats:
             move = actions.get(p)
+            if move is None:
+                calls.append(noop)
+                continue
             try:
-                calls.append(noop if move is None else self.function_call(p, move))
+                calls.append(self.function_call(p, move))
             except (IndexError, KeyError, TypeError, ValueError) as e:
                 calls.append(noop)
                 refused[p] = f"cannot send {move!r} to the game: {e}"
+        env = self._env
         try:
-            ts = self._env.step(calls)
-        except ValueError as e:  # pysc2 refused the call before sending it (an argument out of range)
-            refused.update({p: f"pysc2 refused the order: {e}" for p in self.agent_seats if p not in refused})
+            ts = env.step(calls)
+        except ValueError:
+            # pysc2 checks every call (available now, arguments in range) before it sends any, and raises
+            # for the first bad one: find each seat's own here, so only that seat's order is refused,
+            # then step with the others' orders.
+            feats, last = getattr(env, "_features", None) or [], getattr(env, "_obs", None) or []
+            for k, p in enumerate(seats):
+                if calls[k] is noop or k >= len(feats) or k >= len(last) or last[k] is None:
+                    continue
+                try:
+                    feats[k].transform_action(last[k].observation, calls[k])
+                except ValueError as e:
+                    calls[k] = noop
+                    refused[p] = f"pysc2 refused the order: {e}"
             try:
-                ts = self._env.step([noop] * len(calls))
-            except Exception as e2:
-                self._crashed(e2, "mid-match")
+                ts = env.step(calls)
+            except ValueError as e:  # not checkable above: every seat's order gives way
+                refused.update({p: f"pysc2 refused the order: {e}" for p in seats if p not in refused})
+                try:
+                    ts = env.step([noop] * len(calls))
+                except Exception as e2:
+                    self._crashed(e2, "mid-match")
+            except Exception as e:
+                self._crashed(e, "mid-match")
         except Exception as e:
             self._crashed(e, "mid-match")
         self._t += 1
@@ -726,6 +785,34 @@ class SC2Core(GameCore):
         """Files the match's result keeps beside its replay: the game's own ``.SC2Replay``."""
         return dict(self._attachments)
 
+    def end_match(self) -> None:
+        """The match loop's word that the match is over (a forfeit, a ``max_moves`` cut or the game's
+        end): keep the game's replay and quit the game now, not at the next `reset`."""
+        if self._env is not None:
+            if not self._attachments:
+                self._save_replay()
+            self._quit()
+        self._over = True
+
+    # -- replays: checked, not re-simulated (`arena.envs.sc2.replays`) -------------------------------------
+    #: The rules live in the game's process: `arena replay verify` checks what it can instead.
+    resimulates = False
+
+    def not_resimulated(self, replay: Any) -> str:
+        from arena.envs.sc2.replays import not_resimulated
+
+        return not_resimulated(replay)
+
+    def check_replay(self, replay: Any) -> dict[str, list[str]]:
+        from arena.envs.sc2.replays import check_replay
+
+        return check_replay(self, replay)
+
+    def watch_hint(self, replay: Any) -> list[str]:
+        from arena.envs.sc2.replays import watch_hint
+
+        return watch_hint(replay)
+
     # -- outcome and views -----------------------------------------------------------------------------
     def returns(self) -> list[float]:
         return list(self._returns)
@@ -758,6 +845,31 @@ class SC2Core(GameCore):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "map": self.cfg.map, "interface": self.cfg.interface}
+
+
+def _game_children() -> list[int]:
+    """This process's child processes that are StarCraft II games: pysc2 starts them with ``-listen``
+    and ``-dataDir`` (Linux's /proc; none elsewhere)."""
+    me, out = os.getpid(), []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"-listen" in args and b"-dataDir" in args:
+            out.append(int(name))
+    return out
 
 
 def _action_error(code: int) -> str:

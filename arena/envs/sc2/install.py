@@ -1,0 +1,43 @@
+"""Where StarCraft II is installed, and the one-line errors of a game that is missing or stops.
+
+pysc2 looks for the game at ``$SC2PATH`` (default ``~/StarCraftII``): ``Versions/BaseNNNNN/SC2_x64``
+and the maps under ``Maps``. It reports a missing game or map late or obscurely (a map is looked for
+after the game has started), so the adapter checks first (`check_install`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from arena.errors import ArenaError
+
+
+class SC2NotFound(ArenaError):
+    """No StarCraft II installation where pysc2 looks."""
+
+
+class SC2MapMissing(ArenaError):
+    """The map file is not under ``$SC2PATH/Maps``."""
+
+
+class SC2GameCrashed(ArenaError):
+    """The game process stopped or stopped answering mid-match."""
+
+
+def sc2_path() -> Path:
+    return Path(os.environ.get("SC2PATH") or Path.home() / "StarCraftII").expanduser()
+
+
+def check_install(map_path: str | None = None) -> Path:
+    """``$SC2PATH`` if it holds a game (and `map_path`, relative to its ``Maps``), else a one-line error."""
+    root = sc2_path()
+    versions = root / "Versions"
+    builds = sorted(versions.glob("Base*/SC2_x64")) if versions.is_dir() else []
+    if not builds:
+        raise SC2NotFound(f"no StarCraft II game at {root} (no Versions/Base*/SC2_x64): install Blizzard's Linux "
+                          "package and set SC2PATH (README, section 'StarCraft II'; docs/sc2.md)")
+    if map_path is not None and not (root / "Maps" / map_path).is_file():
+        raise SC2MapMissing(f"map {map_path} is not in {root / 'Maps'}: unzip the map packs (mini_games.zip, the "
+                            f"ladder packs) into $SC2PATH/Maps (docs/sc2.md)")
+    return root
