@@ -119,6 +119,32 @@ def test_function_call_per_raw_kind(pysc2):
         function_call(cfg, fns["Stop_quick"], {"type": 4, "units": [7]}, view.rows, 64)
 
 
+def test_the_queued_setting_adds_a_part_and_sends_it(pysc2, sc2path):
+    from pysc2_evolved.lib import actions
+
+    from arena.envs import make_core
+    from arena.envs.sc2.game import action_model, function_call, function_table
+    from arena.match import play_match
+
+    cfg = SC2Config("Simple64", max_units=5, minimap=16, functions=FN, queued=True)
+    model = action_model(cfg)
+    assert model.names[:2] == ["type", "queued"]
+    assert model.used(FN.index("no_op")) == ("type",)
+    assert model.used(FN.index("Move_pt")) == ("type", "queued", "units", "location")
+    view = RawView(cfg, {"raw_units": UNITS}, 0, 0, 64)
+    fns = {f.name: f for f in function_table(cfg)}
+    c = function_call(cfg, fns["Move_pt"], {"type": FN.index("Move_pt"), "queued": 1, "units": [0],
+                                              "location": [3, 5]}, view.rows, 64)
+    assert int(c.function) == int(actions.RAW_FUNCTIONS.Move_pt.id) and [list(map(int, a)) for a in c.arguments] == \
+        [[1], [3], [22, 14]]
+    assert SC2Config("Simple64").settings()["queued"] is False and "queued" not in action_model(
+        SC2Config("Simple64")).names  # the default: Skirmish's parts exactly
+    with pytest.raises(ValueError, match="queued must be true or false"):
+        SC2Config("Simple64", queued="yes")
+    res = play_match(make_core("sc2/Simple64-v0", queued=True, max_steps=20), ["random", "sc2bot:race=zerg"], seed=2)
+    assert res.outcome in ("normal", "forfeit") and res.moves >= 1
+
+
 def test_feature_type_mask_from_available_actions(pysc2):
     from pysc2_evolved.lib import actions
 

@@ -14,7 +14,8 @@ default, 22.4 loops are a second), ``interface`` (``raw``: units as entities and
 ``features``: screen and minimap feature layers and pysc2's feature-layer functions), ``screen`` and
 ``minimap`` sizes, ``max_steps`` (the episode's length in steps; 0: the map's own), ``max_units``
 (entity slots), ``bot_difficulty`` / ``bot_race`` / ``bot_build`` (what a bare ``sc2bot`` plays), and
-``functions`` (the action types: pysc2 function names, raw or feature-layer by the interface).
+``functions`` (the action types: pysc2 function names, raw or feature-layer by the interface) and
+``queued`` (a part choosing now or after the units' current orders).
 
 **Observation, raw interface** (``Dict`` of ``Box``; the same keys as Skirmish's, so a policy and a
 learner config written for it read this unchanged apart from sizes):
@@ -36,7 +37,8 @@ masks           per action type      ``type_mask``, ``unit_mask`` (own units), `
 
 The move is a compound raw order: ``type`` (one of ``functions``), ``units`` (the acting units by
 multi-select pointer, up to 64), and ``target`` (a unit by pointer) or ``location`` (a minimap cell,
-sent as its centre in raw coordinates), as the function needs; ``queued`` is always "now".
+sent as its centre in raw coordinates), as the function needs; with the ``queued`` setting a
+``queued`` part (now, or after the units' current orders) comes second, else orders are "now".
 **Feature-layer interface:** ``screen [7, s, s]`` and ``minimap [6, m, m]`` planes, the same
 scalars, ``type_mask`` from pysc2's ``available_actions``; the move is ``type`` plus ``screen`` and
 ``minimap`` cells for the functions that take them (``select_army``, ``Move_screen``,
@@ -156,6 +158,8 @@ class SC2Config:
     bot_race: str = "random"
     bot_build: str = "random"
     functions: tuple[str, ...] = ()
+    #: A ``queued`` part (now, or after the units' current orders) for the functions that take it.
+    queued: bool = False
 
     def __post_init__(self):
         for r in self.races:
@@ -173,6 +177,8 @@ class SC2Config:
         if not 1 <= len(fns) <= 64 or fns[0] != "no_op" or len(set(fns)) != len(fns):
             raise ValueError(f"functions: 1 to 64 distinct pysc2 function names, the first no_op; got {list(fns)}")
         object.__setattr__(self, "functions", fns)
+        if not isinstance(self.queued, bool):
+            raise ValueError(f"queued must be true or false, got {self.queued!r}")
 
     @property
     def mini_game(self) -> bool:
@@ -190,7 +196,7 @@ class SC2Config:
         return {"race": self.race, "step_mul": self.step_mul, "interface": self.interface, "screen": self.screen,
                 "minimap": self.minimap, "max_steps": self.max_steps, "max_units": self.max_units,
                 "bot_difficulty": self.bot_difficulty, "bot_race": self.bot_race, "bot_build": self.bot_build,
-                "functions": list(self.functions)}
+                "functions": list(self.functions), "queued": self.queued}
 
 
 # -- the action model ------------------------------------------------------------------------------
@@ -227,34 +233,38 @@ def action_model(cfg: SC2Config) -> ActionModel:
     units and a target, ``*_quick`` units; ``no_op`` nothing; a feature function by its name."""
     names = cfg.functions
     m = cfg.minimap
+    # with ``queued``: the second part, used by every function but no_op and the selections
+    queued = (Part("queued", "categorical", n=2, labels=("now", "queued")),) if cfg.queued else ()
+    q = ("queued",) if cfg.queued else ()
     if cfg.interface == "raw":
         uses = []
         for n in names:
             if n == "no_op":
                 uses.append(("type",))
             elif n.endswith("_pt"):
-                uses.append(("type", "units", "location"))
+                uses.append(("type", *q, "units", "location"))
             elif n.endswith("_unit"):
-                uses.append(("type", "units", "target"))
+                uses.append(("type", *q, "units", "target"))
             else:
-                uses.append(("type", "units"))
+                uses.append(("type", *q, "units"))
         return ActionModel(
-            (Part("type", "categorical", n=len(names), mask="type_mask", labels=tuple(names)),
+            (Part("type", "categorical", n=len(names), mask="type_mask", labels=tuple(names)), *queued,
              Part("units", "select", n=cfg.max_units, max_select=min(cfg.max_units, MAX_SELECT), mask="unit_mask"),
              Part("target", "pointer", n=cfg.max_units, mask="target_mask"),
              Part("location", "spatial", shape=(m, m), mask="location_mask")),
             uses=tuple(uses))
     uses = []
     for n in names:
+        takes_queue = q if n not in ("no_op",) and not n.startswith("select") else ()
         if n.endswith("_screen") or n == "select_point":
-            uses.append(("type", "screen"))
+            uses.append(("type", *takes_queue, "screen"))
         elif n.endswith("_minimap"):
-            uses.append(("type", "minimap"))
+            uses.append(("type", *takes_queue, "minimap"))
         else:
-            uses.append(("type",))
+            uses.append(("type", *takes_queue))
     s = cfg.screen
     return ActionModel(
-        (Part("type", "categorical", n=len(names), mask="type_mask", labels=tuple(names)),
+        (Part("type", "categorical", n=len(names), mask="type_mask", labels=tuple(names)), *queued,
          Part("screen", "spatial", shape=(s, s)),
          Part("minimap", "spatial", shape=(m, m))),
         uses=tuple(uses), entities="")
@@ -444,7 +454,7 @@ def function_call(cfg: SC2Config, fn: Any, move: dict, rows: np.ndarray | None, 
     if cfg.interface == "raw":
         for name in _arg_names(fn):
             if name == "queued":
-                args.append([0])
+                args.append([int(move.get("queued", 0))])
             elif name == "unit_tags":
                 args.append([int(rows[u]) for u in move["units"]])
             elif name == "target_unit_tag":
@@ -455,7 +465,9 @@ def function_call(cfg: SC2Config, fn: Any, move: dict, rows: np.ndarray | None, 
                 args.append([int((int(c) + 0.5) * scale), int((int(r) + 0.5) * scale)])
         return a.FunctionCall(fn.id, args)
     for name in _arg_names(fn):
-        if name in FIXED_ARGS:
+        if name == "queued":
+            args.append([int(move.get("queued", 0))])
+        elif name in FIXED_ARGS:
             args.append([FIXED_ARGS[name]])
         else:
             r, c = move[name]
@@ -473,10 +485,10 @@ class SC2Core(GameCore):
     def __init__(self, game_id: str, map: str, race: str = "terran", step_mul: int = 8, interface: str = "raw",
                  screen: int = 32, minimap: int = 16, max_steps: int = 0, max_units: int = 32,
                  bot_difficulty: str = "very_easy", bot_race: str = "random", bot_build: str = "random",
-                 functions: list[str] | tuple[str, ...] = ()):
+                 functions: list[str] | tuple[str, ...] = (), queued: bool = False):
         self.game_id = game_id
         self.cfg = cfg = SC2Config(map, race, step_mul, interface, screen, minimap, max_steps, max_units,
-                                   bot_difficulty, bot_race, bot_build, tuple(functions))
+                                   bot_difficulty, bot_race, bot_build, tuple(functions), queued)
         self.players = ["player"] if cfg.mini_game else ["player_1", "player_2"]
         self.settings = cfg.settings()
         self.model = action_model(cfg)
@@ -907,4 +919,4 @@ def sc2_env(game_id: str = "sc2/MoveToBeacon-v0", map: str = "MoveToBeacon", ren
 
 #: What a user, a config or a replay may set (`arena.envs.registry.game_settings`).
 sc2_env.game_settings = ("race", "step_mul", "interface", "screen", "minimap", "max_steps", "max_units",
-                         "bot_difficulty", "bot_race", "bot_build", "functions", "invalid_move_limit")
+                         "bot_difficulty", "bot_race", "bot_build", "functions", "queued", "invalid_move_limit")
