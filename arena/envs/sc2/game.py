@@ -375,10 +375,15 @@ def screen_planes(obs: Any, s: int) -> np.ndarray:
     return np.clip(out, 0.0, 1.0)
 
 
+_PLAYER_INVERSE = 1.0 / np.asarray(PLAYER_SCALES, np.float64)
+
+
 def scalars(obs: Any, step: int, max_steps: int) -> np.ndarray:
-    player = np.asarray(obs.get("player", np.zeros(len(PLAYER_SCALES))), np.float64)[:len(PLAYER_SCALES)]
     out = np.zeros(SCALARS, np.float32)
-    out[:len(player)] = np.clip(player / np.asarray(PLAYER_SCALES[:len(player)]), 0.0, 4.0)
+    player = obs.get("player")
+    if player is not None:
+        player = np.asarray(player)[:len(PLAYER_SCALES)]
+        out[:len(player)] = np.clip(player * _PLAYER_INVERSE[:len(player)], 0.0, 4.0)
     out[-1] = min(step / max_steps, 1.0) if max_steps else 0.0
     return out
 
