@@ -307,7 +307,7 @@ def entity_slots(raw_units: np.ndarray, max_units: int) -> np.ndarray:
     most `max_units`."""
     if len(raw_units) == 0:
         return np.zeros(0, np.int64)
-    rank = _RANK[np.clip(raw_units[:, F_ALLIANCE].astype(np.int64), 0, len(_RANK) - 1)]
+    rank = _RANK.take(raw_units[:, F_ALLIANCE].astype(np.int64, copy=False), mode="clip")
     order = np.lexsort((raw_units[:, F_TAG], rank))
     return order[:max_units]
 
@@ -322,6 +322,8 @@ class _Roles:
         self.on_unit = np.array([n.endswith("_unit") for n in names])
         self.attack = self.on_unit & np.array([n.startswith("Attack") for n in names])
         self.at_point = np.array([n.endswith("_pt") for n in names])
+        #: Legal as soon as the player has a unit: every function but no_op and the ``*_unit`` ones.
+        self.plain = self.units & ~self.on_unit
 
 
 @functools.lru_cache(maxsize=32)
@@ -393,37 +395,38 @@ class RawView:
 
     def __init__(self, cfg: SC2Config, obs: Any | None, step: int, max_steps: int, raw_resolution: float):
         N, m = cfg.max_units, cfg.minimap
+        k = len(cfg.functions)
         self.rows = np.zeros(0, np.int64)
         ent = np.zeros((N, len(FEATURES)), np.float32)
         alliance = np.zeros(N, np.int64)
-        n = 0
-        if obs is not None:
-            raw = np.asarray(obs.get("raw_units", np.zeros((0, len(FEATURES)))), np.float64)
-            self.rows = entity_slots(raw, N)
-            n = len(self.rows)
-            if n:
-                picked = raw[self.rows]
-                ent[:n] = np.clip(picked * _inverse_scales(raw_resolution), 0.0, 4.0)
-                alliance[:n] = picked[:, F_ALLIANCE]
-        mask = np.zeros(N, np.int8)
-        mask[:n] = 1
-        own = alliance == SELF  # padding slots have alliance 0
-        enemy = alliance == ENEMY
-        other = (alliance > 0) & ~own
+        raw = obs.get("raw_units") if obs is not None else None
+        if raw is not None and len(raw):
+            raw = np.asarray(raw).view(np.ndarray)  # pysc2's named array as a plain one (no copy)
+            self.rows = rows = entity_slots(raw, N)
+            n = len(rows)
+            picked = raw[rows]
+            scaled = ent[:n]
+            np.multiply(picked, _inverse_scales(raw_resolution), out=scaled, casting="unsafe")
+            np.clip(scaled, 0.0, 4.0, out=scaled)
+            alliance[:n] = picked[:, F_ALLIANCE]
+        mask = (alliance > 0).view(np.int8)  # padding slots have alliance 0
+        own = alliance == SELF
         roles = _roles(cfg.functions)
-        any_own = bool(own.any())
-        acting = roles.units & any_own
-        target_mask = np.where(roles.attack[:, None], enemy, other) & (roles.on_unit & any_own)[:, None]
-        type_mask = (roles.noop | (acting & (~roles.on_unit | target_mask.any(1)))).astype(np.int8)
-        unit_mask = (acting[:, None] & own).astype(np.int8)
-        location_mask = np.repeat((roles.at_point & any_own).astype(np.int8)[:, None], m * m, 1)
-        target_mask = target_mask.astype(np.int8)
+        if own.any():
+            targets = np.where(roles.attack[:, None], alliance == ENEMY, alliance > SELF)
+            targets &= roles.on_unit[:, None]
+            type_mask = roles.noop | roles.plain | targets.any(1)
+            unit_mask = roles.units[:, None] & own
+            location_mask = np.repeat(roles.at_point.view(np.int8)[:, None], m * m, 1)
+        else:  # nothing to order: no_op alone
+            type_mask, targets, unit_mask = roles.noop.copy(), np.zeros((k, N), bool), np.zeros((k, N), bool)
+            location_mask = np.zeros((k, m * m), np.int8)
         self.arrays = {
             "entities": ent, "entity_mask": mask,
             "spatial": minimap_planes(obs, m) if obs is not None else np.zeros((MINIMAP_PLANES, m, m), np.float32),
             "scalars": scalars(obs, step, max_steps) if obs is not None else np.zeros(SCALARS, np.float32),
-            "type_mask": type_mask, "unit_mask": unit_mask, "target_mask": target_mask,
-            "location_mask": location_mask}
+            "type_mask": type_mask.view(np.int8), "unit_mask": unit_mask.view(np.int8),
+            "target_mask": targets.view(np.int8), "location_mask": location_mask}
 
 
 def feature_arrays(cfg: SC2Config, obs: Any | None, step: int, max_steps: int, function_ids: list[int]) -> dict:
@@ -501,6 +504,7 @@ class SC2Core(GameCore):
         self.engine = {"pysc2-evolved": _version("pysc2-evolved")}
         #: Per seat: None (an arena agent plays it) or (race, difficulty, build) of the game's AI.
         self.bots: list[tuple[str, str, str] | None] = [None] * len(self.players)
+        self._agent_seats = list(range(len(self.players)))
         self._env = None
         self._pids: list[int] = []
         self._fns: list[Any] | None = None
@@ -525,10 +529,11 @@ class SC2Core(GameCore):
         if len(bots) == len(self.players) and all(b is not None for b in bots):
             raise ArenaError(f"{self.game_id}: both seats are the built-in AI; at least one must be an arena agent")
         self.bots = [tuple(b) if b is not None else None for b in bots]
+        self._agent_seats = [i for i, b in enumerate(self.bots) if b is None]
 
     @property
     def agent_seats(self) -> list[int]:
-        return [i for i, b in enumerate(self.bots) if b is None]
+        return self._agent_seats
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def _functions(self) -> list[Any]:
