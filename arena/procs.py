@@ -78,15 +78,17 @@ def _wait_gone(pid: int, fd: int | None, poll: float) -> None:
 _CLEANUPS: dict[Any, Callable[[], None]] = {}
 _in_worker = False
 _on_sigterm = False
+_at_exit_registered = False
 
 
 def at_exit(key: Any, fn: Callable[[], None]) -> None:
     """Run `fn` before this process leaves (see `_CLEANUPS`), until `forget(key)`. In a pool worker
     this also turns SIGTERM into that cleanup and an exit (only once something registers: other
     workers keep the default)."""
-    global _on_sigterm
-    if not _CLEANUPS:
+    global _on_sigterm, _at_exit_registered
+    if not _at_exit_registered:  # once a process, however often the cleanups come and go
         atexit.register(run_cleanups)
+        _at_exit_registered = True
     _CLEANUPS[key] = fn
     if _in_worker and not _on_sigterm and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)

@@ -42,6 +42,15 @@ ACTION_KINDS = ("discrete", "text", "continuous", "structured")
 MAX_ACTION_CHARS = 4096
 
 
+def int_setting(name: str, value: Any, lo: int, hi: int, example: int | None = None) -> int:
+    """A game setting that must be a whole number in ``[lo, hi]`` (bools refused), or a `ValueError`
+    that says what to give."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
+        hint = f" (e.g. {name}={example})" if example is not None else ""
+        raise ValueError(f"{name} must be a whole number in [{lo}, {hi}]{hint}, got {value!r}")
+    return int(value)
+
+
 class GameCore:
     """Base class for game cores. Subclasses set the attributes in `__init__`."""
 

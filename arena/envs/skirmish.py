@@ -106,7 +106,7 @@ import numpy as np
 from gymnasium import spaces
 
 from arena.envs.actions import ActionModel, Part
-from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore, int_setting
 from arena.envs.parallel import GameParallelEnv
 
 STEP_SECONDS = 0.5
@@ -185,12 +185,6 @@ def parse_units(name: str, text: Any) -> list[int]:
     return out
 
 
-def _int_setting(name: str, value: Any, lo: int, hi: int, example: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be a whole number in [{lo}, {hi}] (e.g. {name}={example}), got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class SkirmishConfig:
     """The settings of a skirmish, checked (see the module docstring)."""
@@ -204,9 +198,9 @@ class SkirmishConfig:
     def __post_init__(self):
         parse_units("red", self.red)
         parse_units("blue", self.blue)
-        _int_setting("width", self.width, MIN_SIZE, MAX_SIZE, 32)
-        _int_setting("height", self.height, MIN_SIZE // 2, MAX_SIZE, 32)
-        _int_setting("max_steps", self.max_steps, 1, MAX_STEPS, 60)
+        int_setting("width", self.width, MIN_SIZE, MAX_SIZE, 32)
+        int_setting("height", self.height, MIN_SIZE // 2, MAX_SIZE, 32)
+        int_setting("max_steps", self.max_steps, 1, MAX_STEPS, 60)
         if self.width < SPAWN_GAP + SPAWN_BOX[0] + 2:
             raise ValueError(f"width must leave room for both spawn boxes: at least "
                              f"{int(SPAWN_GAP + SPAWN_BOX[0] + 2)}, got {self.width}")

@@ -79,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from arena.envs.actions import ActionModel, Part
-from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore, int_setting
 from arena.envs.sc2.install import SC2GameCrashed, SC2MapMissing, SC2NotFound, check_install, sc2_path  # noqa: F401
 from arena.errors import ArenaError
 
@@ -138,12 +138,6 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _int(name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be a whole number in [{lo}, {hi}], got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class SC2Config:
     map: str
@@ -164,12 +158,12 @@ class SC2Config:
     def __post_init__(self):
         for r in self.races:
             _choice("race", r, RACES)
-        _int("step_mul", self.step_mul, 1, 1000)
+        int_setting("step_mul", self.step_mul, 1, 1000)
         _choice("interface", self.interface, INTERFACES)
-        _int("screen", self.screen, 8, 256)
-        _int("minimap", self.minimap, 8, 256)
-        _int("max_steps", self.max_steps, 0, 1_000_000)
-        _int("max_units", self.max_units, 1, 512)
+        int_setting("screen", self.screen, 8, 256)
+        int_setting("minimap", self.minimap, 8, 256)
+        int_setting("max_steps", self.max_steps, 0, 1_000_000)
+        int_setting("max_units", self.max_units, 1, 512)
         _choice("bot_difficulty", self.bot_difficulty, DIFFICULTIES)
         _choice("bot_race", self.bot_race, RACES)
         _choice("bot_build", self.bot_build, BUILDS)
@@ -733,32 +727,10 @@ class SC2Core(GameCore):
             except (IndexError, KeyError, TypeError, ValueError) as e:
                 calls.append(noop)
                 refused[p] = f"cannot send {move!r} to the game: {e}"
-        env = self._env
         try:
-            ts = env.step(calls)
+            ts = self._env.step(calls)
         except ValueError:
-            # pysc2 checks every call (available now, arguments in range) before it sends any, and raises
-            # for the first bad one: find each seat's own here, so only that seat's order is refused,
-            # then step with the others' orders.
-            feats, last = getattr(env, "_features", None) or [], getattr(env, "_obs", None) or []
-            for k, p in enumerate(seats):
-                if calls[k] is noop or k >= len(feats) or k >= len(last) or last[k] is None:
-                    continue
-                try:
-                    feats[k].transform_action(last[k].observation, calls[k])
-                except ValueError as e:
-                    calls[k] = noop
-                    refused[p] = f"pysc2 refused the order: {e}"
-            try:
-                ts = env.step(calls)
-            except ValueError as e:  # not checkable above: every seat's order gives way
-                refused.update({p: f"pysc2 refused the order: {e}" for p in seats if p not in refused})
-                try:
-                    ts = env.step([noop] * len(calls))
-                except Exception as e2:
-                    self._crashed(e2, "mid-match")
-            except Exception as e:
-                self._crashed(e, "mid-match")
+            ts = self._step_refusing(calls, refused)
         except Exception as e:
             self._crashed(e, "mid-match")
         self._t += 1
@@ -769,6 +741,32 @@ class SC2Core(GameCore):
             if errors and p in actions and p not in refused:
                 refused[p] = "the game rejected the order: " + ", ".join(_action_error(x) for x in errors)
         return refused
+
+    def _step_refusing(self, calls: list[Any], refused: dict[int, str]) -> list[Any]:
+        """Step after pysc2 refused a call. It checks every call (available now, arguments in range)
+        before it sends any and raises for the first bad one: find each seat's own, so that only that
+        seat's order is refused (no-op in its place), then step with the others' orders."""
+        env, noop, seats = self._env, self._noop, self.agent_seats
+        feats, last = getattr(env, "_features", None) or [], getattr(env, "_obs", None) or []
+        for k, p in enumerate(seats):
+            if calls[k] is noop or k >= len(feats) or k >= len(last) or last[k] is None:
+                continue
+            try:
+                feats[k].transform_action(last[k].observation, calls[k])
+            except ValueError as e:
+                calls[k] = noop
+                refused[p] = f"pysc2 refused the order: {e}"
+        try:
+            return env.step(calls)
+        except ValueError as e:  # not checkable above: every seat's order gives way
+            refused.update({p: f"pysc2 refused the order: {e}" for p in seats if p not in refused})
+            calls = [noop] * len(calls)
+        except Exception as e:
+            self._crashed(e, "mid-match")
+        try:
+            return env.step(calls)
+        except Exception as e:
+            self._crashed(e, "mid-match")
 
     def _score(self, ts: list[Any]) -> None:
         seats = self.agent_seats
