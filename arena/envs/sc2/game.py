@@ -662,16 +662,16 @@ class SC2Core(GameCore):
         return self.cfg.max_steps
 
     def _take(self, ts: list[Any]) -> None:
-        """Keep the agents' timesteps (in agent-seat order) and build each seat's view."""
+        """Keep the agents' timesteps (in agent-seat order); each seat's view is built when first asked
+        for (`_view_of`), once a step."""
         self._ts = list(ts)
-        self._views = []
-        fids = [int(f.id) for f in self._functions()]
-        for k, _ in enumerate(self.agent_seats):
-            obs = self._ts[k].observation
-            if self.cfg.interface == "raw":
-                self._views.append(RawView(self.cfg, obs, self._t, self.cfg.max_steps, self.raw_resolution))
-            else:
-                self._views.append(feature_arrays(self.cfg, obs, self._t, self.cfg.max_steps, fids))
+        self._views = [None] * len(self.agent_seats)
+
+    def _build_view(self, k: int) -> Any:
+        obs = self._ts[k].observation
+        if self.cfg.interface == "raw":
+            return RawView(self.cfg, obs, self._t, self.cfg.max_steps, self.raw_resolution)
+        return feature_arrays(self.cfg, obs, self._t, self.cfg.max_steps, [int(f.id) for f in self._functions()])
 
     # -- turns ---------------------------------------------------------------------------------------
     def current_player(self) -> int:
@@ -680,20 +680,24 @@ class SC2Core(GameCore):
     def acting_players(self) -> list[int]:
         return [] if self._over or self._ts is None else self.agent_seats
 
-    def _view_of(self, p: int) -> Any | None:
+    def _view_of(self, p: int, fresh: bool = False) -> Any | None:
+        """Seat p's view of this step (None for a seat the game plays, or before the start); `fresh`:
+        built anew (its arrays are the caller's) and kept as the step's view."""
         seats = self.agent_seats
         if p not in seats or not self._views:
             return None
-        return self._views[seats.index(p)]
+        k = seats.index(p)
+        if fresh or self._views[k] is None:
+            self._views[k] = self._build_view(k)
+        return self._views[k]
 
     def observation(self, p: int) -> dict[str, np.ndarray]:
-        v = self._view_of(p)
+        v = self._view_of(p, fresh=True)  # new arrays every call: no copy to make
         if v is None:
             if self.cfg.interface == "raw":
                 return RawView(self.cfg, None, 0, 0, self.raw_resolution).arrays
             return feature_arrays(self.cfg, None, 0, 0, [])
-        arrays = v.arrays if isinstance(v, RawView) else v
-        return {k: a.copy() for k, a in arrays.items()}
+        return dict(v.arrays) if isinstance(v, RawView) else dict(v)
 
     def observation_space(self, p: int):
         return self._space
