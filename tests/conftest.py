@@ -1,5 +1,6 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["COLUMNS"] = "200"  # rich tables in CLI output: no wrapped ids
+# `arena play --vs` remembers the person's name: in a file of the test run's own, never the user's
+os.environ["ARENA_PLAYER_FILE"] = os.path.join(tempfile.mkdtemp(prefix="arena-player-"), "player.json")
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))  # so `plugins.sample_games` imports as a plug-in module

@@ -169,7 +169,7 @@ def test_starts_without_a_token_are_rate_limited(league):
     assert status == 429 and "3 a minute without a token" in body["error"]
     store = open_league(league)
     try:  # the refused start added no player
-        assert store.player("r3") is None and store.player("r2") is not None
+        assert store.player("human:r3") is None and store.player("human:r2") is not None
     finally:
         store.close()
     with start_in_background(league, port=0, token="t0ken-xyz", play=play) as srv:  # with a token: no limit

@@ -1,5 +1,9 @@
 """People playing league players from the browser: one session (one match) per page.
 
+Each person plays as a league player of their own, ``human:NAME`` (`arena.league.play`: the name
+rules, guest names); the API keeps a browser's name in a cookie. At the end a session reports the
+rating change of its match's own commit (`rating_change`), not "rating now minus at the start".
+
 A session schedules its match through the league's own path (`schedule_human_match`), plays
 it on a thread of its own with `run_match_job`, a `WebHumanAgent` in the person's seat, and
 commits it with `League.commit`: recorded and rated like the league's own matches, at most
@@ -201,6 +205,8 @@ class PlaySession:
     human: str
     seat: int
     settings: PlaySettings
+    #: The person's name (`human` is their league player, ``human:NAME``).
+    name: str = ""
     match_id: str = ""
     players: list[str] = field(default_factory=list)
     status: str = "starting"  # starting, your_turn, opponent, over, error
@@ -212,8 +218,11 @@ class PlaySession:
     result: dict | None = None
     error: str | None = None
     log: list[dict] = field(default_factory=list)
+    #: Each seat's Elo in the game's scope: at the start, then (at the end) around this match's own
+    #: commit, with `elo_change` the change that commit made (`rating_change`).
     elo_before: dict = field(default_factory=dict)
     elo_after: dict = field(default_factory=dict)
+    elo_change: dict = field(default_factory=dict)
     created: float = field(default_factory=time.time)
     lock: threading.Lock = field(default_factory=threading.Lock)
     moves: "queue.Queue[tuple[Any, queue.Queue]]" = field(default_factory=queue.Queue)
@@ -231,13 +240,14 @@ class PlaySession:
             if turn is not None:
                 turn["seconds_left"] = max(0.0, turn.pop("deadline") - time.time())
             return {"session": self.id, "match_id": self.match_id, "game": self.game, "players": self.players,
-                    "seat": self.seat, "you": self.human, "opponent": self.opponent, "status": self.status,
+                    "seat": self.seat, "you": self.human, "name": self.name, "opponent": self.opponent,
+                    "status": self.status,
                     "turn": turn, "final_view": self.final_readable or self.final_view,
                     "final_readable": self.final_readable is not None,
                     "final_board": board_of(self.game, self.final_view), "final_boards": self.final_boards,
                     "result": self.result,
                     "error": self.error, "log": list(self.log), "elo_before": self.elo_before,
-                    "elo_after": self.elo_after}
+                    "elo_after": self.elo_after, "elo_change": self.elo_change}
 
     def resign(self) -> None:
         """Give the match up: at once on this person's turn, else as soon as it is theirs."""
@@ -373,10 +383,12 @@ class PlayManager:
     def active(self) -> list[PlaySession]:
         return [s for s in self.sessions.values() if s.status not in ("over", "error")]
 
-    def start(self, game: str, opponent: str, seat: int = 0, human: str = "human",
+    def start(self, game: str, opponent: str, seat: int = 0, name: str | None = None,
               seed: int | None = None) -> PlaySession:
+        """Start a match of the person called `name` (None: a new guest name; `arena.league.play`'s
+        rules) against league player `opponent`. ArenaError (BadName for a name) when it cannot be."""
         from arena.league.manager import League
-        from arena.league.play import schedule_human_match
+        from arena.league.play import person_of, schedule_human_match
 
         cap = self.settings.max_sessions if self.settings.max_sessions is not None else MAX_SESSIONS
         # The cap is checked and the place taken in one step: a start that is still scheduling
@@ -391,13 +403,14 @@ class PlayManager:
             try:
                 # claimed as it is scheduled (one transaction): a server killed at any moment after
                 # leaves no match that the next server cannot close
-                match, job, seats = schedule_human_match(league, opponent, game, seat, seed, human,
+                match, job, seats = schedule_human_match(league, opponent, game, seat, seed, name,
                                                          note=self._claim_note())
             except BaseException:
                 league.store.close()
                 raise
+            human = seats[seat]
             s = PlaySession(secrets.token_urlsafe(16), match.game, opponent, human, seat, self.settings,
-                            match_id=match.match_id, players=seats)
+                            name=person_of(human) or human, match_id=match.match_id, players=seats)
             elo = league.store.elo(match.game)
             s.elo_before = {n: elo.get(n) for n in seats}
             with self.lock:
@@ -422,6 +435,7 @@ class PlayManager:
         return WEB_NOTE + self._lock_file.id
 
     def _play(self, s: PlaySession, league, job, seats: list[str]) -> None:
+        from arena.league.play import rating_change
         from arena.league.queries import describe_outcome
         from arena.match.runner import run_match_job
 
@@ -432,10 +446,14 @@ class PlayManager:
             res = run_match_job(job, agents=[agent if i == s.seat else None for i in range(len(seats))])
             league.commit(s.match_id, res)
             row = league.store.result_for(s.match_id)
-            elo = league.store.elo(s.game)
+            # this match's own change: its commit's rating rows, never "now minus at the start" (a
+            # forfeit of the same person committed meanwhile would be in that)
+            change = rating_change(league.store, s.match_id, s.game)
             end = _final_frame(league, s.match_id)
             with s.lock:
-                s.elo_after = {n: elo.get(n) for n in seats}
+                s.elo_before = {n: change[n]["before"] if n in change else s.elo_before.get(n) for n in seats}
+                s.elo_after = {n: change[n]["after"] if n in change else None for n in seats}
+                s.elo_change = {n: change[n]["change"] if n in change else None for n in seats}
                 if end is not None:
                     s.final_boards = end["boards"]
                     s.final_readable = (end.get("readable") or [None] * len(seats))[s.seat]
