@@ -41,10 +41,15 @@ class GameEntry:
     weight: float = 1.0
     #: Keyword arguments for the game (e.g. OpenSpiel params).
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: How its results are rated: "win" (win / draw / loss) or "payoff" (the returns: chips, points);
+    #: None: what the game declares (`arena.envs.registry.game_scoring`).
+    scoring: Optional[str] = None
 
     def __post_init__(self):
         if not finite(self.weight) or self.weight <= 0:
             raise ValueError(f"game {shown(self.id)}: weight must be a finite number > 0, got {shown(self.weight)}")
+        if self.scoring is not None and self.scoring not in ("win", "payoff"):
+            raise ValueError(f"game {shown(self.id)}: scoring must be win or payoff, got {shown(self.scoring)}")
 
 
 @dataclass
@@ -123,6 +128,22 @@ class LeagueConfig:
     #: r*seeds .. (r+1)*seeds-1, so a bigger budget gives more common seeds.
     seeds: int = 10
     pfsp_weighting: Literal["squared", "variance", "linear", "linear_capped"] = "variance"
+    #: Seat balance by construction: each pairing of fixed players uniform or pfsp draws on a two-player
+    #: game is played in both seat orders, (a, b) and then (b, a) as the league's next fixed-player match,
+    #: so every pair has played as many matches in each seat (`arena.league.manager`); round_robin keeps
+    #: its schedule (seats swapped round by round) and records rounds 2k and 2k+1 of a pair as a pair.
+    #: false: one match per draw, seats at random (uniform, pfsp) and unpaired. Learning players' own
+    #: pairings are not balanced (docs/league.md, "Fewer games for the same confidence").
+    seat_balance: bool = True
+    #: Duplicate matches: the second match of a seat-balanced pair reuses the first's seed, so in a game whose
+    #: chance outcomes come from the match seed (OpenSpiel's: the cards of Kuhn and Leduc poker) each player
+    #: is dealt the other's cards from the other seat, and the pair scored as one result (each player's
+    #: returns summed, `LeagueStore.duplicate_pairs`) has the luck of the deal taken out. "auto": on for the
+    #: two-player games whose core declares chance (``describe()["chance"]``), off for the rest; true: on for
+    #: every two-player game; false: off (the second match of a pair gets a seed of its own). Needs
+    #: seat_balance.
+    #: (true, false or "auto"; typed Any so that any other value gets __post_init__'s message, which names them.)
+    duplicate: Any = "auto"
     backend: Literal["local", "ray"] = "local"
     ray_address: Optional[str] = None
     workers: int = 2
@@ -187,6 +208,13 @@ class LeagueConfig:
             raise ValueError("workers and in_flight must be >= 1 and matches >= 0")
         if self.seeds < 1:
             raise ValueError(f"seeds: must be >= 1 (episodes per player in a round of a one-player game), got {self.seeds}")
+        if not isinstance(self.seat_balance, bool):
+            raise ValueError(f"seat_balance: expected true or false, got {shown(self.seat_balance)}")
+        if not (isinstance(self.duplicate, bool) or self.duplicate == "auto"):
+            raise ValueError(f"duplicate: must be true, false or auto, got {shown(self.duplicate)}")
+        if self.duplicate is True and not self.seat_balance:
+            raise ValueError("duplicate: true needs seat_balance: true (a duplicate is the seat-swapped second match "
+                             "of a pair, on the first's seed): set seat_balance: true, or duplicate: false")
         if self.replays not in ("database", "files"):
             raise ValueError(f"replays: {shown(self.replays)} is not one of 'database', 'files'")
         if self.record is None:

@@ -21,6 +21,15 @@ same seeds, seed by seed (`common_seed`), so that players are ranked by mean
 return on common seeds (`LeagueStore.common_return_table`); such results get
 no Elo, OpenSkill or payoff.
 
+Seat balance and duplicate matches (``seat_balance``, ``duplicate``; docs/league.md, "Fewer games
+for the same confidence"): a pairing of fixed players that uniform or pfsp draws on a two-player game
+is played in both seat orders, (a, b) and then (b, a) as the next fixed-player match (round_robin keeps
+its schedule, seats swapped round by round, and pairs a pair's matches of rounds 2k and 2k+1); the
+second reuses the first's seed where ``duplicate`` is on for the game. The owed second is in the store's meta
+(``pair_next``), written in the transaction that enqueues the first and cleared in the one that
+enqueues the second, so a stop anywhere between them neither loses nor doubles it; both matches carry
+the pair's id (`MatchRow.pair`, `LeagueStore.duplicate_pairs`).
+
 One league, one writer: a `League` that is not passive takes the folder's lock
 (`arena.league.lock`) before it touches the database and holds it while it
 lives; a second `arena league run` (or trainer) on the folder is refused with
@@ -39,7 +48,8 @@ Settings of a league run again on its folder with a changed config:
   one-player games derive from it), and the game ids;
 * applied (from the next match on) otherwise, and always for the rest: the
   budget (``matches``), ``workers``, ``in_flight``, ``backend``, ``pairing``,
-  ``pfsp_weighting``, ``seeds``, ``move_time_limit``, ``invalid_allowance``,
+  ``pfsp_weighting``, ``seat_balance`` and ``duplicate`` (an owed second match is still played),
+  ``seeds``, ``move_time_limit``, ``invalid_allowance``,
   ``max_attempts``, ``update_every``, ``record``, ``replays`` (readers take
   either kind), game weights and kwargs, ``roles``, and the players (a new one
   joins; one left out is retired; an existing name with another agent spec is
@@ -74,6 +84,10 @@ from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.pool import JobsWork, MatchPool
 from arena.match.runner import MatchJob, keep_replay
 from arena.replays.format import LEAGUE_DB, Replay, ReplayError, parse_replay, read_replay, replay_path
+
+
+#: The store's meta key of the second matches seat-balanced pairs owe, oldest first (`League._owed_pairing`).
+PAIR_NEXT = "pair_next"
 
 
 def _seed(league_seed: int, seq: int) -> int:
@@ -131,6 +145,8 @@ class League:
     def _start(self, cfg: LeagueConfig, passive: bool) -> None:
         self._eligible_cache: dict[tuple[str, str], bool] = {}
         self._seats_cache: dict[str, int] = {}
+        self._chance_cache: dict[str, bool] = {}  # filled with _seats_cache: whether a game's core declares chance
+        self._scoring_cache: dict[str, str] = {}  # and how its results are rated (`scoring`)
         self._view_key: tuple[int, int] | None = None  # the pairing view's cache key (`_pairing_view`)
         self._view: tuple[dict, list, list] = ({}, [], [])
         self.learners: dict[str, LearningPlayer] = {}
@@ -234,6 +250,9 @@ class League:
         with store.tx():
             store.set_meta("config", asdict(cfg))
             store.set_meta("one_player_games", [g for g in cfg.game_ids if self._seats(g) == 1])
+            # how each game is rated (the leaderboard reads it; kept for games the config no longer names)
+            store.set_meta("scoring", {**(store.get_meta("scoring") or {}),
+                                       **{g: self.scoring(g) for g in cfg.game_ids}})
 
     def _games_for(self, spec: str, games: list[str] | None) -> list[str]:
         if games is None:
@@ -262,10 +281,36 @@ class League:
     def _seats(self, game: str) -> int:
         """How many players `game` seats (1: a single-agent task), from one core per game."""
         if game not in self._seats_cache:
-            from arena.envs.registry import make_core
+            from arena.envs.registry import game_scoring, make_core
 
-            self._seats_cache[game] = len(make_core(game, **self._game_kwargs(game)).players)
+            core = make_core(game, **self._game_kwargs(game))
+            self._seats_cache[game] = len(core.players)
+            self._chance_cache[game] = bool(core.describe().get("chance", False))
+            self._scoring_cache[game] = game_scoring(game, core)
         return self._seats_cache[game]
+
+    def scoring(self, game: str) -> str:
+        """How `game`'s results are rated: the config's ``scoring`` for it, else what the game declares
+        (`arena.envs.registry.game_scoring`: ``win``, ``payoff``, or ``return`` for a one-player game)."""
+        entry = next((g for g in self.cfg.games if g.id == game), None)
+        if entry is not None and entry.scoring is not None and self._seats(game) > 1:
+            return entry.scoring
+        self._seats(game)
+        return self._scoring_cache[game]
+
+    def seat_balanced(self, game: str) -> bool:
+        """Whether the league plays each fixed pairing on `game` in both seat orders (``seat_balance``, on a
+        two-player game)."""
+        return bool(self.cfg.seat_balance) and self._seats(game) == 2
+
+    def duplicate(self, game: str) -> bool:
+        """Whether the second match of a pair on `game` reuses the first's seed (``duplicate``: "auto" is
+        on where the game's core declares chance, ``describe()["chance"]``)."""
+        if not self.seat_balanced(game):
+            return False
+        if self.cfg.duplicate == "auto":
+            return self._chance_cache.get(game, False)
+        return bool(self.cfg.duplicate)
 
     def _game_kwargs(self, game: str) -> dict:
         for g in self.cfg.games:
@@ -329,7 +374,58 @@ class League:
             learner = sorted(learners)[turn % len(learners)]
         if learner is not None:
             return self._learner_pairing(learner, self.rng)
+        # A fixed players' slot: the second match a pair owes, if any, else a new draw. (Without learners
+        # every slot is one, and a pair's two matches are back to back; with learners, learner_share of
+        # the matches stay the learners'.)
+        owed = self._owed_pairing(players)
+        if owed is not None:
+            return owed
         return self._fixed_pairing(players, frozen_by_game, solo)
+
+    def _owed_pairing(self, players: dict, seats: tuple[str, str] | None = None,
+                      game: str | None = None) -> Pairing | None:
+        """The second match a begun pair owes (`begin`) while it is not begun itself: the same players with
+        the seats swapped, on the first's seed for a duplicate. Kept in the store's meta (``pair_next``),
+        written in the transaction that enqueues the first match and cleared in the one that enqueues the
+        second, so a league stopped anywhere between the two schedules it exactly once (a list, oldest
+        first: a first begun by another process meanwhile loses nothing).
+
+        Without `seats`: the oldest owed second due as the next fixed-player match (uniform, pfsp), or any
+        once the pairing is no longer round_robin. With `seats` and `game`: the owed second of exactly
+        those seats, which round_robin plays at that pair's turn in the next round (``in_turn``). An owed
+        second whose player has left the league or its game is dropped (the pair stays incomplete; event
+        ``pair_dropped``)."""
+        owed_list = self.store.get_meta(PAIR_NEXT) or []
+        if not owed_list:
+            return None
+        valid = lambda o: all(n in players and o["game"] in players[n].games for n in o["players"])  # noqa: E731
+        gone = [o for o in owed_list if not valid(o)]
+        if gone:
+            with self.store.tx():
+                now = self.store.get_meta(PAIR_NEXT) or []
+                self.store.set_meta(PAIR_NEXT, [o for o in now if o not in gone])
+                for o in gone:
+                    if o in now:
+                        self.store.add_event("pair_dropped", None, pair=o["pair"], players=o["players"], game=o["game"])
+        rr = self.cfg.pairing == "round_robin"
+        for o in owed_list:
+            if o in gone:
+                continue
+            if seats is None and (not o.get("in_turn") or not rr) or \
+                    seats is not None and o["game"] == game and tuple(o["players"]) == tuple(seats):
+                names = list(o["players"])
+                return Pairing(o["game"], names, [players[n].spec for n in names], o.get("why", ""),
+                               seed=o.get("seed"), pair=o["pair"])
+        return None
+
+    def _paired(self, g: str, seats: list[str], players: dict, why: str, in_turn: bool = False) -> Pairing:
+        """A pairing of fixed players drawn by the configured pairing: the first of a pair when `g` is seat
+        balanced (`begin` then owes the swapped second: the next fixed-player match, or with `in_turn` the
+        pair's turn in round_robin's next round), else a single match."""
+        specs = [players[n].spec for n in seats]
+        if not self.seat_balanced(g):
+            return Pairing(g, seats, specs, why)
+        return Pairing(g, seats, specs, why, pair=True, duplicate=self.duplicate(g), in_turn=in_turn)
 
     def _learner_pairing(self, learner: str, rng: np.random.Generator) -> Pairing:
         players = self._pairing_view()[0]
@@ -396,8 +492,11 @@ class League:
                     return self._episode(players, solo, i % total - pairs)
                 g, a, b = self._combo(by_game, i % total)
                 if not apart(a, b):
+                    # A pair's seats alternate round by round. With seat balance, the two are recorded as a
+                    # pair: the second (next round) is the one the first owes, on its seed for a duplicate.
                     seats = [a, b] if (i // total) % 2 == 0 else [b, a]
-                    return Pairing(g, seats, [players[n].spec for n in seats], "round_robin")
+                    owed = self._owed_pairing(players, tuple(seats), g) if self.seat_balanced(g) else None
+                    return owed or self._paired(g, seats, players, "round_robin", in_turn=True)
             raise ConfigError("no two players can meet: every pair is of seats the game plays itself (sc2bot)")
         for _ in range(100 * total):
             k = int(self.rng.integers(total))
@@ -415,7 +514,7 @@ class League:
             wr = self._win_rate_fn(g)
             b = pfsp_sample(others, [wr(a, o) for o in others], self.cfg.pfsp_weighting, self.rng)
         seats = [a, b] if self.rng.random() < 0.5 else [b, a]
-        return Pairing(g, seats, [players[n].spec for n in seats], self.cfg.pairing)
+        return self._paired(g, seats, players, self.cfg.pairing)
 
     def _episode(self, players, solo, k: int) -> Pairing:
         """The next episode of the one-player game that holds slot `k` of the round. The player furthest
@@ -440,12 +539,38 @@ class League:
     def begin(self, pairing: Pairing, *, status: str = "queued", source: str = "league", seed: int | None = None,
               note: str | None = None) -> MatchRow:
         """Give the match its id and seed (`seed`, else the pairing's, else the league's seed sequence) in
-        one transaction. Matches with ``source`` other than "league" never count toward the budget."""
+        one transaction. Matches with ``source`` other than "league" never count toward the budget.
+
+        The first match of a pair (``pairing.pair`` True) records in the same transaction the second it
+        owes: the same players with the seats swapped, on this match's seed for a duplicate, which
+        `next_pairing` gives next; the second (``pairing.pair``: the first's id) clears it in the
+        transaction that enqueues it, and a second already begun is returned, never begun twice."""
         league_seed = self.cfg.seed
         seed = seed if seed is not None else pairing.seed
-        return self.store.enqueue(pairing.game, pairing.players, pairing.specs,
-                                  seed=seed if seed is not None else (lambda seq: _seed(league_seed, seq)),
-                                  status=status, note=pairing.why if note is None else note, source=source)
+        seed = seed if seed is not None else (lambda seq: _seed(league_seed, seq))
+        note = pairing.why if note is None else note
+        enqueue = lambda pair=None: self.store.enqueue(pairing.game, pairing.players, pairing.specs,  # noqa: E731
+                                                       seed=seed, status=status, note=note, source=source, pair=pair)
+        if pairing.pair is None:
+            return enqueue()
+        with self.store.tx():
+            if pairing.pair is True:
+                row = enqueue(True)
+                second = {"pair": row.match_id, "game": row.game, "players": list(reversed(row.players)),
+                          "seed": row.seed if pairing.duplicate else None, "in_turn": pairing.in_turn,
+                          "why": f"{pairing.why}, " + (f"duplicate of {row.match_id}" if pairing.duplicate
+                                                       else f"seats of {row.match_id} swapped")}
+                self.store.set_meta(PAIR_NEXT, (self.store.get_meta(PAIR_NEXT) or []) + [second])
+                return row
+            owed = self.store.get_meta(PAIR_NEXT) or []
+            rest = [o for o in owed if o.get("pair") != pairing.pair]
+            if len(rest) < len(owed):
+                self.store.set_meta(PAIR_NEXT, rest)
+            else:
+                begun = self.store.paired_match(pairing.pair)
+                if begun is not None:
+                    return begun
+            return enqueue(pairing.pair)
 
     def commit(self, match_id: str, result: MatchResult) -> bool:
         """Commit a finished match (idempotent) and feed the learning players that played it."""

@@ -38,6 +38,15 @@ class Pairing:
     why: str = ""
     #: The match's seed when the pairing fixes it (an episode of a one-player game: `arena.league.manager.common_seed`).
     seed: int | None = None
+    #: Seat balance (`arena.league.manager`): True for the first match of a pair (`begin` records, with it, the
+    #: second it owes: the same players with the seats swapped); the pair's id (the first match's id) for the
+    #: second; None for an unpaired match.
+    pair: bool | str | None = None
+    #: With ``pair`` True: the second match reuses this one's seed (a duplicate match) ...
+    duplicate: bool = False
+    #: ... and is played at its own turn of the pairing (round_robin: the pair's turn in the next round)
+    #: rather than as the next fixed-player match.
+    in_turn: bool = False
 
 
 @runtime_checkable

@@ -50,6 +50,9 @@ def record_kinds(returns: Sequence[float]) -> list[str]:
 
 
 #: 2: players have an owner (see `PlayerRow.owner`); a schema-1 database gains the column on open.
+#: The ``pair`` columns of matches and results (seat balance and duplicate matches, `MatchRow.pair`) came
+#: later without a new number: they are additive (an arena from before them reads and writes such a
+#: database, never naming them), and a database without them gains them on open (`_add_pair_columns`).
 SCHEMA_VERSION = 2
 OVERALL = "*"
 
@@ -111,18 +114,21 @@ CREATE TABLE IF NOT EXISTS players (
     active INTEGER NOT NULL DEFAULT 1, created REAL NOT NULL, state TEXT,
     owner TEXT  -- NULL: the league's config; else the trainer that added the player (its to keep)
 );
+-- A comment inside a table has no comma in it: SQLite's ALTER TABLE ... DROP COLUMN would cut the table at one.
 CREATE TABLE IF NOT EXISTS matches (
     match_id TEXT PRIMARY KEY, seq INTEGER UNIQUE NOT NULL, game TEXT NOT NULL, players TEXT NOT NULL,
     specs TEXT NOT NULL, seed INTEGER NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
     note TEXT, created REAL NOT NULL, started REAL, finished REAL,
-    source TEXT NOT NULL DEFAULT 'league'  -- 'league' (scheduled by the league) or 'external' (a human, a trainer)
+    source TEXT NOT NULL DEFAULT 'league',  -- league (scheduled by the league) or external (a human or a trainer)
+    pair TEXT  -- seat balance: the match id of the first match of its pair (NULL: unpaired)
 );
 CREATE INDEX IF NOT EXISTS matches_status ON matches(status);
 CREATE TABLE IF NOT EXISTS results (
     commit_seq INTEGER PRIMARY KEY AUTOINCREMENT, match_id TEXT UNIQUE NOT NULL REFERENCES matches(match_id),
     game TEXT NOT NULL, players TEXT NOT NULL, returns TEXT NOT NULL, winner INTEGER, draw INTEGER NOT NULL,
     outcome TEXT NOT NULL, reason TEXT, moves INTEGER NOT NULL, invalid TEXT, duration REAL, replay TEXT,
-    committed REAL NOT NULL
+    committed REAL NOT NULL,
+    pair TEXT  -- matches.pair copied with the result
 );
 -- The match list's filters (the web pages): a game's, and a player's (first two seats), newest first.
 CREATE INDEX IF NOT EXISTS results_game ON results(game, commit_seq);
@@ -179,6 +185,10 @@ class MatchRow:
     status: str
     attempts: int
     note: str | None
+    #: Seat balance (`arena.league.manager`): the match id of the first match of this match's pair (the
+    #: same players with the seats swapped; a duplicate pair also shares the seed), on both matches of the
+    #: pair; None for an unpaired match.
+    pair: str | None = None
 
 
 @dataclass
@@ -197,6 +207,8 @@ class ResultRow:
     duration: float | None
     replay: str | None
     committed: float
+    #: The match's pair (`MatchRow.pair`): the first match's id on both results of a pair, else None.
+    pair: str | None = None
 
 
 class LeagueStore:
@@ -253,6 +265,7 @@ class LeagueStore:
             from arena.errors import ArenaError
 
             raise ArenaError(f"{self.db_path}: league schema {self.get_meta('schema')}, this arena reads {SCHEMA_VERSION}")
+        self._add_pair_columns()
         self._backfill_records()
         self.elo_k = float(self.get_meta("elo_k"))
         self.payoff_decay = float(self.get_meta("payoff_decay"))
@@ -268,6 +281,20 @@ class LeagueStore:
         if "owner" not in columns:
             self.conn.execute("ALTER TABLE players ADD COLUMN owner TEXT")
         self.set_meta("schema", 2)
+
+    def _add_pair_columns(self) -> None:
+        """A league written before seat balance gains the ``pair`` columns of matches and results (NULL:
+        its matches are unpaired) and their indexes; a no-op once they are there."""
+        def lacking(c) -> list[str]:
+            return [t for t in ("matches", "results")
+                    if "pair" not in {r[1] for r in c.execute(f"PRAGMA table_info({t})")}]
+
+        if lacking(self.conn):
+            with self.tx() as c:
+                for table in lacking(c):  # again inside the write lock: another process may have added them
+                    c.execute(f"ALTER TABLE {table} ADD COLUMN pair TEXT")
+        self.conn.execute("CREATE INDEX IF NOT EXISTS matches_pair ON matches(pair) WHERE pair IS NOT NULL")
+        self.conn.execute("CREATE INDEX IF NOT EXISTS results_pair ON results(pair) WHERE pair IS NOT NULL")
 
     def _disk_full_as_error(self):
         return disk_full_as_error(self.dir, f"writing the league database {self.db_path.name}")
@@ -365,22 +392,33 @@ class LeagueStore:
 
     # -- matches -----------------------------------------------------------------------
     def enqueue(self, game: str, players: Sequence[str], specs: Sequence[str], seed: int | Callable[[int], int] | None = None,
-                status: str = "queued", note: str | None = None, source: str = "league") -> MatchRow:
-        """Give a match its id (and seed: a number, or a function of the sequence number) in one transaction."""
+                status: str = "queued", note: str | None = None, source: str = "league",
+                pair: str | bool | None = None) -> MatchRow:
+        """Give a match its id (and seed: a number, or a function of the sequence number) in one transaction.
+        `pair`: the pair's id (`MatchRow.pair`), or True for the first match of a pair (its own id)."""
         with self.tx() as c:
             seq = int(self.get_meta("next_seq"))
             self.set_meta("next_seq", seq + 1)
             match_id = f"m{seq:08d}"
             seed = seq if seed is None else seed(seq) if callable(seed) else seed
-            c.execute("INSERT INTO matches(match_id, seq, game, players, specs, seed, status, note, created, source) "
-                      "VALUES(?,?,?,?,?,?,?,?,?,?)",
+            pair = match_id if pair is True else (pair or None)
+            c.execute("INSERT INTO matches(match_id, seq, game, players, specs, seed, status, note, created, source, "
+                      "pair) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                       (match_id, seq, game, json.dumps(list(players)), json.dumps(list(specs)), int(seed), status,
-                       note, time.time(), source))
+                       note, time.time(), source, pair))
             attempts = 0
             if status == "running":  # dispatched at once: one attempt, no second transaction
                 attempts = 1
                 c.execute("UPDATE matches SET attempts=1, started=created WHERE match_id=?", (match_id,))
-        return MatchRow(match_id, seq, game, list(players), list(specs), int(seed), status, attempts, note)
+        return MatchRow(match_id, seq, game, list(players), list(specs), int(seed), status, attempts, note, pair)
+
+    def paired_match(self, pair: str, other_than: str | None = None) -> MatchRow | None:
+        """The match of pair `pair` other than `other_than` (the pair's first: `pair` itself, by default);
+        None while there is none."""
+        other = pair if other_than is None else other_than
+        row = self.conn.execute("SELECT * FROM matches WHERE pair=? AND match_id!=? ORDER BY seq LIMIT 1",
+                                (pair, other)).fetchone()
+        return _match(row) if row else None
 
     def mark_running(self, match_id: str) -> None:
         with self.tx() as c:
@@ -448,17 +486,17 @@ class LeagueStore:
         blob = result.replay_blob
         if blob is not None:
             replay = blob_ref(self.db_path, match_id)
-        m = c.execute("SELECT game, players FROM matches WHERE match_id=?", (match_id,)).fetchone()
+        m = c.execute("SELECT game, players, pair FROM matches WHERE match_id=?", (match_id,)).fetchone()
         if m is None:
             raise KeyError(f"unknown match id {match_id!r}")
-        game, players = m[0], json.loads(m[1])
+        game, players, pair = m[0], json.loads(m[1]), m[2]
         if len(returns) != len(players):
             raise ValueError(f"match {match_id}: {len(players)} players but {len(returns)} returns")
         cur = c.execute(
             "INSERT INTO results(match_id, game, players, returns, winner, draw, outcome, reason, moves, invalid, "
-            "duration, replay, committed) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(match_id) DO NOTHING",
+            "duration, replay, committed, pair) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(match_id) DO NOTHING",
             (match_id, game, json.dumps(players), json.dumps([float(r) for r in returns]), winner, int(draw),
-             outcome, reason, int(moves), json.dumps(list(invalid)), duration, replay, time.time()))
+             outcome, reason, int(moves), json.dumps(list(invalid)), duration, replay, time.time(), pair))
         if cur.rowcount == 0:
             return False
         commit_seq = cur.lastrowid
@@ -538,6 +576,30 @@ class LeagueStore:
     def result_for(self, match_id: str) -> ResultRow | None:
         row = self.conn.execute("SELECT * FROM results WHERE match_id=?", (match_id,)).fetchone()
         return _result(row) if row else None
+
+    def seat_pairs(self, game: str | None = None) -> list[tuple[str, str]]:
+        """(first match id, second match id) of every pair of `game` (None: every game) whose two results
+        are both committed, in the order the first matches were scheduled: the same players with the seats
+        swapped (`MatchRow.pair`). A pair whose second match is owed (a budget that ended between the two)
+        or failed is left out."""
+        return [(a, b) for a, b, _ in self._pairs(game)]
+
+    def duplicate_pairs(self, game: str | None = None) -> list[tuple[str, str]]:
+        """`seat_pairs` whose two matches share their seed: duplicate matches (the same chance outcomes,
+        dealt to the same seats, in a game whose core draws chance from the match seed, such as OpenSpiel's
+        poker), to be scored as one result: each player's return summed over the two."""
+        return [(a, b) for a, b, same in self._pairs(game) if same]
+
+    def _pairs(self, game: str | None) -> list[tuple[str, str, bool]]:
+        q = ("SELECT r1.match_id, r2.match_id, m1.seed = m2.seed FROM results r1 "
+             "JOIN results r2 ON r2.pair = r1.match_id AND r2.match_id != r1.match_id "
+             "JOIN matches m1 ON m1.match_id = r1.match_id JOIN matches m2 ON m2.match_id = r2.match_id "
+             "WHERE r1.pair = r1.match_id")
+        args: list = []
+        if game is not None:
+            q += " AND r1.game=?"
+            args.append(game)
+        return [(a, b, bool(same)) for a, b, same in self.conn.execute(q + " ORDER BY m1.seq", args)]
 
     def read_replay(self, match_id: str) -> Replay:
         """The replay of committed match `match_id`, wherever the league keeps it. ReplayError when the
@@ -684,9 +746,12 @@ def _player(r) -> PlayerRow:
 
 
 def _match(r) -> MatchRow:
-    return MatchRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8])
+    # matches: match_id, seq, game, players, specs, seed, status, attempts, note, created, started, finished,
+    # source, pair (absent from rows of a query that names its columns)
+    return MatchRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8],
+                    r[13] if len(r) > 13 else None)
 
 
 def _result(r) -> ResultRow:
     return ResultRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], bool(r[6]), r[7], r[8], r[9],
-                     json.loads(r[10]) if r[10] else [], r[11], r[12], r[13])
+                     json.loads(r[10]) if r[10] else [], r[11], r[12], r[13], r[14] if len(r) > 14 else None)

@@ -209,29 +209,29 @@ def test_two_processes_write_results(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     human_matches = 0
     while proc.poll() is None and human_matches < 6:
-        out = play_against(d, "first", "openspiel/tic_tac_toe-v0", seat=human_matches % 2,
+        out = play_against(d, "first", "openspiel/tic_tac_toe-v0", seat=human_matches % 2, name="tester",
                            stdin=io.StringIO("0\n1\n2\n3\n4\n5\n6\n7\n8\n"), stdout=io.StringIO())
         assert out["outcome"] in ("normal", "forfeit")
         human_matches += 1
     assert proc.wait(timeout=300) == 0, proc.stderr.read()
     store = assert_consistent(d, 40 + human_matches)
-    assert "human" in store.elo("openspiel/tic_tac_toe-v0")
+    assert "human:tester" in store.elo("openspiel/tic_tac_toe-v0")
 
 
 def test_human_vs_league_player_is_rated(tmp_path):
     d = tmp_path / "L"
     League(load_league_config(write_cfg(tmp_path / "c.yaml", matches=6)), d, backend="inline").run()
-    out = play_against(d, "mcts", "openspiel/tic_tac_toe-v0", seat=0, seed=3,
+    out = play_against(d, "mcts", "openspiel/tic_tac_toe-v0", seat=0, seed=3, name="ada",
                        stdin=io.StringIO("4\n0\n8\n2\n6\n1\n3\n5\n7\n"), stdout=io.StringIO())
     store = assert_consistent(d, 7)
     last = store.results()[-1]
-    assert last.players == ["human", "mcts"] and last.match_id == out["match_id"]
-    assert store.elo("openspiel/tic_tac_toe-v0")["human"] == out["elo"]["human"] != 1500.0
+    assert last.players == ["human:ada", "mcts"] and last.match_id == out["match_id"]
+    assert store.elo("openspiel/tic_tac_toe-v0")["human:ada"] == out["elo"]["human:ada"] != 1500.0
     with pytest.raises(ArenaError, match="no player 'nobody'"):
         play_against(d, "nobody", stdin=io.StringIO(""), stdout=io.StringIO())
     # the human is never scheduled by the league itself
     League(load_league_config(write_cfg(tmp_path / "c.yaml", matches=20)), d, backend="inline").run()
-    assert sum("human" in r.players for r in open_league(d).results()) == 1
+    assert sum("human:ada" in r.players for r in open_league(d).results()) == 1
 
 
 def test_ray_backend(tmp_path):
