@@ -132,6 +132,10 @@ def play(
     players: Optional[List[str]] = typer.Option(None, "--players", "-p", help=PLAYERS_HELP),
     vs: Optional[str] = typer.Option(None, "--vs", help="Play a league player yourself: LEAGUE_DIR:PLAYER (rated)."),
     seat: int = typer.Option(0, "--seat", help="With --vs: your seat (0 moves first)."),
+    name: Optional[str] = typer.Option(
+        None, "--name", help="With --vs: the name you play under, rated as the player human:NAME (1-24 letters, "
+        "digits, '.', '_', '-'), and remembered for next time. Default: the name remembered (in "
+        "~/.config/arena/player.json; $ARENA_PLAYER_FILE), else a new guest name."),
     n: int = typer.Option(1, "-n", "--matches", help="Number of matches."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first match; match i uses seed + i."),
     replays: Optional[Path] = typer.Option(None, "--replays", help="Folder to store one replay per match in."),
@@ -173,8 +177,10 @@ def play(
         if vs is not None:
             raise ArenaError("--render draws matches played with -p agents: drop it with --vs")
         check_drawable(game, kwargs)
+    if name is not None and vs is None:
+        raise ArenaError("--name is the name you play a league player under: use it with --vs LEAGUE_DIR:PLAYER")
     if vs is not None:
-        _play_league_player(game, vs, seat, seed, bool(players))
+        _play_league_player(game, vs, seat, seed, bool(players), name)
         return
     specs = [s for p in (players or []) + (more_players or []) for s in p.split()]
     if not specs:
@@ -294,18 +300,51 @@ def _render_first(results: list, seed: int, render: Path, fps: Optional[float]) 
                   f"{rounded(resim.returns)} ({same})", soft_wrap=True)
 
 
-def _play_league_player(game: str, vs: str, seat: int, seed: int, with_players: bool) -> None:
-    from arena.league.play import play_against
+def _play_league_player(game: str, vs: str, seat: int, seed: int, with_players: bool,
+                        name: Optional[str] = None) -> None:
+    """You at the terminal against a league player, as the person `name` (--name; else the name
+    remembered, else a new guest name), remembered for the next time."""
+    from arena.league.play import (BadName, check_name, person_of, play_against, player_file, remember_name,
+                                   remembered_name)
 
     if with_players:
         raise ArenaError("--vs plays you against a league player: drop -p/--players")
     directory, _, player = vs.rpartition(":")
     if not directory or not player:
         raise ArenaError("--vs takes LEAGUE_DIR:PLAYER, e.g. --vs runs/quick:mcts")
-    out = play_against(directory, player, game, seat=seat, seed=seed)
+    given = name is not None
+    if given:
+        try:
+            name = check_name(name)
+        except BadName as e:
+            raise ArenaError(f"--name: {e}") from None
+    else:
+        name = remembered_name()  # None: a new guest name, remembered once the match is scheduled
+
+    def started(human: str) -> None:
+        person = person_of(human) or human
+        console.print(f"You play as [bold]{escape(person)}[/], rated as the player {escape(human)}.", soft_wrap=True)
+        if person != remembered_name():
+            try:
+                where = remember_name(person)
+            except OSError as e:
+                console.print(f"[yellow]could not remember your name in {escape(str(player_file()))}[/] ({escape(str(e))}): "
+                              "give --name next time", soft_wrap=True)
+            else:
+                console.print(f"(remembered in {escape(str(where))}: --name NAME to play under another name)",
+                              soft_wrap=True)
+
+    try:
+        out = play_against(directory, player, game, seat=seat, seed=seed, name=name, on_start=started)
+    except BadName as e:  # the league's own checks (a league player's name, a name taken in other case)
+        raise ArenaError(f"--name: {e}" if given else f"{e} (the name remembered in {player_file()}): give "
+                         "--name NAME") from None
     who = "draw" if out["draw"] else (f"{out['players'][out['winner']]} wins" if out["winner"] is not None else "-")
-    console.print(f"[bold]{game}[/]: {who}; returns {out['returns']}; {out['outcome']}")
-    console.print("Elo now: " + ", ".join(f"{k} {v:.0f}" for k, v in out["elo"].items() if v is not None))
+    console.print(f"[bold]{escape(game)}[/]: {escape(who)}; returns {out['returns']}; {out['outcome']}", soft_wrap=True)
+    change = out.get("elo_change") or {}
+    console.print("Elo now: " + ", ".join(
+        f"{escape(k)} {v:.0f}" + (f" ({change[k]:+.1f} by this match)" if change.get(k) is not None else "")
+        for k, v in out["elo"].items() if v is not None), soft_wrap=True)
     console.print(f"Replay: {out['replay']}")
 
 
@@ -615,21 +654,32 @@ def ratings(
     payoff: bool = typer.Option(False, "--payoff", help="Show the payoff matrix (win rates) with alpha-rank."),
     plot: bool = typer.Option(False, "--plot", help="Write PNGs: rating curves and payoff heatmaps."),
     recompute: bool = typer.Option(False, "--recompute", help="Recompute from the match log and compare."),
+    method: str = typer.Option("bt", "--method", help="bt: ratings fitted to every result (Bradley-Terry with "
+                               "draws, 95% bootstrap intervals; payoffs first in payoff games); elo or "
+                               "openskill: the live tables."),
+    resamples: int = typer.Option(1000, "--resamples", min=10, max=100_000,
+                                  help="Bootstrap resamples of the fitted table's intervals."),
+    exploitability: bool = typer.Option(False, "--exploitability", help="NashConv (OpenSpiel) of each player "
+                                        "whose strategy can be read (cfr, tabular, policy:, random) in small "
+                                        "poker games, beside its rating."),
 ):
-    """Elo and OpenSkill tables (mu, sigma, conservative), games and win rates.
+    """Ratings fitted to every result, with 95% intervals, provisional players and payoffs.
 
-    For one-player games: the mean return on the seeds every player finished."""
+    Bradley-Terry with draws, 95% bootstrap intervals on the ratings and the ranks, provisional players ranked last, the payoff against the Nash mixture and the mean payoff first for games scored by their payoffs (poker), the live Elo beside; `--method elo|openskill` for the live tables. For one-player games: the mean return on the seeds every player finished."""
     from arena.league.storage import league_db_errors
 
+    if method not in ("bt", "elo", "openskill"):
+        raise ArenaError(f"--method {method!r}: use bt (fitted, the default), elo or openskill")
     with league_db_errors(directory / "league.db"):
-        _ratings(directory, game, payoff, plot, recompute)
+        _ratings(directory, game, payoff, plot, recompute, method, resamples, exploitability)
 
 
-def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, recompute: bool) -> None:
+def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, recompute: bool, method: str = "bt",
+             resamples: int = 1000, exploitability: bool = False) -> None:
     from arena.league.manager import open_league
     from arena.league.storage import OVERALL
-    from arena.ui.views import (fit_width, payoff_view, ratings_per_game_views, ratings_view, recompute_view,
-                                returns_view)
+    from arena.ui.views import (fit_width, fitted_view, payoff_view, ratings_per_game_views, ratings_view,
+                                recompute_view, returns_view)
 
     def show(table, keep: int = 2) -> None:  # a narrow terminal gets a wide table in parts, not cut
         console.print(fit_width(table, console.width, keep))
@@ -657,11 +707,19 @@ def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, rec
             for x in per_game:
                 show(payoff_view(store, x), 1)
     else:
-        if games or not solo:  # the Elo tables, unless every game is a one-player game
-            show(ratings_view(store, g))
-            if game is None:
-                for v in ratings_per_game_views(store):
-                    show(v)
+        if games or not solo:  # the rating tables, unless every game is a one-player game
+            if method == "bt":
+                scopes = [g] + ([x for x in games if x != OVERALL] if game is None and len(games) > 2 else [])
+                for x in scopes:
+                    show(fitted_view(store, x, resamples=resamples))
+            else:
+                sort = "elo" if method == "elo" else "conservative"
+                show(ratings_view(store, g, sort))
+                if game is None:
+                    for v in ratings_per_game_views(store, sort):
+                        show(v)
+        if exploitability:
+            show(_exploitability_view(store, game))
         if game is None:
             for x in solo:
                 show(returns_view(store, x))
@@ -670,6 +728,38 @@ def _ratings(directory: Path, game: Optional[str], payoff: bool, plot: bool, rec
 
         for p in plot_all(store, Path(directory) / "plots"):
             console.print(f"wrote {p}")
+
+
+def _exploitability_view(store, game: Optional[str]):
+    """NashConv of every player whose strategy can be read, in each small poker game of the league."""
+    from rich.table import Table
+
+    from arena.agents.exploitability import NotReadable, nash_conv, readable
+    from arena.league.storage import OVERALL
+
+    t = Table(title="Exploitability (NashConv, OpenSpiel; 0 is a Nash equilibrium)", title_justify="left")
+    from arena.league.leaderboard import leaderboard
+
+    for col in ("Game", "Player", "Agent", "Rating", "NashConv"):
+        t.add_column(col, justify="right" if col in ("Rating", "NashConv") else "left")
+    cfg = store.get_meta("config") or {}
+    settings = {e.get("id"): e.get("kwargs") or {} for e in cfg.get("games", []) if isinstance(e, dict)}
+    for g in [x for x in store.rated_games() if x != OVERALL and (game is None or x == game)]:
+        fitted = None
+        for p in store.players():
+            if g not in p.games or not readable(p.spec, g, game_kwargs=settings.get(g)):
+                continue
+            try:
+                value = f"{nash_conv(p.spec, g, game_kwargs=settings.get(g), timeout_s=300):.4f}"
+            except NotReadable as e:
+                value = f"- ({e})"
+            if fitted is None:
+                fitted = {r.player: r for r in leaderboard(store, g, resamples=200).rows}
+            r = fitted.get(p.name)
+            t.add_row(g, p.name, p.spec, "-" if r is None else f"{r.rating:.0f} [{r.lo:.0f}, {r.hi:.0f}]", value)
+    if not t.row_count:
+        t.caption = "no player of a small poker game has a strategy that can be read (cfr, tabular, policy:, random)"
+    return t
 
 
 @app.command()

@@ -25,7 +25,8 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
     from arena.league.manager import open_league
     from arena.ui.plots import plot_all
     from arena.ui.report import write_report
-    from arena.ui.views import payoff_view, ratings_per_game_views, ratings_view
+    from arena.league.leaderboard import game_scorings
+    from arena.ui.views import fitted_per_game_views, fitted_view, payoff_view
 
     console = console or Console()
     league_cfg = load_league_config(cfg.config, workers=cfg.workers)
@@ -33,10 +34,13 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict:
     summary = run_with_progress(league_cfg, cfg.out, matches=cfg.matches, console=console)
     console.print()
     store = open_league(cfg.out)
-    console.print(ratings_view(store))
-    for view in ratings_per_game_views(store):
+    console.print(fitted_view(store))
+    for view in fitted_per_game_views(store):
         console.print(view)
     console.print(payoff_view(store))
+    for game, scoring in game_scorings(store).items():  # a game scored by its payoffs (poker): its payoff matrix
+        if scoring == "payoff":
+            console.print(payoff_view(store, game))
     plots = plot_all(store, Path(cfg.out) / "plots")
     report = write_report(store)
     console.print(f"{summary['results']} matches, {summary['new']} new in {summary['seconds']:.1f}s "

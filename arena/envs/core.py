@@ -63,6 +63,10 @@ class GameCore:
     #: Game-specific settings (kwargs) that, with the seed, fully determine the game.
     settings: dict[str, Any]
     max_action_chars: int = MAX_ACTION_CHARS
+    #: How a match's result is rated (`arena.envs.registry.game_scoring`): ``"win"`` (win / draw / loss,
+    #: board games) or ``"payoff"`` (the returns themselves: poker, negotiation, general-sum games);
+    #: None: the game does not say (the registration or the default decides).
+    scoring: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:

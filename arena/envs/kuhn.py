@@ -13,8 +13,9 @@ Spec
   chips by +-1 (check-check showdown; a fold after a bet: the folder loses its ante) or +-2
   (bet-call showdown), the payoffs of OpenSpiel's ``kuhn_poker``. ``game_state["player_chips"]``
   is each player's net over the rounds played.
-* Returns: TextArena's, as in v1: +1 to the player with more chips after the last round, -1 to
-  the other, 0 each for equal chips (possible here, never in 5 rounds of v1).
+* Returns: the chips each player won over the rounds (``player_chips`` at the end: they sum to 0);
+  the game is rated by them (``scoring: payoff``). The winner TextArena names is still the player
+  with more chips (equal chips, possible here and never in 5 rounds of v1, are a draw).
 
 Version history
 ---------------
@@ -22,8 +23,9 @@ Version history
   are on it). TextArena sets the pot to the two antes each round and never adds a bet or a call
   to it: after bet-call the winner still takes 2 chips, as after check-check, so every round is
   worth +-1 whatever was bet.
-* v2: real stakes (this module). The text interface, the number of rounds and the returns are
-  v1's.
+* v2: real stakes (this module). The text interface and the number of rounds are v1's. Its
+  returns were v1's (+-1 to the player ahead) until 2026-12; since then they are the chips won, so a
+  v2 replay recorded before then re-simulates to other returns.
 """
 
 from __future__ import annotations
@@ -57,3 +59,8 @@ class KuhnPokerStakesEnv(KuhnPokerEnv):
             # back so that player_chips is each player's net winnings at the end.
             for p in (0, 1):
                 self.state.game_state["player_chips"][p] += self.ante
+            # The returns are the chips each player won over the rounds (TextArena's: +-1 to the one
+            # with more chips): the game is rated by them (scoring "payoff").
+            chips = self.state.game_state["player_chips"]
+            if self.state.rewards is not None:
+                self.state.rewards = {p: float(chips[p]) for p in (0, 1)}

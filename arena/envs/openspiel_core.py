@@ -85,6 +85,10 @@ class OpenSpielCore(GameCore):
         #: of hidden information; 0 for perfect-information games.
         self.privileged_dim = 0 if self.perfect_information or shape is None else n * int(np.prod(shape))
         self._has_chance = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+        # Rated by the returns where they are more than a win, a draw or a loss: a general-sum game, or
+        # utilities beyond +-1 (poker's chips, backgammon's gammons); win / draw / loss otherwise.
+        general = gtype.utility == pyspiel.GameType.Utility.GENERAL_SUM
+        self.scoring = "payoff" if general or self.game.max_utility() > 1 or self.game.min_utility() < -1 else "win"
         # Rewards only at the end (tic-tac-toe, connect four, poker): no per-move sum to keep, and
         # the last step's rewards are the state's own.
         self._terminal_rewards = gtype.reward_model == pyspiel.GameType.RewardModel.TERMINAL

@@ -58,6 +58,16 @@ CURATED_TEXT_GAMES = {
 }
 TEXTARENA_GAMES = ["TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0"]
 
+#: How results are rated (`game_scoring`): the ways, and what the registry says for text games whose
+#: returns are more than a win or a loss (chips, the value of a trade). OpenSpiel games say it
+#: themselves (`OpenSpielCore.scoring`, from their utilities); plug-ins at registration (`register_game`).
+SCORINGS = ("win", "payoff")
+_declared_scoring: dict[str, str] = {
+    "arena/KuhnPoker-v1": "payoff", "arena/KuhnPoker-v2": "payoff", "textarena/KuhnPoker-v0": "payoff",
+    "arena/SimpleNegotiation-v1": "payoff", "arena/SimpleNegotiation-v2": "payoff",
+    "textarena/SimpleNegotiation-v0": "payoff",
+}
+
 #: The OpenSim prosthetics task (`arena.envs.prosthetics`), Gymnasium envs that need the opensim extra.
 PROSTHETICS_GAMES = {
     "arena/Prosthetics-v0": ({"round": 1}, "AI for Prosthetics round 1: walk at 3 m/s (OpenSim, needs arena[opensim])"),
@@ -252,11 +262,35 @@ def _not_data(value: Any, depth: int = 0, budget: list | None = None) -> str | N
 
 
 # -- registration ---------------------------------------------------------------------
-def register_game(id: str, entry_point: str, kwargs: dict | None = None, **spec_kwargs: Any) -> None:
-    """`gymnasium.register`, except that an id registered twice is an error, not a warning."""
+def register_game(id: str, entry_point: str, kwargs: dict | None = None, *, scoring: str | None = None,
+                  **spec_kwargs: Any) -> None:
+    """`gymnasium.register`, except that an id registered twice is an error, not a warning. `scoring`:
+    how the game's results are rated, ``"win"`` (win / draw / loss, the default) or ``"payoff"`` (the
+    returns themselves: chips, points, any general-sum game); see `game_scoring`."""
     if id in gymnasium.envs.registry:
         raise DuplicateGameId(f"game id {id!r} is already registered (bump its -vN to register a changed game)")
+    if scoring is not None and scoring not in SCORINGS:
+        raise ConfigError(f"{id}: scoring {shown(scoring, 40)} is not one of {', '.join(SCORINGS)}")
     gymnasium.register(id=id, entry_point=entry_point, kwargs=kwargs or {}, **spec_kwargs)
+    if scoring is not None:
+        _declared_scoring[id] = scoring
+
+
+def game_scoring(game_id: str, core: GameCore | None = None) -> str:
+    """How `game_id`'s results are rated: ``"return"`` for a one-player game (its mean return on common
+    seeds), else what its registration says, else what its core says (`GameCore.scoring`), else
+    ``"win"``. `core`: the game's core if one is at hand (else one is made)."""
+    if game_id in _declared_scoring and (core is None or len(core.players) > 1):
+        return _declared_scoring[game_id]
+    made = core is None
+    core = make_core(game_id) if made else core
+    try:
+        if len(core.players) < 2:
+            return "return"
+        return _declared_scoring.get(game_id) or core.scoring or "win"
+    finally:
+        if made:
+            core.close()
 
 
 def _register_openspiel(name: str) -> str:

@@ -125,6 +125,11 @@ class PayoffData:
     alpharank_error: str | None = None
     #: Players in the scope before the cap (the matrix holds the top ``len(players)`` by Elo).
     total_players: int = 0
+    #: ``"win_rate"``, or ``"payoff"`` for a game scored by its payoffs: then `mean_payoff` holds
+    #: row's mean return a match against column (NaN where they never met), `games` the matches
+    #: (not decayed), and alpha-rank runs on the mean payoffs.
+    kind: str = "win_rate"
+    mean_payoff: np.ndarray | None = None
 
     @property
     def capped_note(self) -> str | None:
@@ -142,7 +147,14 @@ PAYOFF_TOP = 50
 
 def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = True,
                 top: int | None = PAYOFF_TOP) -> PayoffData:
-    """The payoff of `game` among its `top` players by Elo (None: all of them)."""
+    """The payoff of `game` among its `top` players by Elo (None: all of them). A game scored by its
+    payoffs (`arena.league.leaderboard.game_scorings`): the mean payoff matrix from the result log,
+    players by mean payoff."""
+    if game != OVERALL:
+        from arena.league.leaderboard import game_scorings
+
+        if game_scorings(store, [game])[game] == "payoff":
+            return _mean_payoff_data(store, game, with_alpharank, top)
     elo = store.elo(game)
     if top is None:
         payoff = store.payoff(game)
@@ -172,6 +184,29 @@ def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = 
             err = f"{type(exc).__name__}: {exc}"
     return PayoffData(game, players, wr, games, masses, err, total_players=len(everyone))
 
+
+def _mean_payoff_data(store: LeagueStore, game: str, with_alpharank: bool, top: int | None) -> PayoffData:
+    from arena.league.leaderboard import pair_payoffs, two_player_results
+
+    res = two_player_results(store, game)
+    mean, count = pair_payoffs(res)
+    with np.errstate(invalid="ignore"):
+        overall = np.nansum(np.where(count > 0, mean * count, 0.0), 1) / np.maximum(count.sum(1), 1)
+    order = sorted(range(len(res.names)), key=lambda i: (-overall[i], res.names[i]))
+    keep = order if top is None else order[:top]
+    players = [res.names[i] for i in keep]
+    sub, games = mean[np.ix_(keep, keep)], count[np.ix_(keep, keep)]
+    masses, err = None, None
+    if with_alpharank and players:
+        try:
+            from arena.league.ratings import alpharank
+
+            masses = alpharank(np.nan_to_num(sub, nan=0.0), payoffs=True)
+        except (ImportError, RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
+            err = f"{type(exc).__name__}: {exc}"
+    wins = np.full(sub.shape, np.nan)
+    return PayoffData(game, players, wins, games, masses, err, total_players=len(order), kind="payoff",
+                      mean_payoff=sub)
 
 
 def recent_results(store: LeagueStore, n: int = 10) -> list[ResultRow]:

@@ -37,6 +37,7 @@ __all__ = [
     "RatedResult",
     "OpenSkillTable",
     "alpharank",
+    "nash_average",
     "elo_expected",
     "elo_update",
     "recompute",
@@ -442,6 +443,7 @@ def alpharank(
     alpha: float = 100.0,
     m: int = 50,
     use_inf_alpha: bool = False,
+    payoffs: bool = False,
 ) -> np.ndarray:
     """alpha-rank stationary mass per player from a head-to-head win-rate matrix.
 
@@ -453,6 +455,9 @@ def alpharank(
     cycle gives uniform mass.  ``alpha`` is the selection intensity (larger ->
     mass concentrates on the best responses), ``m`` the population size.
 
+    With ``payoffs=True`` the matrix holds mean payoffs instead (any real numbers: chips a hand of
+    row against column, 0 for pairs that never met), used as they are.
+
     Returns a distribution (non-negative, sums to 1), one mass per player.
     """
     # Imported lazily: open_spiel is heavy and only this function needs it.
@@ -461,11 +466,13 @@ def alpharank(
     w = np.asarray(payoff_matrix, dtype=np.float64)
     if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] == 0:
         raise ValueError(f"payoff_matrix must be a non-empty square matrix, got shape {w.shape}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0.0) or np.any(w > 1.0):
+    if not np.all(np.isfinite(w)):
+        raise ValueError("payoff_matrix entries must be finite")
+    if not payoffs and (np.any(w < 0.0) or np.any(w > 1.0)):
         raise ValueError("payoff_matrix entries must be win rates in [0, 1]")
     if w.shape[0] == 1:
         return np.ones(1)
-    payoffs = 2.0 * w - 1.0
+    payoffs = w if payoffs else 2.0 * w - 1.0
     # Large alpha overflows exp() inside the fixation probabilities; the
     # library handles the resulting inf correctly, so the warning is noise.
     with np.errstate(over="ignore"):
@@ -478,3 +485,63 @@ def alpharank(
     # The eigen-solver leaves ~1e-16 negatives; clip so callers get a true distribution.
     pi = np.clip(pi, 0.0, None)
     return pi / pi.sum()
+
+
+# --------------------------------------------------------------------------
+# Nash averaging
+# --------------------------------------------------------------------------
+
+
+def nash_average(payoffs: np.ndarray, maxent: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(the meta-game's maximum-entropy Nash mixture, each player's payoff against it).
+
+    Nash averaging (Balduzzi, Tuyls, Perolat and Graepel, "Re-evaluating evaluation", 2018):
+    ``payoffs[i, j]`` is player i's mean payoff against j (0 where they never met). The meta-game
+    is its zero-sum part ``A = (P - P^T) / 2``, a symmetric two-player zero-sum game of value 0. Its
+    maximum-entropy Nash equilibrium ``p`` is found by linear programming (an equilibrium) and
+    then, among equilibria, the one of largest entropy (a concave maximisation over the
+    equilibrium polytope, by SLSQP from the linear program's answer). A player's rating is its
+    payoff against that mixture, ``(A p)_i``: 0 for the players in the equilibrium's support,
+    negative for the others (``maxent=False``: the linear program's equilibrium, quicker, for
+    bootstrap resamples). Unlike a mean over the field, it does not reward beating a weak or
+    redundant player many times: a player who only farms an exploitable opponent gains nothing
+    from it, the strongest strategies (which nothing beats on average) rate 0.
+    """
+    from scipy.optimize import linprog, minimize
+
+    P = np.asarray(payoffs, dtype=np.float64)
+    n = P.shape[0]
+    if P.ndim != 2 or P.shape[1] != n or n == 0 or not np.all(np.isfinite(P)):
+        raise ValueError(f"payoffs must be a finite non-empty square matrix, got shape {P.shape}")
+    A = 0.5 * (P - P.T)
+    if n == 1:
+        return np.ones(1), np.zeros(1)
+    # max v s.t. (A^T p)_j >= v for every column j, p a distribution: variables (p, v)
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    a_ub = np.hstack([-A.T, np.ones((n, 1))])
+    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(n), A_eq=np.hstack([np.ones((1, n)), np.zeros((1, 1))]),
+                  b_eq=[1.0], bounds=[(0, None)] * n + [(None, None)], method="highs")
+    if not res.success:
+        raise RuntimeError(f"Nash averaging: the linear program failed ({res.message})")
+    p = np.clip(res.x[:n], 0.0, None)
+    p /= p.sum()
+    value = float(res.x[-1])
+    tol = 1e-9 * max(1.0, float(np.abs(A).max()))
+
+    if not maxent:  # the linear program's equilibrium (the same one wherever the equilibrium is unique)
+        return p, A @ p
+
+    def neg_entropy(q):
+        q = np.clip(q, 1e-300, None)
+        return float((q * np.log(q)).sum())
+
+    out = minimize(neg_entropy, p, jac=lambda q: np.log(np.clip(q, 1e-300, None)) + 1.0, method="SLSQP",
+                   bounds=[(0.0, 1.0)] * n,
+                   constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1.0, "jac": lambda q: np.ones(n)},
+                                {"type": "ineq", "fun": lambda q: A.T @ q - value + tol, "jac": lambda q: A.T}],
+                   options={"maxiter": 200, "ftol": 1e-12})
+    if out.success and np.all(A.T @ np.clip(out.x, 0, None) >= value - 10 * tol - 1e-9):
+        q = np.clip(out.x, 0.0, None)
+        p = q / q.sum()
+    return p, A @ p

@@ -24,6 +24,7 @@ from arena.ui.views import win_rate_rgb
 
 __all__ = [
     "figure_png",
+    "fitted_figure",
     "game_slug",
     "payoff_figure",
     "plot_all",
@@ -98,15 +99,23 @@ def payoff_figure(store: LeagueStore, game: str = OVERALL) -> Figure:
     side = max(5.0, min(22.0, 1.5 + 0.62 * n))
     fig = _figure(side + 1.6, side)
     ax = fig.subplots()
-    top = f", top {n} of {data.total_players} by Elo" if data.capped_note else ""
-    ax.set_title(f"Payoff: {game_label(game)}{top}\n(row player's decayed win rate vs column player)", fontsize=11)
+    payoff = data.kind == "payoff"
+    by = "mean payoff" if payoff else "Elo"
+    top = f", top {n} of {data.total_players} by {by}" if data.capped_note else ""
+    what = "mean payoff a match" if payoff else "decayed win rate"
+    ax.set_title(f"Payoff: {game_label(game)}{top}\n(row player's {what} vs column player)", fontsize=11)
     if not n:
         ax.text(0.5, 0.5, "no rated results yet", ha="center", va="center", transform=ax.transAxes, color="grey")
         ax.set_axis_off()
         return fig
     cmap = LinearSegmentedColormap.from_list(
         "winrate", [tuple(c / 255 for c in win_rate_rgb(x)) for x in (0.0, 0.5, 1.0)]).with_extremes(bad="#e6e6e6")
-    im = ax.imshow(np.ma.masked_invalid(data.win_rate), cmap=cmap, vmin=0.0, vmax=1.0)
+    values = data.mean_payoff if payoff else data.win_rate
+    if payoff:  # centred on 0: red loses chips, green wins them
+        m = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
+        im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-(m or 1.0), vmax=m or 1.0)
+    else:
+        im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0.0, vmax=1.0)
     ax.set_xticks(range(n), labels=data.players, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(n), labels=data.players)
     ax.set_xlabel("column player")
@@ -115,10 +124,35 @@ def payoff_figure(store: LeagueStore, game: str = OVERALL) -> Figure:
         size = 10 if n <= 8 else 8 if n <= 16 else 6
         for i in range(n):
             for j in range(n):
-                x = data.win_rate[i, j]
-                ax.text(j, i, "-" if np.isnan(x) else f"{x:.2f}", ha="center", va="center", fontsize=size,
-                        color="#777777" if np.isnan(x) else "black")
-    fig.colorbar(im, ax=ax, shrink=0.8, label="win rate")
+                x = values[i, j]
+                ax.text(j, i, "-" if np.isnan(x) else f"{x:+.2f}" if payoff else f"{x:.2f}", ha="center",
+                        va="center", fontsize=size, color="#777777" if np.isnan(x) else "black")
+    fig.colorbar(im, ax=ax, shrink=0.8, label="mean payoff a match" if payoff else "win rate")
+    return fig
+
+
+def fitted_figure(board) -> Figure:
+    """The fitted table (`arena.league.leaderboard.Leaderboard`) as points with their 95% intervals as
+    error bars, best at the top; provisional players in grey."""
+    rows = board.rows
+    fig = _figure(9, max(2.5, 0.8 + 0.32 * len(rows)))
+    ax = fig.subplots()
+    ax.set_title(f"Fitted ratings: {game_label(board.scope)} (95% bootstrap intervals, "
+                 f"{board.resamples:,} resamples)", fontsize=11)
+    if not rows:
+        ax.text(0.5, 0.5, "no rated results yet", ha="center", va="center", transform=ax.transAxes, color="grey")
+        ax.set_axis_off()
+        return fig
+    y = np.arange(len(rows))[::-1]
+    for k, r in enumerate(rows):
+        colour = "#999999" if r.provisional else "#1f5f9f"
+        ax.errorbar([r.rating], [y[k]], xerr=[[r.rating - r.lo], [r.hi - r.rating]], fmt="o", color=colour,
+                    capsize=3, markersize=5)
+    ax.set_yticks(y, labels=[r.player + (" (provisional)" if r.provisional else "") for r in rows])
+    if board.anchor:
+        ax.axvline(board.anchor_value, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_xlabel("rating (Elo scale" + (f", {board.anchor} = {board.anchor_value:g})" if board.anchor else ")"))
+    ax.grid(True, axis="x", alpha=0.3)
     return fig
 
 

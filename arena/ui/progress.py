@@ -37,7 +37,7 @@ def run_with_progress(cfg: LeagueConfig, directory: str | Path, *, backend: str 
                     live.update(Group(progress, top_table(league.store)))
 
             summary = league.run(matches=target, on_progress=on_progress)
-            live.update(Group(progress, top_table(league.store)))
+            live.update(Group(progress, top_table(league.store, fitted=True)))
     finally:
         console.print()  # whatever stops the run (Ctrl-C, an error) prints below the table, not on its last row
     return summary

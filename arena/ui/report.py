@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from arena.ui.plots import figure_png, game_slug, payoff_figure, ratings_figure
+from arena.ui.plots import figure_png, fitted_figure, game_slug, payoff_figure, ratings_figure
 from arena.league.storage import OVERALL, LeagueStore, ResultRow
 from arena.league.queries import (
     MATCH_STATUSES,
@@ -117,6 +117,39 @@ def _ratings_html(store: LeagueStore, game: str) -> str:
     return _table(headers, body, "ratings")
 
 
+def _fitted_html(store: LeagueStore, game: str) -> str:
+    """The reference table (`arena.league.leaderboard`): fitted ratings with their intervals drawn as
+    error bars, payoffs first for a game scored by them, provisional players marked."""
+    from arena.league.leaderboard import leaderboard, with_payoff_ranks
+
+    board = leaderboard(store, game)
+    if not board.rows:
+        return '<p class="muted">No rated results yet.</p>'
+    payoff = board.scoring == "payoff"
+    if payoff:
+        board = with_payoff_ranks(board)
+    headers = [("#", "num"), ("Player", "")] + ([("vs Nash", "num"), ("95% CI", "num"), ("Payoff a match", "num"),
+                                                 ("95% CI", "num")] if payoff else []) + [
+        ("Rating", "num"), ("95% CI", "num"), ("Rank (95%)", "num"), ("Games", "num"), ("W", "num"), ("D", "num"),
+        ("L", "num"), ("Forfeits", "num"), ("Invalid / game", "num"), ("Elo (live)", "num")]
+    body = []
+    for i, r in enumerate(board.rows, 1):
+        ci = lambda lo, hi, f: "-" if lo is None or hi is None else f"[{lo:{f}}, {hi:{f}}]"  # noqa: E731
+        row = [_td(f"{i}?" if r.provisional else i, "num"),
+               f"<td><b>{_e(r.player)}</b>{' <small>provisional</small>' if r.provisional else ''}</td>"]
+        if payoff:
+            for p in (r.nash, r.payoff):
+                row += [_td(f"{p.mean:+.3f}" if p and p.n else "-", "num"),
+                        _td(ci(p.lo, p.hi, "+.3f") if p else "-", "num")]
+        row += [_td(f"{r.rating:.0f}", "num"), _td(ci(r.lo, r.hi, ".0f"), "num"),
+                _td(f"{r.rank_lo}-{r.rank_hi}" if r.rank_lo != r.rank_hi else r.rank_lo, "num"), _td(r.games, "num"),
+                _td(r.wins, "num"), _td(r.draws, "num"), _td(r.losses, "num"), _td(r.forfeits, "num"),
+                _td(f"{r.invalid_rate:.2f}", "num"), _td("-" if r.elo is None else f"{r.elo:.0f}", "num")]
+        body.append(row)
+    return (_table(headers, body, "fitted") + f'<p class="muted">{_e(board.note())}</p>'
+            + _img(figure_png(fitted_figure(board)), f"fitted ratings: {game_label(game)}"))
+
+
 def _returns_html(store: LeagueStore, game: str) -> str:
     rows = return_rows(store, game)
     if not rows:
@@ -143,22 +176,33 @@ def _payoff_html(store: LeagueStore, game: str) -> str:
     if not data.players:
         return '<p class="muted">No head-to-head results yet.</p>'
     headers = [("row vs column", "")] + [(p, "num") for p in data.players] + [("alpha-rank", "num")]
+    payoff = data.kind == "payoff"
+    values = data.mean_payoff if payoff else data.win_rate
+    span = float(np.nanmax(np.abs(values))) if payoff and np.isfinite(values).any() else 1.0
     body = []
     for i, p in enumerate(data.players):
         row = [f"<th>{_e(p)}</th>"]
         for j in range(len(data.players)):
-            x = data.win_rate[i, j]
+            x = values[i, j]
             if np.isnan(x):
                 row.append('<td class="never">-</td>')
             else:
-                r, g, b = win_rate_rgb(x)
-                row.append(f'<td class="cell" style="background: rgba({r},{g},{b},0.55)">{x:.2f}'
-                           f"<small>{data.games[i, j]:.1f} games</small></td>")
+                r, g, b = win_rate_rgb(0.5 + 0.5 * x / (span or 1.0) if payoff else x)
+                shown = f"{x:+.3f}" if payoff else f"{x:.2f}"
+                count = f"{data.games[i, j]:.0f} matches" if payoff else f"{data.games[i, j]:.1f} games"
+                row.append(f'<td class="cell" style="background: rgba({r},{g},{b},0.55)">{shown}'
+                           f"<small>{count}</small></td>")
         row.append(_td("-" if data.alpharank is None else f"{data.alpharank[i]:.3f}", "num mass"))
         body.append(row)
-    note = ('<p class="muted">Row player\'s decayed win rate against the column player (draws count half); '
-            "below it the decayed number of games; '-' where they never met. alpha-rank: stationary mass per "
-            "player from the win-rate matrix (0.5 for pairs that never met).</p>")
+    if payoff:
+        note = ('<p class="muted">Row player\'s mean payoff a match against the column player (the game is '
+                "scored by its payoffs: chips, points), below it the matches; '-' where they never met. "
+                "alpha-rank: stationary mass per player from the mean-payoff matrix (0 for pairs that never "
+                "met).</p>")
+    else:
+        note = ('<p class="muted">Row player\'s decayed win rate against the column player (draws count half); '
+                "below it the decayed number of games; '-' where they never met. alpha-rank: stationary mass per "
+                "player from the win-rate matrix (0.5 for pairs that never met).</p>")
     if data.capped_note:
         note += f'<p class="muted">{_e(data.capped_note.capitalize())}.</p>'
     if data.alpharank_error:
@@ -293,7 +337,9 @@ def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, rece
         plots = (_img(figure_png(ratings_figure(store, game)), f"ratings over time: {label}")
                  + _img(figure_png(payoff_figure(store, game)), f"payoff heatmap: {label}"))
         return (f'<section id="{_e(anchor)}"><h2>{_e(title)}</h2>'
-                f"<h3>Ratings</h3>{_ratings_html(store, game)}"
+                f"<h3>Ratings</h3>{_fitted_html(store, game)}"
+                f"<details><summary>Live ratings (Elo, OpenSkill: updated one result at a time)</summary>"
+                f"{_ratings_html(store, game)}</details>"
                 f"<h3>Payoff and alpha-rank</h3>{_payoff_html(store, game)}"
                 f'<div class="plots">{plots}</div></section>')
 

@@ -30,6 +30,8 @@ from arena.league.queries import (
 from arena.league.storage import OVERALL, LeagueStore
 
 __all__ = [
+    "fitted_per_game_views",
+    "fitted_view",
     "payoff_view",
     "ratings_per_game_views",
     "ratings_view",
@@ -170,6 +172,59 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _interval(lo: float | None, hi: float | None, digits: int = 0, sign: bool = False) -> str:
+    if lo is None or hi is None:
+        return "-"
+    f = f"{{:{'+' if sign else ''}.{digits}f}}"
+    return f"[{f.format(lo)}, {f.format(hi)}]"
+
+
+def fitted_view(store: LeagueStore, game: str = OVERALL, *, resamples: int = 1000, seed: int = 0,
+                board: Any = None) -> Table:
+    """The reference table of `game`: Bradley-Terry ratings fitted to every result with 95% bootstrap
+    intervals on the rating and the rank, provisional players marked and ranked last, the record,
+    forfeits and invalid moves apart; for a payoff game its mean payoff a match with the interval
+    first (the table is in payoff order); the live Elo beside. The fit's terms in the caption."""
+    from arena.league.leaderboard import leaderboard, with_payoff_ranks
+
+    board = board or leaderboard(store, game, resamples=resamples, seed=seed)
+    payoff = board.scoring == "payoff"
+    if payoff:
+        board = with_payoff_ranks(board)
+    what = "payoff against the Nash mixture, mean payoff, fitted rating" if payoff else "fitted rating"
+    t = Table(title=f"Ratings: {game_label(game)} ({what}, 95% intervals)", title_justify="left",
+              caption=board.note() if board.rows else "no rated results yet", caption_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("#", justify="right", style="dim", no_wrap=True)
+    t.add_column("Player", style="bold", overflow="fold", min_width=8)
+    cols = (["vs Nash", "95% CI", "Payoff", "95% CI"] if payoff else []) + ["Rating", "95% CI", "Rank CI", "Games",
+                                                                          "W", "D", "L",
+                                                       "Forfeits", "Invalid/g", "Elo"]
+    cells = []
+    for r in board.rows:
+        c = []
+        if payoff:
+            for p in (r.nash, r.payoff):
+                c += [f"{p.mean:+.3f}" if p and p.n else "-", _interval(p.lo, p.hi, 3, True) if p else "-"]
+        c += [f"{r.rating:.0f}", _interval(r.lo, r.hi), f"{r.rank_lo}-{r.rank_hi}" if r.rank_lo != r.rank_hi
+              else str(r.rank_lo), str(r.games), str(r.wins), str(r.draws), str(r.losses), str(r.forfeits),
+              f"{r.invalid_rate:.2f}", "-" if r.elo is None else f"{r.elo:.0f}"]
+        cells.append(c)
+    for j, col in enumerate(cols):
+        width = max([len(c[j]) for c in cells] + [len(col)])
+        t.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for i, (r, c) in enumerate(zip(board.rows, cells), 1):
+        style = "dim" if r.provisional else None
+        t.add_row(f"{i}?" if r.provisional else str(i), r.player + (" (provisional)" if r.provisional else ""), *c,
+                  style=style)
+    return t
+
+
+def fitted_per_game_views(store: LeagueStore, *, resamples: int = 1000, seed: int = 0) -> list[Table]:
+    """`fitted_view` for every rated game (OVERALL excluded), in game order."""
+    return [fitted_view(store, g, resamples=resamples, seed=seed) for g in store.rated_games() if g != OVERALL]
+
+
 def returns_view(store: LeagueStore, game: str) -> Table:
     """A one-player game's table: players by mean return on the common seeds (the seeds every active
     player has finished), best first, with the std there, episodes in all, the common seeds and the
@@ -198,8 +253,10 @@ def ratings_per_game_views(store: LeagueStore, sort: str = "elo") -> list[Table]
 def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
     """Row player's decayed win rate against each column player, with decayed game counts and alpha-rank."""
     data = payoff_data(store, game)
-    t = Table(title=f"Payoff: {game_label(game)} (row vs column win rate; in brackets the decayed weight of "
-                    "their games)",
+    payoff = data.kind == "payoff"
+    what = ("row vs column mean payoff a match; in brackets their matches" if payoff else
+            "row vs column win rate; in brackets the decayed weight of their games")
+    t = Table(title=f"Payoff: {game_label(game)} ({what})",
               title_justify="left",
               caption=" ".join(x for x in (data.capped_note, data.alpharank_error and
                                            f"alpha-rank unavailable: {data.alpharank_error}") if x)
@@ -211,9 +268,13 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
     for i, p in enumerate(data.players):
         cells: list[Any] = []
         for j in range(len(data.players)):
-            x = data.win_rate[i, j]
+            x = data.mean_payoff[i, j] if payoff else data.win_rate[i, j]
             if np.isnan(x):
                 cells.append(Text("-", style="dim"))
+            elif payoff:
+                r, g, b = win_rate_rgb(0.5 + 0.5 * np.sign(x))
+                cells.append(Text.assemble((f"{x:+.3f}", f"bold rgb({r},{g},{b})"),
+                                           (f" ({data.games[i, j]:.0f})", "dim")))
             else:
                 r, g, b = win_rate_rgb(x)
                 cells.append(Text.assemble((f"{x:.2f}", f"bold rgb({r},{g},{b})"),
@@ -223,27 +284,48 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
     return t
 
 
-def top_table(store: LeagueStore, n: int = 5) -> Table:
-    """Compact top-`n` by overall Elo, cheap enough to refresh during a run (a league of one-player
-    games only: its first game's returns table)."""
+def top_table(store: LeagueStore, n: int = 5, fitted: bool = False) -> Table:
+    """Compact top-`n` of all games, cheap enough to refresh during a run: by the live Elo, a player
+    with fewer than `PROVISIONAL_GAMES` games marked provisional and ranked after the rest. `fitted`
+    (a run's last word): the reference table's top-`n` instead, Bradley-Terry ratings with their 95%
+    intervals (200 resamples). A league of one-player games only: its first game's returns table."""
+    from arena.league.leaderboard import PROVISIONAL_GAMES, leaderboard
+
     elo, skill = store.elo(OVERALL), store.openskill(OVERALL)
     if not elo and store.one_player_games():
         return returns_view(store, store.one_player_games()[0])
     played = {p.name: p.steps for p in store.players()}
-    best = sorted(elo, key=lambda p: (-elo[p], p))[:n]
-    t = Table(title=f"Top {n} (Elo, all games)", title_justify="left", box=None, pad_edge=False)
+    if fitted and elo:
+        board = leaderboard(store, OVERALL, resamples=200)
+        t = Table(title=f"Top {n} (fitted ratings, 95% intervals, all games)", title_justify="left", box=None,
+                  pad_edge=False)
+        for col, kw in (("#", {"justify": "right", "style": "dim"}), ("Player", {"style": "bold", "overflow": "fold"}),
+                        ("Rating", {"justify": "right"}), ("95% CI", {"justify": "right"}),
+                        ("Games", {"justify": "right"}), ("Elo", {"justify": "right"})):
+            t.add_column(col, **kw)
+        for i, r in enumerate(board.rows[:n], 1):
+            t.add_row(f"{i}?" if r.provisional else str(i), r.player + (" (provisional)" if r.provisional else ""),
+                      f"{r.rating:.0f}", _interval(r.lo, r.hi), str(r.games), f"{elo.get(r.player, 0.0):.0f}",
+                      style="dim" if r.provisional else None)
+        return t
+    games = {p: sum(v) for p, v in store.records(OVERALL).items()}
+    best = sorted(elo, key=lambda p: (games.get(p, 0) < PROVISIONAL_GAMES, -elo[p], p))[:n]
+    t = Table(title=f"Top {n} (Elo, all games; provisional: under {PROVISIONAL_GAMES} games)", title_justify="left",
+              box=None, pad_edge=False)
     t.add_column("#", justify="right", style="dim")
     t.add_column("Player", style="bold", overflow="fold")
     t.add_column("Elo", justify="right")
     t.add_column("mu-3σ", justify="right")
+    t.add_column("Games", justify="right")
     t.add_column("Played", justify="right")
     for i, p in enumerate(best, 1):
         mu, sigma = skill.get(p, (float("nan"), float("nan")))
-        t.add_row(str(i), p, f"{elo[p]:.1f}", f"{mu - 3 * sigma:.2f}", str(played.get(p, 0)))
+        prov = games.get(p, 0) < PROVISIONAL_GAMES
+        t.add_row(f"{i}?" if prov else str(i), p + (" (provisional)" if prov else ""), f"{elo[p]:.1f}",
+                  f"{mu - 3 * sigma:.2f}", str(games.get(p, 0)), str(played.get(p, 0)), style="dim" if prov else None)
     if not best:
-        t.add_row("", "no rated results yet", "", "", "")
+        t.add_row("", "no rated results yet", "", "", "", "")
     return t
-
 
 
 def recompute_view(store: LeagueStore) -> tuple[Group, bool]:

@@ -42,16 +42,20 @@ def test_a_table_written_to_a_pipe_is_whole(league):
     for name in LONG:
         assert name in r.stdout
     header = next(line for line in r.stdout.splitlines() if "Player" in line)
-    for col in ("Elo", "mu", "sigma", "mu-3σ", "Games", "W", "D", "L", "Win rate"):
+    for col in ("Rating", "95% CI", "Rank CI", "Games", "W", "D", "L", "Forfeits", "Invalid/g", "Elo"):
         assert col in header, header
     assert max(len(line) for line in r.stdout.splitlines()) > 80  # not squeezed into rich's default 80
+    live = _arena("ratings", league, "--method", "elo", columns=None)
+    header = next(line for line in live.stdout.splitlines() if "Player" in line)
+    for col in ("Elo", "mu", "sigma", "mu-3σ", "Games", "W", "D", "L", "Win rate"):
+        assert col in header, header
 
 
 def test_a_narrow_terminal_gets_the_table_in_parts_with_every_number_whole(league):
     store = open_league(league)
     elo = store.elo(OVERALL)
     store.close()
-    r = _arena("ratings", league, columns="50")
+    r = _arena("ratings", league, "--method", "elo", columns="50")
     assert r.returncode == 0, r.stderr
     assert "…" not in r.stdout
     assert all(len(line) <= 50 for line in r.stdout.splitlines()), r.stdout
@@ -62,6 +66,16 @@ def test_a_narrow_terminal_gets_the_table_in_parts_with_every_number_whole(leagu
         assert r.stdout.count(name[:8]) >= 2, r.stdout
     for col in ("sigma", "mu-3σ", "Games", "Win rate"):
         assert col in text
+    # the fitted table too: in parts, every rating and interval whole
+    from arena.league.leaderboard import leaderboard
+
+    store = open_league(league)
+    board = leaderboard(store, OVERALL)
+    store.close()
+    r = _arena("ratings", league, columns="50")
+    assert r.returncode == 0 and all(len(line) <= 50 for line in r.stdout.splitlines()), r.stdout
+    for row in board.rows:
+        assert f"[{row.lo:.0f}, {row.hi:.0f}]" in r.stdout
 
 
 def test_an_agent_spec_wraps_between_its_options(tmp_path):
@@ -78,7 +92,7 @@ def test_help_texts_are_whole_sentences_and_name_every_argument():
     r = _arena("--help", columns="100")
     commands = r.stdout.split("Commands", 1)[1]
     assert "games, mean\n" not in commands and "rllib_ppo). An" not in commands
-    assert "Elo and OpenSkill tables (mu, sigma, conservative), games and win rates." in commands
+    assert "Ratings fitted to every result, with 95% intervals, provisional players and payoffs." in commands
     r = _arena("play", "--help", columns="100")
     assert "[AGENT]..." in r.stdout and "more_players" not in r.stdout
     assert "More agent specs after the game or after one --players" in " ".join(r.stdout.split())

@@ -59,8 +59,8 @@ def test_v2_hand_pays_what_openspiel_pays(deal, moves):
     chips = core.base.state.game_state["player_chips"]
     os_first, os_second = openspiel_returns(deal[first], deal[1 - first], moves)
     assert (chips[first], chips[1 - first]) == (os_first, os_second)
-    # the returns are v1's: the sign of the chip count
-    assert core.returns()[first] == np.sign(os_first)
+    # the returns are the chips won
+    assert core.returns()[first] == os_first and core.returns()[1 - first] == os_second
 
 
 @pytest.mark.parametrize("deal", DEALS)
@@ -102,7 +102,7 @@ def test_v2_five_rounds_each_round_matches_openspiel_and_the_total_is_their_sum(
     assert len(rounds) == 5
     total = [gs["player_chips"][0], gs["player_chips"][1]]
     assert total == [sum(r[0] for r in rounds), sum(r[1] for r in rounds)] and sum(total) == 0
-    assert core.returns() == [float(np.sign(total[0])), float(np.sign(total[1]))]
+    assert core.returns() == [float(total[0]), float(total[1])]
 
 
 def test_v2_has_v1s_text_interface():
@@ -115,7 +115,10 @@ def test_v2_has_v1s_text_interface():
 
     v1 = play_match("arena/KuhnPoker-v1", [Checks(), Checks()], seed=6, match_id="m").replay.without_timing()
     v2 = play_match("arena/KuhnPoker-v2", [Checks(), Checks()], seed=6, match_id="m").replay.without_timing()
-    assert v1.steps == v2.steps and v1.result == v2.result
+    assert v1.steps == v2.steps
+    # the same winner; v2's returns are the chips won (three of the five check-check showdowns here)
+    assert {k: v for k, v in v1.result.items() if k != "returns"} == {k: v for k, v in v2.result.items() if k != "returns"}
+    assert v1.result["returns"] == [1.0, -1.0] and v2.result["returns"] == [3.0, -3.0]
     assert len(v2.steps) == 10  # 5 rounds of check-check
     core = make_core("arena/KuhnPoker-v2")
     core.reset(0)

@@ -144,11 +144,22 @@ def test_ratings_per_game_and_sort(store):
 
 
 def test_top_table(store):
+    """By Elo, a player with under 20 games (provisional) after the rest, marked; the run's last word:
+    the fitted table's top."""
+    from arena.league.leaderboard import leaderboard
+
     elo = store.elo()
-    rows = cells(top_table(store, n=2))
-    best = sorted(elo, key=lambda p: -elo[p])[:2]
-    assert [r[1] for r in rows] == best
+    games = {p: sum(v) for p, v in store.records(OVERALL).items()}
+    rows = cells(top_table(store, n=3))
+    best = sorted(elo, key=lambda p: (games[p] < 20, -elo[p]))[:3]
+    assert [r[1].replace(" (provisional)", "") for r in rows] == best
     assert [r[2] for r in rows] == [f"{elo[p]:.1f}" for p in best]
+    assert [r[0].endswith("?") for r in rows] == [games[p] < 20 for p in best]
+    assert any(games[p] < 20 for p in elo) and any(games[p] >= 20 for p in elo)  # both kinds are in the test
+    fitted = cells(top_table(store, n=3, fitted=True))
+    board = leaderboard(store, OVERALL, resamples=200)
+    assert [r[1].replace(" (provisional)", "") for r in fitted] == [r.player for r in board.rows[:3]]
+    assert [r[2] for r in fitted] == [f"{r.rating:.0f}" for r in board.rows[:3]]
 
 
 # -- payoff ----------------------------------------------------------------------------------

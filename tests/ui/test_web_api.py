@@ -118,8 +118,11 @@ def raw_get(server, path: str) -> tuple[int, bytes, str]:
 
 # -- reading the league -------------------------------------------------------------------------
 def test_leaderboard_is_the_stores_ratings(server, store):
+    from arena.league.leaderboard import leaderboard, ranked_by_payoff
+
     for game in [OVERALL, *store.rated_games()]:
-        status, body = get(server, f"/api/players?game={urllib.request.quote(game)}")
+        # sorted by Elo: the live table, row for row
+        status, body = get(server, f"/api/players?game={urllib.request.quote(game)}&sort=elo")
         assert status == 200 and body["kind"] == "rated"
         want = rating_rows(store, game)
         assert [r["player"] for r in body["rows"]] == [r.player for r in want]
@@ -127,6 +130,16 @@ def test_leaderboard_is_the_stores_ratings(server, store):
             assert got["elo"] == pytest.approx(r.elo) and got["mu"] == pytest.approx(r.mu)
             assert got["conservative"] == pytest.approx(r.conservative)
             assert (got["wins"], got["draws"], got["losses"], got["games"]) == (r.wins, r.draws, r.losses, r.games)
+        # the default: the fitted table's order (payoff first in a payoff game), with its intervals and flags
+        status, body = get(server, f"/api/players?game={urllib.request.quote(game)}")
+        board = leaderboard(store, game)
+        rows = ranked_by_payoff(board) if board.scoring == "payoff" else board.rows
+        assert body["scoring"] == board.scoring and body["fit"]["resamples"] == 1000
+        assert [r["player"] for r in body["rows"]] == [r.player for r in rows]
+        for got, r in zip(body["rows"], rows):
+            assert (got["rating"], got["rating_lo"], got["rating_hi"]) == pytest.approx((r.rating, r.lo, r.hi))
+            assert (got["rank_lo"], got["rank_hi"], got["provisional"]) == (r.rank_lo, r.rank_hi, r.provisional)
+            assert got["rating_lo"] <= got["rating"] <= got["rating_hi"]
     status, body = get(server, "/api/players")
     assert sum(r["alpharank"] for r in body["rows"] if r["alpharank"] is not None) == pytest.approx(1.0)
     status, pay = get(server, "/api/payoff")
@@ -298,10 +311,10 @@ def test_play_a_whole_game_rated_and_recorded(server, store):
         s = wait_turn(server, sid)
     assert s["status"] == "over" and s["result"]["outcome"] == "normal"
     row = store.result_for(s["match_id"])
-    assert row is not None and row.players == ["api-human", "first"]
+    assert row is not None and row.players == ["human:api-human", "first"]  # a person is a player of their own
     assert store.result_count("external") == before + 1
     elo = store.elo(TTT)
-    assert s["elo_after"]["api-human"] == pytest.approx(elo["api-human"]) != s["elo_before"].get("api-human")
+    assert s["elo_after"]["human:api-human"] == pytest.approx(elo["human:api-human"]) != s["elo_before"].get("human:api-human")
     status, again = post(server, f"/api/play/{sid}/move", {"move": "0"})
     assert status == 409 and "over" in again["error"]
 
@@ -402,7 +415,7 @@ def test_league_and_person_commit_through_one_path(tmp_path):
         assert s.result_count("league") == 80 and s.result_count("external") == 2
         assert all(o["status"] == "over" and s.result_for(o["match_id"]) is not None for o in outs)
         assert all(r.equal for r in recompute_rows(s))  # no update lost or counted twice
-        w, dr, lo = s.records(TTT)["racer"]
+        w, dr, lo = s.records(TTT)["human:racer"]
         assert w + dr + lo == 2
     finally:
         s.close()

@@ -94,8 +94,13 @@ def store(league_dir):
 def test_dashboard_shows_the_leaderboard_and_escapes_names(server, page, store):
     page.goto(server.url + "/")
     page.wait_for_selector("#board tr:nth-child(3)")
-    names = page.locator("#board td.name").all_inner_texts()
+    names = page.locator("#board td.name a").all_inner_texts()
     assert set(names) == set(store.elo("*"))
+    # the fitted table's provisional players (too few games or too wide an interval) carry the tag
+    from arena.league.leaderboard import leaderboard
+
+    tags = page.locator("#board tr.provisional td.name a").all_inner_texts()
+    assert tags and set(tags) == {r.player for r in leaderboard(store, "*").rows if r.provisional}
     assert EVIL in names  # shown as text, not run
     page.wait_for_selector("#curves polyline")
     page.wait_for_selector("#heatmap rect")
@@ -165,12 +170,19 @@ def test_play_a_whole_game_by_clicks_and_see_the_rating(server, page, store):
         page.wait_for_function(f"document.querySelector('#p-status').dataset.status === 'over' || "
                                f"document.querySelectorAll('#p-board [data-mark]').length >= {marks + 2}")
     page.wait_for_selector("#p-result table")
-    assert page.locator("#p-result tr[data-player='clicker'] td.elo-after").inner_text() != "\u2014"
+    assert page.locator("#p-result tr[data-player='human:clicker'] td.elo-after").inner_text() != "\u2014"
     assert store.result_count("external") == before + 1
     row = store.results()[-1]
-    assert row.players == ["clicker", "first"]
-    shown = float(page.locator("#p-result tr[data-player='clicker'] td.elo-after").inner_text())
-    assert shown == pytest.approx(store.elo(TTT)["clicker"], abs=0.05)
+    assert row.players == ["human:clicker", "first"]
+    shown = float(page.locator("#p-result tr[data-player='human:clicker'] td.elo-after").inner_text())
+    assert shown == pytest.approx(store.elo(TTT)["human:clicker"], abs=0.05)
+    # the change shown is this match's own commit's: its Elo row minus the one before
+    hist = [e for seq, p, e, *_ in store.rating_history(TTT) if p == "human:clicker" and seq <= row.commit_seq]
+    change = float(page.locator("#p-result tr[data-player='human:clicker'] td.elo-change").inner_text())
+    assert change == pytest.approx(hist[-1] - (hist[-2] if len(hist) > 1 else 1500.0), abs=0.05)
+    assert "You play as clicker" in page.inner_text("#p-you")
+    page.goto(server.url + "/play")  # the browser keeps its name (a cookie)
+    page.wait_for_function("document.querySelector('#p-name').value === 'clicker'")
     assert page.dialogs == [] and page.errors == []
 
 
@@ -188,7 +200,7 @@ def test_closing_the_tab_mid_game_forfeits_once(server, browser, store):
         time.sleep(0.2)
     time.sleep(1.0)
     row = store.result_for(match_id)
-    assert row.players[0] == "quitter" and row.outcome == "forfeit" and "left the page" in row.reason
+    assert row.players[0] == "human:quitter" and row.outcome == "forfeit" and "left the page" in row.reason
     assert store.result_count("external") == before + 1
     assert store.conn.execute("SELECT COUNT(*) FROM results WHERE match_id=?", (match_id,)).fetchone()[0] == 1
 

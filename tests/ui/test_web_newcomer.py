@@ -38,7 +38,7 @@ def cfg(**data) -> LeagueConfig:
 @pytest.fixture(scope="module")
 def quick_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("quick")
-    League(load_league_config(ROOT / "configs/leagues/quickstart.yaml", matches=30), d, backend="inline").run()
+    League(load_league_config(ROOT / "configs/leagues/quickstart.yaml", matches=45), d, backend="inline").run()
     return d
 
 

@@ -5,7 +5,9 @@ schema is FastAPI's, at /openapi.json). Ids in paths are looked up in the league
 never used as file paths: an id that is not a committed match is a 404 with a JSON error.
 With a token set, playing and everything else that writes needs it (``Authorization: Bearer
 TOKEN`` or ``X-Arena-Token: TOKEN``); without one, each client address may start
-`STARTS_PER_MINUTE` matches a minute (a start can add a player to the league). Query values are
+`STARTS_PER_MINUTE` matches a minute (a start can add a player to the league). A person plays as
+``human:NAME``: the name given, else the browser's (the ``arena_player`` cookie, set by each start),
+else a new guest name; a name the rules refuse is a 400 that says why. Query values are
 range-checked (a 422 or 400 with one line), and a league database deleted or replaced under the
 server is a 503 with one line, never an answer from the old file.
 
@@ -32,6 +34,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, StringConstraints
 
 from arena.errors import ArenaError, ReplayError
+from arena.league.play import BadName, check_name
 from arena.league.storage import OVERALL
 
 from arena.ui.web.data import MAX_PAGE, OUTCOMES, LeagueData
@@ -42,7 +45,13 @@ from arena.ui.web.replays import replay_json
 MATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 #: Longest move a person may send (the replay format keeps this much of a move verbatim).
 MAX_MOVE = 4096
-MAX_NAME = 40
+#: Longest name a request may carry (a longer one is a 422; the name rules, `arena.league.play.check_name`,
+#: allow 24 characters and answer 25-64 with a 400 that says so).
+MAX_NAME = 64
+#: The cookie that keeps a browser's name (the person it plays as) between matches.
+NAME_COOKIE = "arena_player"
+#: How long a browser keeps its name without playing: a year.
+NAME_COOKIE_AGE = 365 * 24 * 3600
 REPLAY_CACHE = 32
 #: Largest commit number a page cursor (`before`, `after`) may name (SQLite's integers are 64-bit).
 MAX_CURSOR = 2**62
@@ -59,7 +68,9 @@ class StartPlay(BaseModel):
     game: Optional[str] = Field(None, max_length=200, description="Game id (default: the player's first game).")
     player: str = Field(..., max_length=200, description="The league player to play against.")
     seat: int = Field(0, ge=0, le=16, description="Your seat (0 moves first).")
-    name: str = Field("human", min_length=1, max_length=MAX_NAME, description="The name you play (and are rated) under.")
+    name: str = Field("", max_length=MAX_NAME, description="The name you play under, rated as the league player "
+                      "'human:NAME': 1-24 letters, digits, '.', '_', '-'. Empty: the name this browser played under "
+                      "(its cookie), else a new guest name.")
     seed: Optional[int] = Field(None, ge=0, lt=2**31)
 
 
@@ -138,9 +149,10 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
     def games() -> dict:
         return data.games()
 
-    @router.get("/players", summary="The leaderboard of one rating scope (default '*': every game)")
+    @router.get("/players", summary="The leaderboard of one rating scope (default '*': every game): fitted ratings "
+                "with 95% intervals and provisional flags (sort 'rating'), the live Elo and OpenSkill beside")
     def players(game: str = Query(OVERALL, max_length=200),
-                sort: str = Query("elo", pattern="^(elo|mu|conservative|games|win_rate|name)$")) -> Response:
+                sort: str = Query("rating", pattern="^(rating|elo|mu|conservative|games|win_rate|name)$")) -> Response:
         body = data.cached(("leaderboard-json", game, sort), lambda: _dumps(data.leaderboard(game, sort)))
         return Response(body, media_type="application/json")
 
@@ -148,7 +160,8 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
     def roster() -> list:
         return data.players()
 
-    @router.get("/payoff", summary="The payoff matrix (decayed win rates) of the top players by Elo, with alpha-rank")
+    @router.get("/payoff", summary="The payoff matrix of the top players (decayed win rates; mean payoffs for a game "
+                "scored by them, kind 'payoff'), with alpha-rank")
     def payoff(game: str = Query(OVERALL, max_length=200)) -> dict:
         return data.payoff(game)
 
@@ -201,8 +214,19 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     # -- play -----------------------------------------------------------------------------------
-    @router.get("/play/options", summary="What can be played: each game and the league players that play it")
-    def play_options() -> dict:
+    def cookie_name(request: Request) -> Optional[str]:
+        """The name in this browser's cookie, when it is one a person may take (else none)."""
+        raw = request.cookies.get(NAME_COOKIE)
+        if not raw or len(raw) > MAX_NAME:
+            return None
+        try:
+            return check_name(raw)
+        except BadName:
+            return None
+
+    @router.get("/play/options", summary="What can be played: each game and the league players that play it; "
+                "'name': the name this browser played under (its cookie), or null")
+    def play_options(request: Request) -> dict:
         # A one-player game has no seat for a person beside a league player: it is not offered here
         # (its table is the returns'), and `solo` names those left out so the page can say so.
         solo = set(data.games()["solo"])
@@ -214,12 +238,18 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
                 if g not in solo:
                     by_game.setdefault(g, []).append(p["name"])
         return {"games": [{"game": g, "players": names} for g, names in by_game.items()],
-                "solo": sorted(solo), "token_required": token is not None}
+                "solo": sorted(solo), "token_required": token is not None, "name": cookie_name(request)}
 
     @router.post("/play", summary="Start a match against a league player", dependencies=[Depends(require_token)])
-    def play_start(req: StartPlay, request: Request) -> Any:
-        if any(ch in req.name for ch in "\r\n\t\x00"):
-            raise HTTPException(400, "a name is one line of text")
+    def play_start(req: StartPlay, request: Request, response: Response) -> Any:
+        # The name typed, else this browser's (its cookie), else a new guest name; checked before anything
+        # else, so a bad one is a 400 that says why (one line: the message shows it with escapes).
+        name = req.name.strip() or cookie_name(request)
+        if name is not None:
+            try:
+                name = check_name(name)
+            except BadName as e:
+                raise HTTPException(400, str(e)) from None
         solo = data.games()["solo"]
         if req.game in solo:
             raise HTTPException(400, f"{req.game} is a one-player game: there is no seat to play a league player "
@@ -234,12 +264,14 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
                 req.game = two[0]
         try:
             starts.take(request.client.host if request.client else "?")
-            s = plays.start(req.game, req.player, req.seat, req.name.strip() or "human", req.seed)
+            s = plays.start(req.game, req.player, req.seat, name, req.seed)
         except TooBusy as e:
             return JSONResponse({"error": str(e)}, status_code=429,
                                 headers={"Retry-After": str(max(1, round(e.retry_after)))})
         except ArenaError as e:
             raise HTTPException(400, str(e)) from None
+        # the browser keeps the name it plays under (HttpOnly: the page reads it from /api/play/options)
+        response.set_cookie(NAME_COOKIE, s.name, max_age=NAME_COOKIE_AGE, path="/", httponly=True, samesite="lax")
         return s.state()
 
     def session(sid: str):

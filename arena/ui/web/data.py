@@ -293,7 +293,7 @@ class LeagueData:
                     "labels": {OVERALL: game_label(OVERALL)}}
         return self.cached(("games",), compute)
 
-    def leaderboard(self, game: str = OVERALL, sort: str = "elo") -> dict:
+    def leaderboard(self, game: str = OVERALL, sort: str = "rating") -> dict:
         return self.cached(("leaderboard", game, sort), lambda: self._leaderboard(game, sort))
 
     def _leaderboard(self, game: str, sort: str) -> dict:
@@ -304,22 +304,51 @@ class LeagueData:
                      "std": _num(r.std), "episodes": r.episodes, "common_seeds": r.common_seeds,
                      "forfeits": r.forfeits} for r in return_rows(s, game)]
             return {"game": game, "label": game_label(game), "kind": "returns", "rows": rows}
+        from arena.league.leaderboard import leaderboard, ranked_by_payoff
+
         pay = self.payoff(game)
         mass = dict(zip(pay["players"], pay["alpharank"] or []))
+        board = leaderboard(s, game)
+        fitted = {r.player: r for r in board.rows}
+        order = [r.player for r in (ranked_by_payoff(board) if board.scoring == "payoff" else board.rows)]
+        live = {r.player: r for r in rating_rows(s, game, sort if sort != "rating" else "elo")}
+        names = order + [p for p in live if p not in fitted] if sort == "rating" else list(live)
         rows = []
-        for r in rating_rows(s, game, sort):
-            kind, role, active = kinds.get(r.player, ("?", None, True))
-            rows.append({"player": r.player, "kind": kind, "role": role, "active": bool(active),
-                         "elo": _num(r.elo), "mu": _num(r.mu), "sigma": _num(r.sigma),
-                         "conservative": _num(r.conservative), "games": r.games, "wins": r.wins, "draws": r.draws,
-                         "losses": r.losses, "win_rate": _num(r.win_rate), "alpharank": _num(mass.get(r.player))})
+        for name in names:
+            r, f = live.get(name), fitted.get(name)
+            kind, role, active = kinds.get(name, ("?", None, True))
+            row = {"player": name, "kind": kind, "role": role, "active": bool(active),
+                   "elo": _num(r.elo) if r else None, "mu": _num(r.mu) if r else None,
+                   "sigma": _num(r.sigma) if r else None, "conservative": _num(r.conservative) if r else None,
+                   "games": r.games if r else (f.games if f else 0), "wins": r.wins if r else None,
+                   "draws": r.draws if r else None, "losses": r.losses if r else None,
+                   "win_rate": _num(r.win_rate) if r else None, "alpharank": _num(mass.get(name)),
+                   "rating": None, "rating_lo": None, "rating_hi": None, "rank": None, "rank_lo": None,
+                   "rank_hi": None, "provisional": True, "forfeits": 0, "invalid_per_game": None, "payoff": None,
+                   "payoff_lo": None, "payoff_hi": None, "nash": None, "nash_lo": None, "nash_hi": None}
+            if f is not None:
+                row.update({"rating": _num(f.rating), "rating_lo": _num(f.lo), "rating_hi": _num(f.hi),
+                            "rank": f.rank, "rank_lo": f.rank_lo, "rank_hi": f.rank_hi, "provisional": f.provisional,
+                            "forfeits": f.forfeits, "invalid_per_game": _num(f.invalid_rate)})
+                if f.payoff is not None:
+                    row.update({"payoff": _num(f.payoff.mean), "payoff_lo": _num(f.payoff.lo),
+                                "payoff_hi": _num(f.payoff.hi)})
+                if f.nash is not None:
+                    row.update({"nash": _num(f.nash.mean), "nash_lo": _num(f.nash.lo), "nash_hi": _num(f.nash.hi)})
+            rows.append(row)
         return {"game": game, "label": game_label(game), "kind": "rated", "rows": rows,
-                "alpharank_note": pay["note"], "alpharank_error": pay["alpharank_error"]}
+                "alpharank_note": pay["note"], "alpharank_error": pay["alpharank_error"],
+                "scoring": board.scoring, "fit": {"note": board.note(), "anchor": board.anchor,
+                                                  "anchor_value": board.anchor_value, "stability": board.stability,
+                                                  "top_k": board.top_k, "resamples": board.resamples,
+                                                  "results": board.results}}
 
     def payoff(self, game: str = OVERALL) -> dict:
         def compute():
             d = payoff_data(self.store, game)
-            return {"game": game, "players": d.players,
+            return {"game": game, "players": d.players, "kind": d.kind,
+                    "mean_payoff": None if d.mean_payoff is None else
+                    [[_num(x) for x in row] for row in d.mean_payoff.tolist()],
                     "win_rate": [[_num(x) for x in row] for row in d.win_rate.tolist()],
                     "games": [[_num(x) for x in row] for row in d.games.tolist()],
                     "alpharank": None if d.alpharank is None else [_num(x) for x in d.alpharank.tolist()],

@@ -54,12 +54,19 @@
   function leaderboard() {
     const sel = $("game");
     const params = new URLSearchParams(location.search);
-    let game = params.get("game"), sort = params.get("sort") || "elo";
+    let game = params.get("game"), sort = params.get("sort") || "rating";
     sel.addEventListener("change", () => { game = sel.value; history.replaceState(null, "", `?game=${encodeURIComponent(game)}`); load(); });
-    const cols = [["#", null], ["player", "name"], ["kind", null], ["Elo", "elo"], ["mu", "mu"], ["sigma", null],
-      ["mu \u2212 3\u03c3", "conservative"], ["alpha-rank", null], ["games", "games"], ["W", null], ["D", null], ["L", null],
-      ["win rate", "win_rate"]];
-    const tips = {"Elo": "Elo rating (everyone starts at 1500)", "mu": "OpenSkill skill estimate",
+    const baseCols = [["#", null], ["player", "name"], ["kind", null], ["rating", "rating"], ["95% CI", null], ["rank", null],
+      ["Elo", "elo"], ["mu", "mu"], ["sigma", null], ["mu \u2212 3\u03c3", "conservative"], ["alpha-rank", null], ["games", "games"],
+      ["W", null], ["D", null], ["L", null], ["win rate", "win_rate"], ["forfeits", null], ["invalid/g", null]];
+    let cols = baseCols;
+    const tips = {"rating": "fitted to every result (Bradley-Terry with draws), on the Elo scale; the anchor player is pinned",
+      "95% CI": "95% bootstrap interval of the fitted rating", "rank": "95% interval of the rank (bootstrap)",
+      "payoff": "mean payoff a match against the field (chips, points): the game is scored by its payoffs", "payoff CI": "95% interval of the mean payoff",
+      "vs Nash": "payoff a match against the Nash mixture of the payoff matrix (Nash averaging): 0 for the players nothing beats on average; the table's order",
+      "Nash CI": "95% bootstrap interval of the payoff against the Nash mixture",
+      "forfeits": "matches lost by forfeiting (invalid moves, errors, time)", "invalid/g": "invalid moves a game",
+      "Elo": "Elo rating, live (everyone starts at 1500)", "mu": "OpenSkill skill estimate",
       "sigma": "OpenSkill uncertainty: it shrinks as the player plays", "mu \u2212 3\u03c3": "a cautious skill estimate: the leaderboard of players who played enough",
       "alpha-rank": "share of the alpha-rank stationary distribution (who survives in the long run)",
       "W": "wins", "D": "draws", "L": "losses"};
@@ -92,7 +99,9 @@
       }
       $("plots").classList.remove("hidden");
       $("board-help").classList.remove("hidden");
-      $("board-note").textContent = b.alpharank_error ? "alpha-rank: " + b.alpharank_error : (b.alpharank_note || "");
+      $("board-note").textContent = [b.fit ? b.fit.note : "", b.alpharank_error ? "alpha-rank: " + b.alpharank_error : (b.alpharank_note || "")]
+        .filter(x => x).join(" ");
+      cols = b.scoring === "payoff" ? baseCols.slice(0, 3).concat([["vs Nash", "rating"], ["Nash CI", null], ["payoff", null], ["payoff CI", null]], baseCols.slice(3)) : baseCols;
       for (const [label, key] of cols) {
         const th = el("th", key ? "sortable" + (key === sort ? " sorted" : "") : null, label + (key === sort ? " \u25be" : ""));
         if (tips[label]) th.title = tips[label];
@@ -104,14 +113,19 @@
         const tr = el("tr"); const td = el("td", "muted", "no rated results yet: the table fills as matches are committed");
         td.colSpan = cols.length; tr.appendChild(td); t.appendChild(tr);
       }
+      const ci = (lo, hi, d) => lo === null || hi === null ? "\u2014" : `[${fmt(lo, d)}, ${fmt(hi, d)}]`;
       b.rows.forEach((r, i) => {
-        const tr = el("tr");
-        tr.appendChild(el("td", "num", i + 1));
+        const tr = el("tr", r.provisional ? "provisional" : null);
+        tr.appendChild(el("td", "num", (i + 1) + (r.provisional ? "?" : "")));
         const name = el("td", "name"); name.appendChild(link(`/matches?player=${encodeURIComponent(r.player)}`, r.player));
+        if (r.provisional) { const tag = el("span", "tag", "provisional"); tag.title = "too few games or too wide an interval: ranked after the rest"; name.appendChild(tag); }
         tr.appendChild(name);
         tr.appendChild(el("td", null, r.kind + (r.role ? ` (${r.role})` : "")));
-        [fmt(r.elo), fmt(r.mu, 2), fmt(r.sigma, 2), fmt(r.conservative, 2), r.alpharank === null ? "\u2014" : r.alpharank.toFixed(3),
-          r.games, r.wins, r.draws, r.losses, pct(r.win_rate)].forEach(v => tr.appendChild(el("td", "num", v)));
+        const signed = v => v === null || v === undefined ? "\u2014" : (v >= 0 ? "+" : "") + v.toFixed(3);
+        const pay = b.scoring === "payoff" ? [signed(r.nash), ci(r.nash_lo ?? null, r.nash_hi ?? null, 3), signed(r.payoff), ci(r.payoff_lo, r.payoff_hi, 3)] : [];
+        pay.concat([fmt(r.rating), ci(r.rating_lo, r.rating_hi, 0), r.rank === null ? "\u2014" : (r.rank_lo === r.rank_hi ? `${r.rank_lo}` : `${r.rank_lo}\u2013${r.rank_hi}`),
+          fmt(r.elo), fmt(r.mu, 2), fmt(r.sigma, 2), fmt(r.conservative, 2), r.alpharank === null ? "\u2014" : r.alpharank.toFixed(3),
+          r.games, r.wins, r.draws, r.losses, pct(r.win_rate), r.forfeits, fmt(r.invalid_per_game, 2)]).forEach(v => tr.appendChild(el("td", "num", v)));
         t.appendChild(tr);
       });
       if (h) drawCurves(clear($("curves")), h);
@@ -216,33 +230,39 @@
     const legendY = T + n * c + labels + 22;
     const root = svg("svg", {width: Math.max(L + n * c + 10, L + 350), height: legendY + 32, class: "heatmap", role: "img"}, box);
     if (!n) { const t = svg("text", {x: 20, y: 30}, root); t.textContent = "no head-to-head results yet"; return; }
+    const span = p.kind === "payoff" && p.mean_payoff ? Math.max(0, ...p.mean_payoff.flat().filter(x => x !== null).map(Math.abs)) : 1;
     for (let i = 0; i < n; i++) {
       const t = svg("text", {x: L - 4, y: T + i * c + c * 0.62, "font-size": 10, "text-anchor": "end"}, root);
       t.textContent = p.players[i].slice(0, 18);
       const u = svg("text", {x: 0, y: 0, "font-size": 10, transform: `translate(${L + i * c + c * 0.4},${T + n * c + 6}) rotate(60)`}, root);
       u.textContent = p.players[i].slice(0, 16);
       for (let j = 0; j < n; j++) {
-        const v = p.win_rate[i][j], games = p.games ? p.games[i][j] : null;
+        const payoff = p.kind === "payoff" && p.mean_payoff;
+        const m = payoff ? p.mean_payoff[i][j] : null;
+        // a payoff game: the colour from the mean payoff (red loses, green wins), scaled by the largest
+        const v = payoff ? (m === null ? null : 0.5 + 0.5 * m / (span || 1)) : p.win_rate[i][j], games = p.games ? p.games[i][j] : null;
         const r = svg("rect", {x: L + j * c, y: T + i * c, width: c - 1, height: c - 1, fill: winColor(v), class: "cell",
           "data-row": i, "data-col": j}, root);
         const tip = svg("title", {}, r);
         tip.textContent = i === j ? `${p.players[i]}: itself` : v === null ? `${p.players[i]} vs ${p.players[j]}: never met` :
+          payoff ? `${p.players[i]} vs ${p.players[j]}: ${fmt(m, 3)} a match to ${p.players[i]} over ${fmt(games, 0)} matches` :
           `${p.players[i]} vs ${p.players[j]}: ${pct(v)} won by ${p.players[i]} over ${fmt(games, 1)} games (decayed; draws count half)`;
         if (v !== null && c >= 22) {
           const lab = svg("text", {x: L + j * c + (c - 1) / 2, y: T + i * c + c * 0.62, "font-size": c >= 32 ? 11 : 9,
             "text-anchor": "middle", class: "value", "pointer-events": "none", fill: v > 0.8 || v < 0.2 ? "#fff" : "#1d232a"}, root);
-          lab.textContent = Math.round(100 * v);
+          lab.textContent = payoff ? m.toFixed(Math.abs(m) >= 10 ? 0 : 1) : Math.round(100 * v);
         }
       }
     }
     // the colour scale, 0% to 100%, and the grey of pairs that never met
     const lw = 240, lx = L;
     for (let k = 0; k < 40; k++) svg("rect", {x: lx + k * lw / 40, y: legendY, width: lw / 40 + 0.5, height: 12, fill: winColor(k / 39)}, root);
-    [[0, "0%"], [0.5, "50%"], [1, "100%"]].forEach(([v, s]) => {
+    const marks = p.kind === "payoff" ? [[0, (-span).toFixed(2)], [0.5, "0"], [1, "+" + span.toFixed(2)]] : [[0, "0%"], [0.5, "50%"], [1, "100%"]];
+    marks.forEach(([v, s]) => {
       const t = svg("text", {x: lx + v * lw, y: legendY + 25, "font-size": 10, "text-anchor": "middle", class: "legend"}, root); t.textContent = s;
     });
     const ll = svg("text", {x: lx - 6, y: legendY + 10, "font-size": 10, "text-anchor": "end", fill: "#66707a"}, root);
-    ll.textContent = "row's win rate";
+    ll.textContent = p.kind === "payoff" ? "row's payoff" : "row's win rate";
     svg("rect", {x: lx + lw + 16, y: legendY, width: 12, height: 12, fill: winColor(null), stroke: "#ccc"}, root);
     const nm = svg("text", {x: lx + lw + 32, y: legendY + 10, "font-size": 10}, root); nm.textContent = "never met";
   }
@@ -443,6 +463,7 @@
       options.forEach(g => $("p-game").appendChild(option(g.game, g.game, params.get("game") === g.game)));
       fillPlayers();
       if (params.get("player")) $("p-player").value = params.get("player");
+      if (o.name && !$("p-name").value) $("p-name").value = o.name;  // the name this browser played under (its cookie)
     });
     $("p-game").addEventListener("change", fillPlayers);
     $("play-form").addEventListener("submit", async ev => {
@@ -453,6 +474,8 @@
         const s = await api("/api/play", {json: {game: $("p-game").value, player: $("p-player").value,
           seat: Number($("p-seat").value), name: $("p-name").value}});
         sid = s.session;
+        $("p-name").value = s.name;
+        $("p-you").textContent = `You play as ${s.name} (rated as the player ${s.you}).`;
         $("p-game-area").classList.remove("hidden");
         $("play-form").classList.add("hidden");
         clear($("p-result"));
@@ -529,10 +552,11 @@
         for (const n of s.players) {
           if (tbl.querySelector(`tr[data-player="${CSS.escape(n)}"]`)) continue;
           const tr = el("tr"); tr.dataset.player = n;
-          const a = s.elo_before[n], b = s.elo_after[n];
-          const d = (b !== null && b !== undefined) ? b - (a === null || a === undefined ? 1500 : a) : null;
-          tr.appendChild(el("td", null, n)); tr.appendChild(el("td", "num", a === null || a === undefined ? "new" : fmt(a)));
-          tr.appendChild(el("td", "num elo-after", fmt(b))); tr.appendChild(el("td", "num " + (d > 0 ? "delta-up" : "delta-down"), d === null ? "\u2014" : (d > 0 ? "+" : "") + d.toFixed(1)));
+          // the change this match's own commit made (another match committed meanwhile is not in it)
+          const a = s.elo_before[n], b = s.elo_after[n], c = (s.elo_change || {})[n];
+          const d = (c !== null && c !== undefined) ? c : null;
+          tr.appendChild(el("td", null, n === s.you ? `${n} (you)` : n)); tr.appendChild(el("td", "num", a === null || a === undefined ? "new" : fmt(a)));
+          tr.appendChild(el("td", "num elo-after", fmt(b))); tr.appendChild(el("td", "num elo-change " + (d > 0 ? "delta-up" : "delta-down"), d === null ? "\u2014" : (d > 0 ? "+" : "") + d.toFixed(1)));
           tbl.appendChild(tr);
         }
         res.appendChild(tbl);

@@ -1,0 +1,405 @@
+"""The reference leaderboard: ratings fitted to every result, with their uncertainty, and payoffs.
+
+Elo and OpenSkill are live views, updated one result at a time as a league runs. The table people
+should trust is fitted to the whole result log at once (`arena.league.bt`): a Bradley-Terry model
+with Davidson's draws by maximum likelihood, 95% bootstrap intervals on every rating and rank, one
+named player pinned to a fixed value so two leagues of a game share a scale, provisional players
+(too few games or too wide an interval) ranked after the established ones, and a stability figure
+(how often the top-k order survives dropping 1% of the results).
+
+What a result counts as depends on the game's scoring (`arena.envs.registry.game_scoring`, or the
+league config's ``scoring:`` for a game): ``win`` games (board games) rate win / draw / loss;
+``payoff`` games (poker, negotiation, general-sum games) also have their primary figure, the mean
+payoff a match with its 95% interval, and their payoff matrix holds mean payoffs, not win rates. The
+overall table weighs every game equally, however many matches each has.
+
+Every number here is computed from the result log (SQLite), so the terminal, the HTML report and the
+web pages show the same table; a fitted table is kept in memory per league until a new result lands.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from arena.league.storage import OVERALL, LeagueStore
+
+__all__ = [
+    "BoardRow",
+    "Leaderboard",
+    "PairStats",
+    "game_scorings",
+    "leaderboard",
+    "pair_payoffs",
+    "two_player_results",
+]
+
+#: Fewer games than this and a player is provisional (shown, ranked after the established).
+PROVISIONAL_GAMES = 20
+#: A 95% rating interval wider than this (Elo points) makes a player provisional too.
+PROVISIONAL_WIDTH = 400.0
+
+
+@dataclass(frozen=True)
+class TwoPlayerResults:
+    """The two-player results of a scope as arrays (one entry a match)."""
+
+    games: list[str]          # the scope's game ids (codes index it)
+    names: list[str]          # player names (codes index it)
+    game: np.ndarray          # game code per match
+    a: np.ndarray             # seat 0's player code
+    b: np.ndarray             # seat 1's player code
+    ra: np.ndarray            # seat 0's return
+    rb: np.ndarray            # seat 1's return
+    forfeit: np.ndarray       # player code of the forfeiter, -1 if none
+    inv_a: np.ndarray         # invalid moves of seat 0
+    inv_b: np.ndarray         # of seat 1
+    pair: list[str | None] = field(default_factory=list)  # duplicate-pair id per match (None: unpaired)
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+
+def two_player_results(store: LeagueStore, game: str = OVERALL) -> TwoPlayerResults:
+    """Every two-player result of `game` (OVERALL: of every game) between two players, in commit order
+    (a player's match against itself rates no one: left out, as the live ratings leave it)."""
+    has_pair = "pair" in {r[1] for r in store.conn.execute("PRAGMA table_info(results)")}
+    q = ("SELECT game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), "
+         "json_extract(returns, '$[0]'), json_extract(returns, '$[1]'), outcome, winner, "
+         "json_extract(invalid, '$[0]'), json_extract(invalid, '$[1]')" + (", pair" if has_pair else ", NULL") +
+         " FROM results WHERE json_array_length(players)=2"
+         " AND json_extract(players, '$[0]') != json_extract(players, '$[1]')")  # self-play rates no one
+    args: list[Any] = []
+    if game != OVERALL:
+        q += " AND game=?"
+        args.append(game)
+    rows = store.conn.execute(q + " ORDER BY commit_seq", args).fetchall()
+    games: dict[str, int] = {}
+    names: dict[str, int] = {}
+    n = len(rows)
+    g = np.empty(n, np.int64)
+    a = np.empty(n, np.int64)
+    b = np.empty(n, np.int64)
+    ra = np.empty(n)
+    rb = np.empty(n)
+    ff = np.full(n, -1, np.int64)
+    ia = np.zeros(n, np.int64)
+    ib = np.zeros(n, np.int64)
+    pair: list[str | None] = [None] * n
+    for k, (gid, p0, p1, r0, r1, outcome, winner, i0, i1, pr) in enumerate(rows):
+        g[k] = games.setdefault(gid, len(games))
+        a[k] = names.setdefault(p0, len(names))
+        b[k] = names.setdefault(p1, len(names))
+        ra[k], rb[k] = float(r0 or 0.0), float(r1 or 0.0)
+        ia[k], ib[k] = int(i0 or 0), int(i1 or 0)
+        if outcome == "forfeit" and winner in (0, 1):
+            ff[k] = b[k] if winner == 0 else a[k]
+        pair[k] = pr
+    return TwoPlayerResults(list(games), list(names), g, a, b, ra, rb, ff, ia, ib, pair)
+
+
+_scoring_memo: dict[str, str] = {}
+
+
+def game_scorings(store: LeagueStore, games: list[str] | None = None) -> dict[str, str]:
+    """How each rated game of the league is scored: ``win`` or ``payoff`` (the league's record, written
+    when it starts, with its config's overrides; else what the game's registration or core says)."""
+    known = dict(store.get_meta("scoring") or {})
+    out = {}
+    for g in games if games is not None else [x for x in store.rated_games() if x != OVERALL]:
+        s = known.get(g)
+        if s is None:
+            s = _scoring_memo.get(g)
+            if s is None:
+                from arena.envs.registry import game_scoring
+
+                try:
+                    s = game_scoring(g)
+                except Exception:  # a game not installed here (a plug-in): rated as win / draw / loss
+                    s = "win"
+                _scoring_memo[g] = s
+        out[g] = s
+    return out
+
+
+def _scores(res: "TwoPlayerResults", scorings: dict[str, str]) -> np.ndarray:
+    """Seat 0's score in each match, in [0, 1]. A ``win`` game: 1 ahead, 0.5 level, 0 behind (the sign
+    of the returns). A ``payoff`` game: the margin itself, ``0.5 + (ra - rb) / (4 m)`` with `m` the
+    largest return seen in that game, so that winning many chips counts for more than winning many
+    small pots, and a player who wins more chips than it loses rates above one who wins more often
+    but less (a fractional score, as Elo's; Bradley-Terry fits it as that share of a win)."""
+    ra, rb = res.ra, res.rb
+    out = np.where(ra > rb, 1.0, np.where(ra < rb, 0.0, 0.5))
+    for code, gid in enumerate(res.games):
+        if scorings.get(gid) != "payoff":
+            continue
+        sel = res.game == code
+        m = float(max(np.abs(ra[sel]).max(initial=0.0), np.abs(rb[sel]).max(initial=0.0)))
+        if m > 0:
+            out[sel] = np.clip(0.5 + (ra[sel] - rb[sel]) / (4.0 * m), 0.0, 1.0)
+    return out
+
+
+@dataclass(frozen=True)
+class PairStats:
+    """A player's payoff over its matches: `n` units (matches, or duplicate pairs of matches), the mean
+    payoff a match and its 95% interval (normal approximation; None below 2 units)."""
+
+    n: int
+    mean: float
+    lo: float | None
+    hi: float | None
+
+
+def _mean_ci(x: np.ndarray, per: float = 1.0) -> PairStats:
+    n = len(x)
+    if n == 0:
+        return PairStats(0, float("nan"), None, None)
+    m = float(x.mean()) / per
+    if n < 2:
+        return PairStats(n, m, None, None)
+    half = 1.96 * float(x.std(ddof=1)) / math.sqrt(n) / per
+    return PairStats(n, m, m - half, m + half)
+
+
+def _units(res: TwoPlayerResults, idx: np.ndarray, player: int) -> tuple[np.ndarray, float]:
+    """The player's payoff per unit over the matches `idx`: a duplicate pair (both matches of one deal,
+    seats swapped) is one unit, its payoff the sum of the two; an unpaired match is its own unit. Also
+    how many matches a unit is on average (to report payoffs a match)."""
+    mine = np.where(res.a[idx] == player, res.ra[idx], res.rb[idx])
+    if not any(res.pair[i] for i in idx):
+        return mine, 1.0
+    groups: dict[Any, float] = {}
+    sizes: dict[Any, int] = {}
+    for k, i in enumerate(idx):
+        key = res.pair[i] or ("m", int(i))
+        groups[key] = groups.get(key, 0.0) + float(mine[k])
+        sizes[key] = sizes.get(key, 0) + 1
+    units = np.fromiter(groups.values(), float, len(groups))
+    return units, float(np.mean(list(sizes.values())))
+
+
+def pair_payoffs(res: TwoPlayerResults) -> tuple[np.ndarray, np.ndarray]:
+    """(mean payoff of row player against column player a match, matches) over `res`'s players."""
+    n = len(res.names)
+    total = np.zeros((n, n))
+    count = np.zeros((n, n))
+    np.add.at(total, (res.a, res.b), res.ra)
+    np.add.at(total, (res.b, res.a), res.rb)
+    np.add.at(count, (res.a, res.b), 1)
+    np.add.at(count, (res.b, res.a), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return mean, count
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One player of the reference table."""
+
+    player: str
+    rating: float            # fitted (Bradley-Terry with draws), Elo scale, anchored
+    lo: float                # its 95% bootstrap interval
+    hi: float
+    rank: int
+    rank_lo: int             # 95% interval on the rank
+    rank_hi: int
+    provisional: bool
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    forfeits: int            # matches it lost by forfeiting (invalid moves, errors, time)
+    invalid: int             # invalid moves it made in all
+    payoff: PairStats | None = None  # payoff games: its mean payoff a match (None: a win/draw/loss table)
+    #: payoff games: its payoff a match against the meta-game's Nash mixture (Nash averaging), with a
+    #: bootstrap interval; the primary order of a payoff game's table (None: not computed)
+    nash: PairStats | None = None
+    elo: float | None = None        # the live views, beside
+    mu: float | None = None
+    sigma: float | None = None
+
+    @property
+    def win_rate(self) -> float | None:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else None
+
+    @property
+    def invalid_rate(self) -> float:
+        """Invalid moves a game."""
+        return self.invalid / self.games if self.games else 0.0
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    scope: str                # a game id, or OVERALL
+    scoring: str              # "win", "payoff", or "mixed" (OVERALL over games of both kinds)
+    rows: list[BoardRow]      # established first (rating, best first), then provisional
+    anchor: str | None
+    anchor_value: float
+    stability: float | None
+    top_k: int
+    resamples: int
+    results: int
+    draw_nu: float
+    games_in_scope: list[str] = field(default_factory=list)
+    #: Results not in the fit (matches of more than two players: rated by Elo and OpenSkill only).
+    unrated: int = 0
+
+    def note(self) -> str:
+        """What the table is, one paragraph under it."""
+        anchor = (f"{self.anchor} pinned at {self.anchor_value:g}" if self.anchor
+                  else f"the mean pinned at {self.anchor_value:g} (no anchor player in the scope)")
+        parts = [f"Bradley-Terry with draws (Davidson), fitted by maximum likelihood to {self.results:,} results; "
+                 f"95% intervals from {self.resamples:,} bootstrap resamples; {anchor}"]
+        if self.scope == OVERALL and len(self.games_in_scope) > 1:
+            parts.append(f"each of the {len(self.games_in_scope)} games weighs the same")
+        if self.stability is not None:
+            parts.append(f"top-{self.top_k} order unchanged in {self.stability:.0%} of resamples with 1% of "
+                         "the results dropped")
+        prov = sum(r.provisional for r in self.rows)
+        if prov:
+            parts.append(f"{prov} provisional (fewer than {PROVISIONAL_GAMES} games or an interval wider than "
+                         f"{PROVISIONAL_WIDTH:g}), ranked after the rest")
+        if self.scoring == "payoff":
+            parts.append("vs Nash: payoff a match against the Nash mixture of the payoff matrix (Nash averaging; 0 "
+                         "for the players nothing beats on average), the table's order; payoff: mean return a match "
+                         "against the field; both with 95% intervals (a duplicate pair is one unit)")
+        if self.unrated:
+            parts.append(f"{self.unrated} results of more than two players are rated by Elo/OpenSkill only")
+        return "; ".join(parts) + "."
+
+
+_memo: dict[tuple, tuple[int, Leaderboard]] = {}
+_memo_lock = threading.Lock()
+
+
+def _version(store: LeagueStore) -> int:
+    row = store.conn.execute("SELECT MAX(commit_seq) FROM results").fetchone()
+    return int(row[0] or 0)
+
+
+def leaderboard(store: LeagueStore, game: str = OVERALL, *, resamples: int = 1000, seed: int = 0,
+                provisional_games: int = PROVISIONAL_GAMES, provisional_width: float = PROVISIONAL_WIDTH,
+                anchor: str | None = "random", top_k: int = 3) -> Leaderboard:
+    """The fitted table of `game` (OVERALL: every game, each weighing the same). Kept in memory until
+    the league commits another result."""
+    key = (str(store.db_path), game, resamples, seed, provisional_games, provisional_width, anchor, top_k)
+    version = _version(store)
+    with _memo_lock:
+        hit = _memo.get(key)
+    if hit is not None and hit[0] == version:
+        return hit[1]
+    board = _fit(store, game, resamples=resamples, seed=seed, provisional_games=provisional_games,
+                 provisional_width=provisional_width, anchor=anchor, top_k=top_k)
+    with _memo_lock:
+        if len(_memo) > 64:
+            _memo.clear()
+        _memo[key] = (version, board)
+    return board
+
+
+def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisional_games: int,
+         provisional_width: float, anchor: str | None, top_k: int) -> Leaderboard:
+    from arena.league.bt import Results, fit_bt
+
+    res = two_player_results(store, game)
+    scorings = game_scorings(store, res.games if res.games else ([game] if game != OVERALL else []))
+    kinds = set(scorings.values())
+    scoring = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "win")
+    total = store.conn.execute("SELECT COUNT(*) FROM results WHERE json_array_length(players)>2" +
+                               ("" if game == OVERALL else " AND game=?"),
+                               () if game == OVERALL else (game,)).fetchone()[0]
+    fit_input = Results(res.game, res.a, res.b, _scores(res, scorings), res.games, res.names)
+    table = fit_bt(fit_input, scope=game, anchor=anchor, resamples=resamples, seed=seed,
+                   provisional_games=provisional_games, provisional_width=provisional_width, top_k=top_k)
+    elo, skill = store.elo(game), store.openskill(game)
+    code = {n: i for i, n in enumerate(res.names)}
+    nash = nash_payoffs(res, seed=seed) if scoring == "payoff" and game != OVERALL else None
+    sign = np.where(res.ra > res.rb, 1.0, np.where(res.ra < res.rb, 0.0, 0.5))
+    rows = []
+    for r in table.rows:
+        i = code.get(r.player)
+        if i is None:
+            continue
+        as_a, as_b = res.a == i, res.b == i
+        mine = np.concatenate([sign[as_a], 1.0 - sign[as_b]])
+        wins, draws = int((mine == 1.0).sum()), int((mine == 0.5).sum())
+        payoff = None
+        if scoring == "payoff":
+            idx = np.flatnonzero(as_a | as_b)
+            units, per = _units(res, idx, i)
+            payoff = _mean_ci(units, per)
+        mu, sigma = skill.get(r.player, (None, None))
+        rows.append(BoardRow(
+            r.player, r.rating, r.lo, r.hi, r.rank, r.rank_lo, r.rank_hi, r.provisional, len(mine), wins, draws,
+            len(mine) - wins - draws, int((res.forfeit == i).sum()),
+            int(res.inv_a[as_a].sum() + res.inv_b[as_b].sum()), payoff=payoff,
+            nash=None if nash is None else nash[i], elo=elo.get(r.player),
+            mu=None if mu is None else float(mu), sigma=None if sigma is None else float(sigma)))
+    return Leaderboard(game, scoring, rows, table.anchor, table.anchor_value, table.stability, table.top_k,
+                       table.resamples, table.results, table.draw_nu, sorted(res.games), total)
+
+
+def ranked_by_payoff(board: Leaderboard) -> list[BoardRow]:
+    """A payoff game's rows by payoff against the Nash mixture, then mean payoff (best first;
+    provisional players after the established)."""
+    def key(r: BoardRow):
+        nash = r.nash.mean if r.nash and r.nash.n else -math.inf
+        return (r.provisional, -round(nash, 9), -(r.payoff.mean if r.payoff and r.payoff.n else -math.inf), r.player)
+    return sorted(board.rows, key=key)
+
+
+#: Bootstrap resamples of the Nash-averaged payoffs (a linear program each), and the most players the
+#: Nash averaging takes (a larger league's payoff game shows the mean payoff alone).
+NASH_RESAMPLES = 200
+NASH_MAX_PLAYERS = 200
+
+
+def _unit_codes(res: "TwoPlayerResults") -> np.ndarray:
+    """Each match's resampling unit: its duplicate pair, or itself."""
+    ids: dict[Any, int] = {}
+    return np.fromiter((ids.setdefault(p if p else ("m", k), len(ids)) for k, p in enumerate(res.pair)),
+                       np.int64, len(res.pair))
+
+
+def nash_payoffs(res: "TwoPlayerResults", resamples: int = NASH_RESAMPLES, seed: int = 0) -> list[PairStats] | None:
+    """Per player of `res`: its payoff against the maximum-entropy Nash mixture of the mean-payoff
+    meta-game (`arena.league.ratings.nash_average`), with a 95% interval from `resamples` Poisson
+    bootstrap resamples of the matches (a duplicate pair resampled whole). None above
+    `NASH_MAX_PLAYERS` players or without results."""
+    from arena.league.ratings import nash_average
+
+    n = len(res.names)
+    if n == 0 or n > NASH_MAX_PLAYERS or len(res) == 0:
+        return None
+
+    def ratings(weights: np.ndarray | None, maxent: bool) -> np.ndarray:
+        w = np.ones(len(res)) if weights is None else weights
+        total = np.zeros((n, n))
+        count = np.zeros((n, n))
+        np.add.at(total, (res.a, res.b), w * res.ra)
+        np.add.at(total, (res.b, res.a), w * res.rb)
+        np.add.at(count, (res.a, res.b), w)
+        np.add.at(count, (res.b, res.a), w)
+        mean = np.divide(total, count, out=np.zeros_like(total), where=count > 0)
+        return nash_average(mean, maxent=maxent)[1]
+
+    point = ratings(None, True)
+    units = _unit_codes(res)
+    rng = np.random.default_rng(seed)
+    boot = np.empty((resamples, n))
+    for r in range(resamples):
+        boot[r] = ratings(rng.poisson(1.0, units.max() + 1)[units].astype(float), False)
+    lo = np.minimum(np.percentile(boot, 2.5, axis=0), point) if resamples else point
+    hi = np.maximum(np.percentile(boot, 97.5, axis=0), point) if resamples else point
+    games = np.bincount(res.a, minlength=n) + np.bincount(res.b, minlength=n)
+    return [PairStats(int(games[i]), float(point[i]), float(lo[i]), float(hi[i])) for i in range(n)]
+
+
+def with_payoff_ranks(board: Leaderboard) -> Leaderboard:
+    """`board` with its rows in payoff order (for the primary table of a payoff game)."""
+    return replace(board, rows=ranked_by_payoff(board))
