@@ -744,7 +744,15 @@ def _exploitability_view(store, game: Optional[str]):
         t.add_column(col, justify="right" if col in ("Rating", "NashConv") else "left")
     cfg = store.get_meta("config") or {}
     settings = {e.get("id"): e.get("kwargs") or {} for e in cfg.get("games", []) if isinstance(e, dict)}
-    for g in [x for x in store.rated_games() if x != OVERALL and (game is None or x == game)]:
+    from arena.envs.registry import make_core
+
+    def imperfect(g: str) -> bool:  # poker and its kind: NashConv says something there; a board game's is moot
+        try:
+            return not getattr(make_core(g, **(settings.get(g) or {})), "perfect_information", True)
+        except Exception:
+            return False
+
+    for g in [x for x in store.rated_games() if x != OVERALL and (game is None or x == game) and imperfect(x)]:
         fitted = None
         for p in store.players():
             if g not in p.games or not readable(p.spec, g, game_kwargs=settings.get(g)):

@@ -1,5 +1,6 @@
-"""The main job on embedded defaults: the quickstart league (fixed agents on three games,
-local process pool, SQLite, replay files), then its ratings, payoff matrix, plots and report."""
+"""The main job on embedded defaults: the quickstart league (fixed agents on four games, two of them
+poker, local process pool, SQLite, replays), then its fitted ratings (payoffs first in poker), payoff
+matrices, plots and report."""
 
 from __future__ import annotations
 

@@ -245,3 +245,27 @@ def test_a_person_with_one_game_is_provisional_and_ranked_after_the_established(
         assert person.rank_hi - person.rank_lo >= 1  # one game: its rank is uncertain
     finally:
         store.close()
+
+
+def test_the_demo_ranks_cfr_first_on_every_poker_game(tmp_path):
+    """`make demo`'s own league (seeded): its poker tables put CFR first (by payoff against the Nash
+    mixture) and CFR takes chips from random head to head, on Kuhn and on Leduc."""
+    from rich.console import Console
+
+    from arena.demo import DemoConfig, run_demo
+
+    console = Console(record=True, width=250, color_system=None)
+    run_demo(DemoConfig(out=str(tmp_path / "demo")), console)
+    text = console.export_text()
+    store = open_league(tmp_path / "demo")
+    try:
+        for game in (KUHN, "openspiel/leduc_poker-v0"):
+            board = leaderboard(store, game)
+            assert board.scoring == "payoff" and ranked_by_payoff(board)[0].player == "cfr"
+            data = payoff_data(store, game)
+            i, j = data.players.index("cfr"), data.players.index("random")
+            assert data.mean_payoff[i, j] > 0
+            assert f"Ratings: {game} (payoff against the Nash mixture" in text
+            assert f"Payoff: {game} (row vs column mean payoff" in text
+    finally:
+        store.close()
