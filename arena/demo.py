@@ -1,4 +1,4 @@
-"""The main job on embedded defaults: the quickstart league (fixed agents on four games, two of them
+"""The main job on embedded defaults: the quickstart league (fixed agents on five games, three of them
 poker, local process pool, SQLite, replays), then its fitted ratings (payoffs first in poker), payoff
 matrices, plots and report."""
 

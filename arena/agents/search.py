@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -172,11 +173,43 @@ def _solve(game, iterations: int):
     return solver.average_policy()
 
 
+#: Text games whose every hand is OpenSpiel's ``kuhn_poker`` (real stakes: a bet and a call cost a chip),
+#: which the CFR agent plays by reading the hand from the text (`kuhn_text_key`). Not ``arena/KuhnPoker-v1``:
+#: there a bet costs nothing, another game, whose equilibrium Kuhn's is not.
+TEXT_KUHN = ("arena/KuhnPoker-v2",)
+_KUHN_CARDS = {"J": 0, "Q": 1, "K": 2}
+_KUHN_MOVE = re.compile(r"Player \d+, submitted move: '\[(check|bet|call|fold)\]'", re.IGNORECASE)
+
+
+def kuhn_text_key(text: str) -> str:
+    """OpenSpiel's ``kuhn_poker`` information-state string of the hand a TextArena Kuhn Poker view is at:
+    the player's card (0 J, 1 Q, 2 K) then the hand's moves so far, ``p`` for a check or a fold and ``b``
+    for a bet or a call (the player who opens the hand is OpenSpiel's player 0). Read from the view's
+    last ``### Starting round`` section; a view it cannot read raises `ValueError` naming what is missing."""
+    head = text.rfind("### Starting round")
+    if head < 0:
+        raise ValueError("no '### Starting round' line in the Kuhn Poker view: cannot tell the hand")
+    hand = text[head:]
+    card = re.search(r"Your card is: '([JQK])'", hand)
+    if card is None:
+        raise ValueError("no \"Your card is: 'X'\" in the hand's view")
+    moves = "".join("b" if m.lower() in ("bet", "call") else "p" for m in _KUHN_MOVE.findall(hand))
+    return f"{_KUHN_CARDS[card.group(1)]}{moves}"
+
+
 class CFRAgent(BaseAgent):
-    """Plays a CFR+ average policy (near-Nash in Kuhn/Leduc poker), sampling with its own generator."""
+    """Plays a CFR+ average policy (near-Nash in Kuhn/Leduc poker), sampling with its own generator. On
+    `TEXT_KUHN` (TextArena's Kuhn Poker with real stakes) it plays the same strategy, hand by hand, from the
+    text it is shown (`kuhn_text_key`)."""
 
     def __init__(self, core: GameCore | None, iterations: int = 200, seed: int | None = None):
-        self.game = _openspiel_game(core, "cfr")
+        self.text_kuhn = getattr(core, "game_id", None) in TEXT_KUHN
+        if self.text_kuhn:
+            import pyspiel
+
+            self.game = pyspiel.load_game("kuhn_poker")
+        else:
+            self.game = _openspiel_game(core, "cfr")
         if getattr(core, "perfect_information", False):
             raise IncompatibleAgent(f"CFR is for small imperfect-information games (kuhn_poker, leduc_poker); "
                              f"{core.game_id} has perfect information: use mcts")
@@ -189,10 +222,14 @@ class CFRAgent(BaseAgent):
         self._rng = np.random.default_rng(seed)
 
     def act(self, observation: Observation) -> Any:
-        key = observation.information_state()
-        probs = self.policy.policy_for_key(key)
         legal = observation.legal_actions
-        p = np.asarray([probs[a] for a in legal], dtype=np.float64)
+        if self.text_kuhn:  # OpenSpiel's actions: 0 pass (check, fold), 1 bet (bet, call)
+            probs = self.policy.policy_for_key(kuhn_text_key(observation.text))
+            kinds = [1 if str(a).strip("[]").lower() in ("bet", "call") else 0 for a in legal]
+            p = np.asarray([probs[k] for k in kinds], dtype=np.float64)
+        else:
+            probs = self.policy.policy_for_key(observation.information_state())
+            p = np.asarray([probs[a] for a in legal], dtype=np.float64)
         total = p.sum()
         p = p / total if total > 0 else np.full(len(legal), 1.0 / len(legal))
         return legal[int(self._rng.choice(len(legal), p=p))]

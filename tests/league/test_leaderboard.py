@@ -249,7 +249,7 @@ def test_a_person_with_one_game_is_provisional_and_ranked_after_the_established(
 
 def test_the_demo_ranks_cfr_first_on_every_poker_game(tmp_path):
     """`make demo`'s own league (seeded): its poker tables put CFR first (by payoff against the Nash
-    mixture) and CFR takes chips from random head to head, on Kuhn and on Leduc."""
+    mixture) and CFR takes chips from random head to head, on Kuhn, Leduc and TextArena's Kuhn."""
     from rich.console import Console
 
     from arena.demo import DemoConfig, run_demo
@@ -259,7 +259,7 @@ def test_the_demo_ranks_cfr_first_on_every_poker_game(tmp_path):
     text = console.export_text()
     store = open_league(tmp_path / "demo")
     try:
-        for game in (KUHN, "openspiel/leduc_poker-v0"):
+        for game in (KUHN, "openspiel/leduc_poker-v0", "arena/KuhnPoker-v2"):
             board = leaderboard(store, game)
             assert board.scoring == "payoff" and ranked_by_payoff(board)[0].player == "cfr"
             data = payoff_data(store, game)

@@ -47,11 +47,11 @@ class HtmlAgent(BaseAgent):
 
 
 def build_league(d: Path) -> Path:
-    """A 30-match quickstart league, plus a player with a script for a name (rated in one match) and a
+    """A 40-match quickstart league, plus a player with a script for a name (rated in one match) and a
     match whose first move is raw HTML (refused, a forfeit)."""
-    cfg = load_league_config(ROOT / "configs/leagues/quickstart.yaml", matches=30)
+    cfg = load_league_config(ROOT / "configs/leagues/quickstart.yaml", matches=40)
     out = League(cfg, d, backend="inline").run()
-    assert out["results"] == 30
+    assert out["results"] == 40
     league = League.open(d)
     league.store.add_player(EVIL, "fixed", "random", [TTT])
     m = league.begin(Pairing(TTT, [EVIL, "random"], ["random", "random"], "test"), status="running")
@@ -152,7 +152,7 @@ def test_leaderboard_is_the_stores_ratings(server, store):
 
 def test_league_summary_and_openapi(server, store):
     status, s = get(server, "/api/league")
-    assert status == 200 and s["name"] == "quickstart" and s["last_commit"] == store.result_count() == 32
+    assert status == 200 and s["name"] == "quickstart" and s["last_commit"] == store.result_count() == 42
     status, schema = get(server, "/openapi.json")
     assert status == 200
     for path in ("/api/players", "/api/matches", "/api/replays/{match_id}", "/api/play", "/api/play/{sid}/move"):

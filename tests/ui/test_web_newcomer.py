@@ -92,7 +92,8 @@ def post(server, path: str, payload: dict):
 def test_all_games_is_listed_once(servers, quick_dir):
     status, g = get(servers["quick"], "/api/games")
     assert status == 200
-    assert g["rated"] == [OVERALL, "arena/TicTacToe-v0", KUHN, "openspiel/leduc_poker-v0", TTT]  # was ["*", "*", ...]
+    assert g["rated"] == [OVERALL, "arena/KuhnPoker-v2", "arena/TicTacToe-v0", KUHN, "openspiel/leduc_poker-v0",
+                          TTT]  # was ["*", "*", ...]
     assert g["solo"] == [] and g["default"] == OVERALL
 
 
