@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from arena.errors import ArenaError
 from arena.league.storage import OVERALL, LeagueStore
 
 __all__ = [
@@ -67,10 +68,9 @@ class TwoPlayerResults:
 def two_player_results(store: LeagueStore, game: str = OVERALL) -> TwoPlayerResults:
     """Every two-player result of `game` (OVERALL: of every game) between two players, in commit order
     (a player's match against itself rates no one: left out, as the live ratings leave it)."""
-    has_pair = "pair" in {r[1] for r in store.conn.execute("PRAGMA table_info(results)")}
     q = ("SELECT game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), "
          "json_extract(returns, '$[0]'), json_extract(returns, '$[1]'), outcome, winner, "
-         "json_extract(invalid, '$[0]'), json_extract(invalid, '$[1]')" + (", pair" if has_pair else ", NULL") +
+         "json_extract(invalid, '$[0]'), json_extract(invalid, '$[1]'), pair"
          " FROM results WHERE json_array_length(players)=2"
          " AND json_extract(players, '$[0]') != json_extract(players, '$[1]')")  # self-play rates no one
     args: list[Any] = []
@@ -119,14 +119,14 @@ def game_scorings(store: LeagueStore, games: list[str] | None = None) -> dict[st
 
                 try:
                     s = game_scoring(g)
-                except Exception:  # a game not installed here (a plug-in): rated as win / draw / loss
+                except (ArenaError, ImportError):  # a game not installed here (a plug-in): win / draw / loss
                     s = "win"
                 _scoring_memo[g] = s
         out[g] = s
     return out
 
 
-def _scores(res: "TwoPlayerResults", scorings: dict[str, str]) -> np.ndarray:
+def _scores(res: TwoPlayerResults, scorings: dict[str, str]) -> np.ndarray:
     """Seat 0's score in each match, in [0, 1]. A ``win`` game: 1 ahead, 0.5 level, 0 behind (the sign
     of the returns). A ``payoff`` game: the margin itself, ``0.5 + (ra - rb) / (4 m)`` with `m` the
     largest return seen in that game, so that winning many chips counts for more than winning many
@@ -166,32 +166,39 @@ def _mean_ci(x: np.ndarray, per: float = 1.0) -> PairStats:
     return PairStats(n, m, m - half, m + half)
 
 
-def _units(res: TwoPlayerResults, idx: np.ndarray, player: int) -> tuple[np.ndarray, float]:
-    """The player's payoff per unit over the matches `idx`: a duplicate pair (both matches of one deal,
-    seats swapped) is one unit, its payoff the sum of the two; an unpaired match is its own unit. Also
-    how many matches a unit is on average (to report payoffs a match)."""
-    mine = np.where(res.a[idx] == player, res.ra[idx], res.rb[idx])
-    if not any(res.pair[i] for i in idx):
-        return mine, 1.0
-    groups: dict[Any, float] = {}
-    sizes: dict[Any, int] = {}
-    for k, i in enumerate(idx):
-        key = res.pair[i] or ("m", int(i))
-        groups[key] = groups.get(key, 0.0) + float(mine[k])
-        sizes[key] = sizes.get(key, 0) + 1
-    units = np.fromiter(groups.values(), float, len(groups))
-    return units, float(np.mean(list(sizes.values())))
+def _payoff_stats(res: TwoPlayerResults) -> list[PairStats]:
+    """Per player: its mean payoff a match with the interval, over units (`_unit_codes`): a pair of
+    seat-swapped matches (a duplicate deal) is one unit, its payoff the sum of the two; an unpaired
+    match is its own unit. The mean a unit is divided by the player's matches a unit on average."""
+    n = len(res.names)
+    units = _unit_codes(res)
+    span = int(units.max()) + 1 if len(units) else 1
+    key = np.concatenate([res.a, res.b]) * span + np.concatenate([units, units])
+    cells, inverse = np.unique(key, return_inverse=True)
+    sums = np.bincount(inverse, np.concatenate([res.ra, res.rb]))
+    sizes = np.bincount(inverse)
+    bounds = np.searchsorted(cells // span, np.arange(n + 1))  # cells are sorted by player
+    return [_mean_ci(sums[lo:hi], float(sizes[lo:hi].mean()) if hi > lo else 1.0)
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _pair_means(res: TwoPlayerResults, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(total payoff of row player against column player over their matches, the matches), each match
+    counted `weights` times (a bootstrap's; None: once)."""
+    n = len(res.names)
+    w = np.ones(len(res)) if weights is None else weights
+    total = np.zeros((n, n))
+    count = np.zeros((n, n))
+    np.add.at(total, (res.a, res.b), w * res.ra)
+    np.add.at(total, (res.b, res.a), w * res.rb)
+    np.add.at(count, (res.a, res.b), w)
+    np.add.at(count, (res.b, res.a), w)
+    return total, count
 
 
 def pair_payoffs(res: TwoPlayerResults) -> tuple[np.ndarray, np.ndarray]:
     """(mean payoff of row player against column player a match, matches) over `res`'s players."""
-    n = len(res.names)
-    total = np.zeros((n, n))
-    count = np.zeros((n, n))
-    np.add.at(total, (res.a, res.b), res.ra)
-    np.add.at(total, (res.b, res.a), res.rb)
-    np.add.at(count, (res.a, res.b), 1)
-    np.add.at(count, (res.b, res.a), 1)
+    total, count = _pair_means(res)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     return mean, count
@@ -319,27 +326,26 @@ def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisiona
     elo, skill = store.elo(game), store.openskill(game)
     code = {n: i for i, n in enumerate(res.names)}
     nash = nash_payoffs(res, seed=seed) if scoring == "payoff" and game != OVERALL else None
+    payoffs = _payoff_stats(res) if scoring == "payoff" else None
+    # each player's record in one pass over the matches (seat 0's sign of the returns: 1, 0.5, 0)
+    n, a, b = len(res.names), res.a, res.b
     sign = np.where(res.ra > res.rb, 1.0, np.where(res.ra < res.rb, 0.0, 0.5))
+    games = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
+    wins = np.bincount(a, sign == 1.0, n) + np.bincount(b, sign == 0.0, n)
+    draws = np.bincount(a, sign == 0.5, n) + np.bincount(b, sign == 0.5, n)
+    forfeits = np.bincount(res.forfeit[res.forfeit >= 0], minlength=n)
+    invalid = np.bincount(a, res.inv_a, n) + np.bincount(b, res.inv_b, n)
     rows = []
     for r in table.rows:
         i = code.get(r.player)
         if i is None:
             continue
-        as_a, as_b = res.a == i, res.b == i
-        mine = np.concatenate([sign[as_a], 1.0 - sign[as_b]])
-        wins, draws = int((mine == 1.0).sum()), int((mine == 0.5).sum())
-        payoff = None
-        if scoring == "payoff":
-            idx = np.flatnonzero(as_a | as_b)
-            units, per = _units(res, idx, i)
-            payoff = _mean_ci(units, per)
         mu, sigma = skill.get(r.player, (None, None))
         rows.append(BoardRow(
-            r.player, r.rating, r.lo, r.hi, r.rank, r.rank_lo, r.rank_hi, r.provisional, len(mine), wins, draws,
-            len(mine) - wins - draws, int((res.forfeit == i).sum()),
-            int(res.inv_a[as_a].sum() + res.inv_b[as_b].sum()), payoff=payoff,
-            nash=None if nash is None else nash[i], elo=elo.get(r.player),
-            mu=None if mu is None else float(mu), sigma=None if sigma is None else float(sigma)))
+            r.player, r.rating, r.lo, r.hi, r.rank, r.rank_lo, r.rank_hi, r.provisional, int(games[i]), int(wins[i]),
+            int(draws[i]), int(games[i] - wins[i] - draws[i]), int(forfeits[i]), int(invalid[i]),
+            payoff=None if payoffs is None else payoffs[i], nash=None if nash is None else nash[i],
+            elo=elo.get(r.player), mu=None if mu is None else float(mu), sigma=None if sigma is None else float(sigma)))
     return Leaderboard(game, scoring, rows, table.anchor, table.anchor_value, table.stability, table.top_k,
                        table.resamples, table.results, table.draw_nu, sorted(res.games), total)
 
@@ -359,14 +365,14 @@ NASH_RESAMPLES = 200
 NASH_MAX_PLAYERS = 200
 
 
-def _unit_codes(res: "TwoPlayerResults") -> np.ndarray:
-    """Each match's resampling unit: its duplicate pair, or itself."""
+def _unit_codes(res: TwoPlayerResults) -> np.ndarray:
+    """Each match's unit (of resampling, of a player's payoff): its pair of seat-swapped matches, or itself."""
     ids: dict[Any, int] = {}
     return np.fromiter((ids.setdefault(p if p else ("m", k), len(ids)) for k, p in enumerate(res.pair)),
                        np.int64, len(res.pair))
 
 
-def nash_payoffs(res: "TwoPlayerResults", resamples: int = NASH_RESAMPLES, seed: int = 0) -> list[PairStats] | None:
+def nash_payoffs(res: TwoPlayerResults, resamples: int = NASH_RESAMPLES, seed: int = 0) -> list[PairStats] | None:
     """Per player of `res`: its payoff against the maximum-entropy Nash mixture of the mean-payoff
     meta-game (`arena.league.ratings.nash_average`), with a 95% interval from `resamples` Poisson
     bootstrap resamples of the matches (a duplicate pair resampled whole). None above
@@ -378,13 +384,7 @@ def nash_payoffs(res: "TwoPlayerResults", resamples: int = NASH_RESAMPLES, seed:
         return None
 
     def ratings(weights: np.ndarray | None, maxent: bool) -> np.ndarray:
-        w = np.ones(len(res)) if weights is None else weights
-        total = np.zeros((n, n))
-        count = np.zeros((n, n))
-        np.add.at(total, (res.a, res.b), w * res.ra)
-        np.add.at(total, (res.b, res.a), w * res.rb)
-        np.add.at(count, (res.a, res.b), w)
-        np.add.at(count, (res.b, res.a), w)
+        total, count = _pair_means(res, weights)
         mean = np.divide(total, count, out=np.zeros_like(total), where=count > 0)
         return nash_average(mean, maxent=maxent)[1]
 

@@ -190,8 +190,7 @@ def _mean_payoff_data(store: LeagueStore, game: str, with_alpharank: bool, top: 
 
     res = two_player_results(store, game)
     mean, count = pair_payoffs(res)
-    with np.errstate(invalid="ignore"):
-        overall = np.nansum(np.where(count > 0, mean * count, 0.0), 1) / np.maximum(count.sum(1), 1)
+    overall = (np.nan_to_num(mean) * count).sum(1) / np.maximum(count.sum(1), 1)  # mean payoff over the field
     order = sorted(range(len(res.names)), key=lambda i: (-overall[i], res.names[i]))
     keep = order if top is None else order[:top]
     players = [res.names[i] for i in keep]

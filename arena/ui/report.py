@@ -35,7 +35,7 @@ from arena.league.queries import (
     recent_results,
     return_rows,
 )
-from arena.ui.views import win_rate_rgb
+from arena.ui.views import fitted_board, fitted_cells, win_rate_rgb
 
 __all__ = ["render_report", "write_report"]
 
@@ -118,34 +118,17 @@ def _ratings_html(store: LeagueStore, game: str) -> str:
 
 
 def _fitted_html(store: LeagueStore, game: str) -> str:
-    """The reference table (`arena.league.leaderboard`): fitted ratings with their intervals drawn as
-    error bars, payoffs first for a game scored by them, provisional players marked."""
-    from arena.league.leaderboard import leaderboard, with_payoff_ranks
-
-    board = leaderboard(store, game)
+    """The reference table (`arena.ui.views.fitted_cells`: the terminal's cells): fitted ratings with
+    their intervals, also drawn as error bars; payoffs first for a game scored by them; provisional
+    players marked."""
+    board = fitted_board(store, game)
     if not board.rows:
         return '<p class="muted">No rated results yet.</p>'
-    payoff = board.scoring == "payoff"
-    if payoff:
-        board = with_payoff_ranks(board)
-    headers = [("#", "num"), ("Player", "")] + ([("vs Nash", "num"), ("95% CI", "num"), ("Payoff a match", "num"),
-                                                 ("95% CI", "num")] if payoff else []) + [
-        ("Rating", "num"), ("95% CI", "num"), ("Rank (95%)", "num"), ("Games", "num"), ("W", "num"), ("D", "num"),
-        ("L", "num"), ("Forfeits", "num"), ("Invalid / game", "num"), ("Elo (live)", "num")]
-    body = []
-    for i, r in enumerate(board.rows, 1):
-        ci = lambda lo, hi, f: "-" if lo is None or hi is None else f"[{lo:{f}}, {hi:{f}}]"  # noqa: E731
-        row = [_td(f"{i}?" if r.provisional else i, "num"),
-               f"<td><b>{_e(r.player)}</b>{' <small>provisional</small>' if r.provisional else ''}</td>"]
-        if payoff:
-            for p in (r.nash, r.payoff):
-                row += [_td(f"{p.mean:+.3f}" if p and p.n else "-", "num"),
-                        _td(ci(p.lo, p.hi, "+.3f") if p else "-", "num")]
-        row += [_td(f"{r.rating:.0f}", "num"), _td(ci(r.lo, r.hi, ".0f"), "num"),
-                _td(f"{r.rank_lo}-{r.rank_hi}" if r.rank_lo != r.rank_hi else r.rank_lo, "num"), _td(r.games, "num"),
-                _td(r.wins, "num"), _td(r.draws, "num"), _td(r.losses, "num"), _td(r.forfeits, "num"),
-                _td(f"{r.invalid_rate:.2f}", "num"), _td("-" if r.elo is None else f"{r.elo:.0f}", "num")]
-        body.append(row)
+    cols, cells = fitted_cells(board)
+    headers = [("#", "num"), ("Player", "")] + [(c, "num") for c in cols]
+    body = [[_td(f"{i}?" if r.provisional else i, "num"),
+             f"<td><b>{_e(r.player)}</b>{' <small>provisional</small>' if r.provisional else ''}</td>"]
+            + [_td(x, "num") for x in c] for i, (r, c) in enumerate(zip(board.rows, cells), 1)]
     return (_table(headers, body, "fitted") + f'<p class="muted">{_e(board.note())}</p>'
             + _img(figure_png(fitted_figure(board)), f"fitted ratings: {game_label(game)}"))
 

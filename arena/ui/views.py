@@ -30,6 +30,8 @@ from arena.league.queries import (
 from arena.league.storage import OVERALL, LeagueStore
 
 __all__ = [
+    "fitted_board",
+    "fitted_cells",
     "fitted_per_game_views",
     "fitted_view",
     "payoff_view",
@@ -179,28 +181,15 @@ def _interval(lo: float | None, hi: float | None, digits: int = 0, sign: bool = 
     return f"[{f.format(lo)}, {f.format(hi)}]"
 
 
-def fitted_view(store: LeagueStore, game: str = OVERALL, *, resamples: int = 1000, seed: int = 0,
-                board: Any = None) -> Table:
-    """The reference table of `game`: Bradley-Terry ratings fitted to every result with 95% bootstrap
-    intervals on the rating and the rank, provisional players marked and ranked last, the record,
-    forfeits and invalid moves apart; for a payoff game its mean payoff a match with the interval
-    first (the table is in payoff order); the live Elo beside. The fit's terms in the caption."""
-    from arena.league.leaderboard import leaderboard, with_payoff_ranks
-
-    board = board or leaderboard(store, game, resamples=resamples, seed=seed)
+def fitted_cells(board: Any) -> tuple[list[str], list[list[str]]]:
+    """The columns after the rank and the player of a fitted table (`arena.league.leaderboard`), and
+    each row's cells as text: for a payoff game its payoff against the Nash mixture and its mean payoff
+    a match with their intervals first; then the rating, its interval and the rank's, the record,
+    forfeits, invalid moves a game and the live Elo. The terminal and the HTML report show these."""
     payoff = board.scoring == "payoff"
-    if payoff:
-        board = with_payoff_ranks(board)
-    what = "payoff against the Nash mixture, mean payoff, fitted rating" if payoff else "fitted rating"
-    t = Table(title=f"Ratings: {game_label(game)} ({what}, 95% intervals)", title_justify="left",
-              caption=board.note() if board.rows else "no rated results yet", caption_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False)
-    t.add_column("#", justify="right", style="dim", no_wrap=True)
-    t.add_column("Player", style="bold", overflow="fold", min_width=8)
-    cols = (["vs Nash", "95% CI", "Payoff", "95% CI"] if payoff else []) + ["Rating", "95% CI", "Rank CI", "Games",
-                                                                          "W", "D", "L",
-                                                       "Forfeits", "Invalid/g", "Elo"]
-    cells = []
+    cols = (["vs Nash", "95% CI", "Payoff", "95% CI"] if payoff else []) + [
+        "Rating", "95% CI", "Rank CI", "Games", "W", "D", "L", "Forfeits", "Invalid/g", "Elo"]
+    rows = []
     for r in board.rows:
         c = []
         if payoff:
@@ -209,14 +198,38 @@ def fitted_view(store: LeagueStore, game: str = OVERALL, *, resamples: int = 100
         c += [f"{r.rating:.0f}", _interval(r.lo, r.hi), f"{r.rank_lo}-{r.rank_hi}" if r.rank_lo != r.rank_hi
               else str(r.rank_lo), str(r.games), str(r.wins), str(r.draws), str(r.losses), str(r.forfeits),
               f"{r.invalid_rate:.2f}", "-" if r.elo is None else f"{r.elo:.0f}"]
-        cells.append(c)
+        rows.append(c)
+    return cols, rows
+
+
+def fitted_board(store: LeagueStore, game: str = OVERALL, *, resamples: int = 1000, seed: int = 0) -> Any:
+    """The fitted table of `game` in the order it is shown: a payoff game's by payoff against the Nash
+    mixture (`arena.league.leaderboard.with_payoff_ranks`)."""
+    from arena.league.leaderboard import leaderboard, with_payoff_ranks
+
+    board = leaderboard(store, game, resamples=resamples, seed=seed)
+    return with_payoff_ranks(board) if board.scoring == "payoff" else board
+
+
+def fitted_view(store: LeagueStore, game: str = OVERALL, *, resamples: int = 1000, seed: int = 0) -> Table:
+    """The reference table of `game` (`fitted_cells`): Bradley-Terry ratings fitted to every result with
+    95% bootstrap intervals, provisional players marked and ranked last; a payoff game in the order of
+    its payoff against the Nash mixture. The fit's terms in the caption."""
+    board = fitted_board(store, game, resamples=resamples, seed=seed)
+    what = ("payoff against the Nash mixture, mean payoff, fitted rating" if board.scoring == "payoff"
+            else "fitted rating")
+    t = Table(title=f"Ratings: {game_label(game)} ({what}, 95% intervals)", title_justify="left",
+              caption=board.note() if board.rows else "no rated results yet", caption_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("#", justify="right", style="dim", no_wrap=True)
+    t.add_column("Player", style="bold", overflow="fold", min_width=8)
+    cols, cells = fitted_cells(board)
     for j, col in enumerate(cols):
         width = max([len(c[j]) for c in cells] + [len(col)])
         t.add_column(col, justify="right", no_wrap=True, min_width=width)
     for i, (r, c) in enumerate(zip(board.rows, cells), 1):
-        style = "dim" if r.provisional else None
         t.add_row(f"{i}?" if r.provisional else str(i), r.player + (" (provisional)" if r.provisional else ""), *c,
-                  style=style)
+                  style="dim" if r.provisional else None)
     return t
 
 

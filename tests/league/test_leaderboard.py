@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,6 +160,18 @@ def test_payoff_scores_count_the_margin(poker):
     i, j = res.names.index("cfr"), res.names.index("random")
     cfr_vs_random = np.concatenate([res.ra[(res.a == i) & (res.b == j)], res.rb[(res.b == i) & (res.a == j)]])
     assert cfr_vs_random.mean() > 0  # ...but cfr takes chips from random head to head
+    # the fit on margins rates cfr higher against random than a fit on who won the hand would
+    from arena.league.bt import Results, fit_bt
+    from arena.league.leaderboard import _scores
+
+    def gap(scoring: str) -> float:
+        t = fit_bt(Results(res.game, res.a, res.b, _scores(res, {KUHN: scoring}), res.games, res.names),
+                   resamples=0, stability_replicates=0)
+        by = {r.player: r.rating for r in t.rows}
+        return by["cfr"] - by["random"]
+
+    assert gap("payoff") > gap("win")
+    assert by["cfr"].rating - by["random"].rating == pytest.approx(gap("payoff"), abs=1e-6)
 
 
 def test_provisional_players_rank_last(tmp_path):

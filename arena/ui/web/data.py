@@ -304,13 +304,13 @@ class LeagueData:
                      "std": _num(r.std), "episodes": r.episodes, "common_seeds": r.common_seeds,
                      "forfeits": r.forfeits} for r in return_rows(s, game)]
             return {"game": game, "label": game_label(game), "kind": "returns", "rows": rows}
-        from arena.league.leaderboard import leaderboard, ranked_by_payoff
+        from arena.ui.views import fitted_board
 
         pay = self.payoff(game)
         mass = dict(zip(pay["players"], pay["alpharank"] or []))
-        board = leaderboard(s, game)
+        board = fitted_board(s, game)
         fitted = {r.player: r for r in board.rows}
-        order = [r.player for r in (ranked_by_payoff(board) if board.scoring == "payoff" else board.rows)]
+        order = [r.player for r in board.rows]
         live = {r.player: r for r in rating_rows(s, game, sort if sort != "rating" else "elo")}
         names = order + [p for p in live if p not in fitted] if sort == "rating" else list(live)
         rows = []
