@@ -1,6 +1,6 @@
-"""The main job on embedded defaults: the quickstart league (fixed agents on five games, three of them
-poker, local process pool, SQLite, replays), then its fitted ratings (payoffs first in poker), payoff
-matrices, plots and report."""
+"""The main job on embedded defaults: the quickstart league (fixed agents on seven games, four of them
+poker and one negotiation, local process pool, SQLite, replays), then its fitted ratings (payoffs first
+in the payoff games), payoff matrices, plots and report."""
 
 from __future__ import annotations
 

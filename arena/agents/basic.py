@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _random
 import random
+import re
 from typing import Any
 
 import numpy as np
@@ -123,3 +124,51 @@ class ConstantAgent(BaseAgent):
 
     def act(self, observation: Observation) -> Any:
         return self.action.copy()
+
+
+#: The games the `trader` reads: the negotiation view it parses is `NegotiationCore.text`'s.
+TRADER_GAMES = ("arena/SimpleNegotiation-v2",)
+_RESOURCE_LINE = re.compile(r"^\s+([A-Za-z]+)\s+(\d+) x\s+(\d+) =\s+-?\d+$", re.MULTILINE)
+_OFFER_FOR_ME = re.compile(r"^Offer for you from Player \d+: .*\(([+-]\d+) by your values\)\.$", re.MULTILINE)
+
+
+class TraderAgent(BaseAgent):
+    """A reference player for Simple Negotiation (``arena/SimpleNegotiation-v2``), reading only its own
+    view: it accepts an offer exactly when the offer raises the total value of its resources by its own
+    values (and it holds what the offer asks for); otherwise it offers one unit of its least valued
+    resource for one of its most valued (the pair moving down its list turn by turn, so a refused trade
+    is not repeated at once), and makes no offer on the last turn, when none could be answered. It never
+    gives more value than it gets, so it cannot lose value against any player; the deterministic
+    baseline that rates above random on the negotiation table, as CFR does on the poker ones."""
+
+    spec = "trader"
+
+    def __init__(self) -> None:
+        self._turn = 0
+
+    def reset(self, seed: int | None = None) -> None:
+        self._turn = 0
+
+    def act(self, observation: Observation) -> Any:
+        text = observation.text
+        found = _OFFER_FOR_ME.search(text)
+        if found and int(found.group(1)) > 0 and "You do not have the resources to accept it." not in text:
+            return "[Accept]"
+        if "This is the last turn" in text:
+            return "[Deny] No more trades." if found else "No more trades."
+        mine = [(int(v), r, int(q)) for r, q, v in _RESOURCE_LINE.findall(text)]
+        if len(mine) < 2:
+            raise ValueError("the negotiation view lists no resources to trade: the trader reads "
+                             f"{', '.join(TRADER_GAMES)}'s view")
+        by_value = sorted(mine)
+        held = [m for m in by_value if m[2] > 0]
+        if not held:
+            return "I have nothing to trade."
+        k = self._turn % (len(by_value) - 1)
+        self._turn += 1
+        give = held[min(k, len(held) - 1)]
+        want = [m for m in by_value if m[0] > give[0]]
+        if not want:
+            return "[Deny]" if found else "Nothing to trade for now."
+        get = want[-1 - (k % len(want))]
+        return f"[Offer: 1 {give[1]} -> 1 {get[1]}] One of my {give[1]} for one of your {get[1]}?"

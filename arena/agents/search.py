@@ -173,10 +173,11 @@ def _solve(game, iterations: int):
     return solver.average_policy()
 
 
-#: Text games whose every hand is OpenSpiel's ``kuhn_poker`` (real stakes: a bet and a call cost a chip),
-#: which the CFR agent plays by reading the hand from the text (`kuhn_text_key`). Not ``arena/KuhnPoker-v1``:
-#: there a bet costs nothing, another game, whose equilibrium Kuhn's is not.
-TEXT_KUHN = ("arena/KuhnPoker-v2",)
+#: Text games whose every hand is a small OpenSpiel game, which the CFR agent plays by reading the hand from
+#: the text (`kuhn_text_key`): ``arena/KuhnPoker-v2``'s hands are OpenSpiel's ``kuhn_poker`` (real stakes: a
+#: bet and a call cost a chip); ``arena/KuhnPoker-v1``'s are Kuhn with free bets (TextArena's pot never grows),
+#: another game with another equilibrium (`arena.envs.kuhn.free_bet_kuhn_game`).
+TEXT_KUHN = ("arena/KuhnPoker-v2", "arena/KuhnPoker-v1")
 _KUHN_CARDS = {"J": 0, "Q": 1, "K": 2}
 _KUHN_MOVE = re.compile(r"Player \d+, submitted move: '\[(check|bet|call|fold)\]'", re.IGNORECASE)
 
@@ -203,8 +204,13 @@ class CFRAgent(BaseAgent):
     text it is shown (`kuhn_text_key`)."""
 
     def __init__(self, core: GameCore | None, iterations: int = 200, seed: int | None = None):
-        self.text_kuhn = getattr(core, "game_id", None) in TEXT_KUHN
-        if self.text_kuhn:
+        game_id = getattr(core, "game_id", None)
+        self.text_kuhn = game_id in TEXT_KUHN
+        if game_id == "arena/KuhnPoker-v1":
+            from arena.envs.kuhn import free_bet_kuhn_game
+
+            self.game = free_bet_kuhn_game()
+        elif self.text_kuhn:
             import pyspiel
 
             self.game = pyspiel.load_game("kuhn_poker")
@@ -221,10 +227,18 @@ class CFRAgent(BaseAgent):
     def reset(self, seed: int | None = None) -> None:
         self._rng = np.random.default_rng(seed)
 
+    def hand_key(self, text: str) -> str:
+        """The information state of the hand a `TEXT_KUHN` view is at, in the strings of the game solved:
+        ``kuhn_poker``'s (``2pb``) or the free-bet Python game's (``p0 card:2 pb``)."""
+        key = kuhn_text_key(text)
+        if self.game.get_type().short_name == "kuhn_poker":
+            return key
+        return f"p{(len(key) - 1) % 2} card:{key[0]}" + (f" {key[1:]}" if len(key) > 1 else "")
+
     def act(self, observation: Observation) -> Any:
         legal = observation.legal_actions
         if self.text_kuhn:  # OpenSpiel's actions: 0 pass (check, fold), 1 bet (bet, call)
-            probs = self.policy.policy_for_key(kuhn_text_key(observation.text))
+            probs = self.policy.policy_for_key(self.hand_key(observation.text))
             kinds = [1 if str(a).strip("[]").lower() in ("bet", "call") else 0 for a in legal]
             p = np.asarray([probs[k] for k in kinds], dtype=np.float64)
         else:

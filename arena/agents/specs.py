@@ -98,6 +98,7 @@ _SEED = _int_at_least(0)
 OPTION_RULES: dict[str, dict[str, tuple[str, Callable[[Any], bool]]]] = {
     "random": {},
     "first": {},
+    "trader": {},
     "human": {"max_tries": _int_at_least(1)},
     "mcts": {"simulations": _int_at_least(1), "rollouts": _int_at_least(1), "uct_c": _number_in(0, None)},
     "tactics": {"epsilon": _number_in(0, 1)},
@@ -243,7 +244,20 @@ def _first(core, seed, positional, **opts):
     if core is not None and core.action_kind == "continuous":
         # a continuous action space lists no legal moves: the agent would forfeit every episode
         raise IncompatibleAgent(f"the first agent plays the first legal move; {core.game_id} has continuous actions")
+    if core is not None and not core.lists_legal_moves:
+        raise IncompatibleAgent(f"the first agent plays the first legal move; {core.game_id}'s moves are free text")
     return FirstLegalAgent(**opts)
+
+
+def _trader(core, seed, positional, **opts):
+    from arena.agents.basic import TRADER_GAMES, TraderAgent
+
+    _no_positional("trader", positional)
+    opts.pop("seed", None)  # deterministic: nothing to seed
+    if core is not None and core.game_id not in TRADER_GAMES:
+        raise IncompatibleAgent(f"the trader reads the negotiation view of {', '.join(TRADER_GAMES)}; "
+                                f"{core.game_id} is another game")
+    return TraderAgent()
 
 
 def _constant(core, seed, positional, **opts):
@@ -334,7 +348,7 @@ def _rllib(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
-for _name, _factory in {"random": _random, "first": _first, "constant": _constant, "human": _human, "mcts": _mcts, "tactics": _tactics,
+for _name, _factory in {"random": _random, "first": _first, "trader": _trader, "constant": _constant, "human": _human, "mcts": _mcts, "tactics": _tactics,
                         "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy,
                         "rllib": _rllib, "skirmish": _skirmish, "sc2bot": _sc2bot, "sc2": _sc2}.items():
     register_agent_kind(_name, _factory)

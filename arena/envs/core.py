@@ -67,6 +67,10 @@ class GameCore:
     #: board games) or ``"payoff"`` (the returns themselves: poker, negotiation, general-sum games);
     #: None: the game does not say (the registration or the default decides).
     scoring: str | None = None
+    @property
+    def lists_legal_moves(self) -> bool:
+        """Whether `legal_actions` lists the moves (not for free text, continuous or structured actions)."""
+        return self.action_kind == "discrete"
 
     # -- lifecycle -----------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:

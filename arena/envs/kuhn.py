@@ -64,3 +64,53 @@ class KuhnPokerStakesEnv(KuhnPokerEnv):
             chips = self.state.game_state["player_chips"]
             if self.state.rewards is not None:
                 self.state.rewards = {p: float(chips[p]) for p in (0, 1)}
+
+
+_FREE_BET_GAME = None
+
+
+def free_bet_kuhn_game():
+    """``arena/KuhnPoker-v1``'s hand as an OpenSpiel game, for the CFR agent and NashConv: Kuhn Poker in
+    which a bet and a call cost nothing (TextArena's v1 pot is the two antes whatever is bet), so every
+    hand pays +-1: the player who folds loses its ante, else the higher card takes it. OpenSpiel's
+    Python ``kuhn_poker`` with those returns, registered once as ``arena_kuhn_poker_free_bets``;
+    information-state strings are that game's (``p0 card:2 pb``). Its equilibrium is not Kuhn's:
+    betting has no cost, so a player never folds and always bets (CFR+ finds it)."""
+    global _FREE_BET_GAME
+    if _FREE_BET_GAME is None:
+        import pyspiel
+        from open_spiel.python.games import kuhn_poker as py_kuhn
+
+        class FreeBetState(py_kuhn.KuhnPokerState):
+            def returns(self):
+                if not self._game_over:
+                    return [0.0, 0.0]
+                folded = self.pot[0] != self.pot[1]  # the pot accounting of a real-stakes hand says who folded
+                won = (self.pot[0] > self.pot[1]) if folded else (self.cards[0] > self.cards[1])
+                return [1.0, -1.0] if won else [-1.0, 1.0]
+
+        game_type = pyspiel.GameType(
+            short_name="arena_kuhn_poker_free_bets", long_name="Kuhn Poker with free bets (TextArena v1)",
+            dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+            chance_mode=pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC,
+            information=pyspiel.GameType.Information.IMPERFECT_INFORMATION,
+            utility=pyspiel.GameType.Utility.ZERO_SUM, reward_model=pyspiel.GameType.RewardModel.TERMINAL,
+            max_num_players=2, min_num_players=2, provides_information_state_string=True,
+            provides_information_state_tensor=True, provides_observation_string=True,
+            provides_observation_tensor=True, provides_factored_observation_string=True)
+        game_info = pyspiel.GameInfo(num_distinct_actions=2, max_chance_outcomes=3, num_players=2,
+                                     min_utility=-1.0, max_utility=1.0, utility_sum=0.0, max_game_length=3)
+
+        class FreeBetGame(py_kuhn.KuhnPokerGame):
+            def __init__(self, params=None):
+                pyspiel.Game.__init__(self, game_type, game_info, params or {})
+
+            def new_initial_state(self):
+                return FreeBetState(self)
+
+        try:
+            pyspiel.register_game(game_type, FreeBetGame)
+        except Exception:  # registered already in this process (a module reloaded): load it by name
+            pass
+        _FREE_BET_GAME = pyspiel.load_game("arena_kuhn_poker_free_bets")
+    return _FREE_BET_GAME

@@ -425,6 +425,10 @@ class TextArenaCore(GameCore):
     def action_to_text(self, p: int, action: Any) -> str:
         return action if type(action) is str else super().action_to_text(p, action)
 
+    @property
+    def lists_legal_moves(self) -> bool:
+        return self._kind in ("TicTacToeEnv", "KuhnPokerEnv")
+
     def legal_actions(self, p: int) -> list | None:
         if self._done or p != self._current:
             return [] if self._kind in ("TicTacToeEnv", "KuhnPokerEnv") else None

@@ -36,7 +36,11 @@ def test_search_agents_refuse_games_they_cannot_play():
     with pytest.raises(ValueError, match="perfect-information"):
         make_agent("mcts", make_core("openspiel/kuhn_poker-v0"))
     with pytest.raises(ValueError, match="OpenSpiel games"):
-        make_agent("cfr", make_core("arena/KuhnPoker-v1"))
+        make_agent("cfr", make_core("arena/SimpleNegotiation-v2"))
+    with pytest.raises(ValueError, match="negotiation view"):
+        make_agent("trader", make_core("openspiel/kuhn_poker-v0"))
+    with pytest.raises(ValueError, match="free text"):
+        make_agent("first", make_core("arena/SimpleNegotiation-v2"))
     with pytest.raises(ValueError, match="two-player perfect-information"):
         make_agent("tactics", make_core("openspiel/kuhn_poker-v0"))
     with pytest.raises(ValueError, match="epsilon"):

@@ -258,9 +258,10 @@ def test_a_person_with_one_game_is_provisional_and_ranked_after_the_established(
         store.close()
 
 
-def test_the_demo_ranks_cfr_first_on_every_poker_game(tmp_path):
+def test_the_demo_ranks_the_reference_players_first_on_every_payoff_game(tmp_path):
     """`make demo`'s own league (seeded): its poker tables put CFR first (by payoff against the Nash
-    mixture) and CFR takes chips from random head to head, on Kuhn, Leduc and TextArena's Kuhn."""
+    mixture) and CFR takes chips from random head to head, on Kuhn, Leduc and TextArena's Kuhn (v1, with
+    free bets, and v2); its negotiation table puts the trader first, above random, the same way."""
     from rich.console import Console
 
     from arena.demo import DemoConfig, run_demo
@@ -270,13 +271,14 @@ def test_the_demo_ranks_cfr_first_on_every_poker_game(tmp_path):
     text = console.export_text()
     store = open_league(tmp_path / "demo")
     try:
-        for game in (KUHN, "openspiel/leduc_poker-v0", "arena/KuhnPoker-v2"):
+        for game, best in ((KUHN, "cfr"), ("openspiel/leduc_poker-v0", "cfr"), ("arena/KuhnPoker-v1", "cfr"),
+                           ("arena/KuhnPoker-v2", "cfr"), ("arena/SimpleNegotiation-v2", "trader")):
             board = leaderboard(store, game)
-            assert board.scoring == "payoff" and ranked_by_payoff(board)[0].player == "cfr"
+            assert board.scoring == "payoff" and ranked_by_payoff(board)[0].player == best
             data = payoff_data(store, game)
-            i, j = data.players.index("cfr"), data.players.index("random")
+            i, j = data.players.index(best), data.players.index("random")
             assert data.mean_payoff[i, j] > 0
             assert f"Ratings: {game} (payoff against the Nash mixture" in text
-            assert f"Payoff: {game} (row vs column mean payoff" in text
+            assert f"Payoff: {game} (row vs column" in text  # (the title wraps at the table's width)
     finally:
         store.close()

@@ -228,8 +228,9 @@ def test_rating_chart_has_round_ticks_and_a_hover_readout(server, page, store):
     assert len(ticks) >= 5 and len({b - a for a, b in zip(ticks, ticks[1:])}) == 1  # evenly spaced round numbers
     hist = page.request.get(server.url + "/api/history").json()
     last = max(pt[0] for p in hist["players"] for pt in hist["series"][p])
-    box = page.locator("#curves .hover-area").bounding_box()
-    page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
+    hit = page.locator("#curves .hover-area")
+    box = hit.bounding_box()
+    hit.hover(position={"x": box["width"] - 1, "y": box["height"] / 2})  # scrolled into view first, as a person would
     elo = store.elo("*")
     ranked = sorted(hist["players"], key=lambda p: -elo[p])
     want = f"after result {last}: " + " \u00b7 ".join(f"{p} {elo[p]:.1f}" for p in ranked)
