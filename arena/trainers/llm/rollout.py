@@ -31,6 +31,8 @@ class Episode:
     opponent: str  # league name of the opponent ("self" for self-play)
     turns: dict[int, list] = field(default_factory=dict)  # learner seat -> its Turns
     privileged: dict[int, list[str | None]] = field(default_factory=dict)
+    #: The version of the learner's weights the episode was played with (`LLMActors.sync`).
+    weights_version: int | None = None
 
     @property
     def learner_seats(self) -> list[int]:
@@ -94,32 +96,59 @@ def play_episodes(
 
 class LLMActors:
     """The Actors of the language-model trainer: one engine over the learner's model (every LLM seat of
-    every concurrent match shares its calls), generating in the rollout precision on the
-    learner's device, and the rollouts that turn pairings into episodes."""
+    every concurrent match shares its calls) and the rollouts that turn pairings into episodes.
+
+    The engine comes by injection (`engine`), else it is the transformers engine over the learner's own
+    model object (`HFEngine`: generating in the rollout precision on the learner's device, it sees
+    every update at once). An engine with weights of its own (`arena.inference.engine.VLLMEngine`) is
+    brought to the learner's weights by `sync` before each batch of games, and every episode records
+    the weights' version it was played with."""
 
     def __init__(self, model: Any, tokenizer: Any, template: Any, *, game: str, device: str, precision: str,
-                 max_new_tokens: int, temperature: float, top_k: int, keep_privileged: bool):
-        from arena.inference.engine import HFEngine
-
+                 max_new_tokens: int, temperature: float, top_k: int, keep_privileged: bool, engine: Any = None):
         self.game, self.tok, self.template = game, tokenizer, template
         self.max_new_tokens, self.temperature, self.top_k = max_new_tokens, temperature, top_k
         self.keep_privileged = keep_privileged
-        self.engine = HFEngine(model, tokenizer, device=device)
-        self.rollout_engine = _AutocastEngine(self.engine, device, precision)
+        if engine is None:
+            from arena.inference.engine import HFEngine
+
+            engine = HFEngine(model, tokenizer, device=device)
+            self.rollout_engine = _AutocastEngine(engine, device, precision)
+            self.shares_weights = True  # the learner's model object itself: nothing to push
+        else:
+            self.rollout_engine = engine
+            self.shares_weights = False
+        self.engine = engine
+        self.weights_version: int | None = None
+        self.sync_seconds = 0.0  # the last sync's
+
+    def sync(self, model: Any, version: int) -> float:
+        """Bring the engine to the learner's weights of `version` (pushed only when the engine holds
+        another version); returns the seconds it took (0 for an engine that shares the model)."""
+        self.sync_seconds = 0.0
+        if not self.shares_weights and self.engine.weights_version != version:
+            self.sync_seconds = self.engine.update_weights(model, version)
+        self.weights_version = version
+        return self.sync_seconds
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        return self.engine.encode(prompt)
+        return self.engine.encode(prompt) if hasattr(self.engine, "encode") else list(self.tok.encode(prompt))
 
     def play(self, pairings: Sequence[tuple[list[str], str]], *, greedy: bool, policy: InvalidMovePolicy, seed: int,
              concurrency: int, record: bool = False) -> list[Episode]:
-        return play_episodes(self.game, pairings, self.rollout_engine, self.tok, self.template, seed=seed,
-                             concurrency=concurrency, policy=policy, max_new_tokens=self.max_new_tokens,
-                             temperature=self.temperature, greedy=greedy,
-                             top_k_logprobs=0 if greedy else self.top_k, keep_privileged=self.keep_privileged,
-                             record_replays=record)
+        episodes = play_episodes(self.game, pairings, self.rollout_engine, self.tok, self.template, seed=seed,
+                                 concurrency=concurrency, policy=policy, max_new_tokens=self.max_new_tokens,
+                                 temperature=self.temperature, greedy=greedy,
+                                 top_k_logprobs=0 if greedy else self.top_k, keep_privileged=self.keep_privileged,
+                                 record_replays=record)
+        for ep in episodes:
+            ep.weights_version = self.weights_version
+        return episodes
 
     def close(self) -> None:
-        pass
+        close = getattr(self.engine, "close", None)
+        if close is not None and not self.shares_weights:
+            close()
 
 
 class _AutocastEngine:

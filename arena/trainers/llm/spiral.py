@@ -174,10 +174,20 @@ class SpiralTrainer(Trainer):
             self.learner = ParallelLearner.start(model_obj, tok, LearnerSettings.of(cfg), cfg.parallel)
         else:
             self.learner = LLMLearner(model_obj, tok, LearnerSettings.of(cfg), critic=critic)
+        engine = None
+        if cfg.engine == "vllm":
+            from arena.inference.engine import VLLMEngine
+
+            engine = VLLMEngine(path, dtype=cfg.rollout_precision, max_model_len=cfg.vllm_max_model_len,
+                                kv_cache_bytes=cfg.vllm_kv_cache_bytes, seed=cfg.seed, threads=cfg.threads,
+                                max_logprobs=max(20, cfg.top_k))
         self.actors = LLMActors(self.learner.model, tok, self.template, game=cfg.game, device=self.learner.device,
                                 precision=cfg.rollout_precision,
                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
-                                keep_privileged=critic is not None)
+                                keep_privileged=critic is not None, engine=engine)
+        #: Bumped at every change of the learner's weights (an update, imitation, a load); the rollout
+        #: engine is synced to it before each batch of games, and each episode records it.
+        self.weights_version = 0
         self.advantages = ADVANTAGES[cfg.learner.advantage]
         self.rae = RAEBaseline(cfg.learner.rae_decay)
         self.iteration = 0
@@ -277,10 +287,12 @@ class SpiralTrainer(Trainer):
     def load(self, path: str | Path) -> None:
         """Load a checkpoint folder's model weights into the live model."""
         self.learner.load_weights(path)
+        self.weights_version += 1
 
     def reset_to(self, path: str | Path | None) -> None:
         """Restart from another checkpoint's weights, or (None) from this run's initial weights."""
         self.learner.load_weights(path if path is not None else self.dir / checkpoint_path(0))
+        self.weights_version += 1
 
     def freeze(self, path: str | Path) -> str:
         """Save the current weights to folder `path`; returns the greedy spec that plays them."""
@@ -294,6 +306,7 @@ class SpiralTrainer(Trainer):
     # -- batches -------------------------------------------------------------------------
     def _play(self, pairings, *, greedy: bool, policy: InvalidMovePolicy, seed: int, concurrency: int,
               record: bool = False) -> list[Episode]:
+        self.actors.sync(self.learner.model, self.weights_version)
         return self.actors.play(pairings, greedy=greedy, policy=policy, seed=seed, concurrency=concurrency,
                                 record=record)
 
@@ -327,7 +340,9 @@ class SpiralTrainer(Trainer):
 
     def update(self, samples: list[Sample]) -> dict[str, float]:
         """One learner step on `samples` (shuffled by a seed of the run seed and the iteration)."""
-        return self.learner.step(Batch(samples, shuffle_seed=self.cfg.seed * 1000 + self.iteration))
+        stats = self.learner.step(Batch(samples, shuffle_seed=self.cfg.seed * 1000 + self.iteration))
+        self.weights_version += 1
+        return stats
 
     @staticmethod
     def _win_rates(episodes: list[Episode]) -> dict[str, float]:
@@ -378,6 +393,7 @@ class SpiralTrainer(Trainer):
                                      batch_size=il.batch_size, seed=self.cfg.seed, autocast=self.learner.autocast,
                                      log=log, on_batch=trained)
         self.learner.model_changed()
+        self.weights_version += 1
         self.il_done = True
         return losses
 
@@ -570,6 +586,9 @@ class SpiralTrainer(Trainer):
             "train/selfplay_share": sum(e.opponent == "self" for e in episodes) / len(episodes),
             "train/samples": len(samples), "train/lr": lr, "train/rollout_tokens_per_s": tokens / max(t_roll, 1e-9),
             "time/rollout_s": t_roll, "time/update_s": t_up, "time/iteration_s": time.perf_counter() - t0,
+            # the weights pushed into the rollout engine before this batch (0 for transformers: the same
+            # model object), and the version the batch was played with
+            "time/weight_sync_s": self.actors.sync_seconds, "rollout/weights_version": self.actors.weights_version,
         })
         line.update(self._win_rates(episodes))
         self.metrics.log(it, **line)
