@@ -140,28 +140,23 @@ def test_smollm2_greedy_and_top_k_equal_transformers():
         eng.close()
 
 
-def test_an_llm_agent_spec_plays_on_vllm_as_on_transformers(tiny):
-    """``llm:<folder>,engine=vllm`` builds its agent over the vLLM worker; greedy, it plays the moves the
+def test_an_llm_agent_spec_plays_on_vllm_as_on_transformers(tiny, vllm, monkeypatch):
+    """``llm:<folder>,engine=vllm`` builds its agent over the vLLM engine (here the module's worker, put in
+    the agents' engine cache under the spec's key: one worker start less); greedy, it plays the moves the
     transformers agent plays (same weights, fp32)."""
     from arena.agents import llm as L
     from arena.agents.specs import make_agent
     from arena.match import play_match
 
     folder = tiny[0]
+    monkeypatch.setattr(L, "_ENGINES", {(str(folder), "fp32", "vllm"): vllm})
     spec = f"llm:{folder},engine=vllm,dtype=fp32,greedy=true,max_new_tokens=6,template=compact"
-    try:
-        res_v = play_match("openspiel/tic_tac_toe-v0", [spec, "first"], seed=4)
-        agent = make_agent(spec, None, 0)
-        assert isinstance(agent.engine, E.VLLMEngine) and not agent.engine.in_process
-        res_h = play_match("openspiel/tic_tac_toe-v0", [spec.replace("engine=vllm", "engine=transformers"), "first"],
-                           seed=4)
-        assert res_v.returns == res_h.returns and res_v.moves == res_h.moves
-        assert [st.get("action") for st in res_v.replay.steps] == [st.get("action") for st in res_h.replay.steps]
-    finally:
-        for key, eng in list(L._ENGINES.items()):
-            if isinstance(eng, E.VLLMEngine):
-                eng.close()
-                del L._ENGINES[key]
+    res_v = play_match("openspiel/tic_tac_toe-v0", [spec, "first"], seed=4)
+    agent = make_agent(spec, None, 0)
+    assert agent.engine is vllm and not agent.engine.in_process
+    res_h = play_match("openspiel/tic_tac_toe-v0", [spec.replace("engine=vllm", "engine=transformers"), "first"], seed=4)
+    assert res_v.returns == res_h.returns and res_v.moves == res_h.moves
+    assert [st.get("action") for st in res_v.replay.steps] == [st.get("action") for st in res_h.replay.steps]
 
 
 def test_spiral_on_tic_tac_toe_with_the_vllm_engine(tmp_path):
