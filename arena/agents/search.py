@@ -206,7 +206,8 @@ class CFRAgent(BaseAgent):
     def __init__(self, core: GameCore | None, iterations: int = 200, seed: int | None = None):
         game_id = getattr(core, "game_id", None)
         self.text_kuhn = game_id in TEXT_KUHN
-        if game_id == "arena/KuhnPoker-v1":
+        self._free_bets = game_id == "arena/KuhnPoker-v1"
+        if self._free_bets:
             from arena.envs.kuhn import free_bet_kuhn_game
 
             self.game = free_bet_kuhn_game()
@@ -231,7 +232,7 @@ class CFRAgent(BaseAgent):
         """The information state of the hand a `TEXT_KUHN` view is at, in the strings of the game solved:
         ``kuhn_poker``'s (``2pb``) or the free-bet Python game's (``p0 card:2 pb``)."""
         key = kuhn_text_key(text)
-        if self.game.get_type().short_name == "kuhn_poker":
+        if not self._free_bets:
             return key
         return f"p{(len(key) - 1) % 2} card:{key[0]}" + (f" {key[1:]}" if len(key) > 1 else "")
 

@@ -184,6 +184,16 @@ def _force_in(ids: list[int], lps: list[float], tok: int, lp: float) -> None:
 # --------------------------------------------------------------------------- transformers
 
 
+def _encode(tokenizer: Any, prompt: str) -> list[int]:
+    """A prompt's token ids, special tokens added; an empty prompt is the BOS token alone."""
+    ids = list(tokenizer(prompt, add_special_tokens=True)["input_ids"])
+    if not ids:
+        if tokenizer.bos_token_id is None:
+            raise ArenaError("empty prompt and the tokenizer has no BOS token to start from")
+        ids = [tokenizer.bos_token_id]
+    return ids
+
+
 class HFEngine:
     """Batched generation with a transformers causal LM (KV cache, left padding).
 
@@ -221,12 +231,7 @@ class HFEngine:
     # -- helpers -----------------------------------------------------------
 
     def encode(self, prompt: str) -> list[int]:
-        ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
-        if not ids:
-            if self.bos_id is None:
-                raise ArenaError("empty prompt and the tokenizer has no BOS token to start from")
-            ids = [self.bos_id]
-        return ids
+        return _encode(self.tokenizer, prompt)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
@@ -577,7 +582,7 @@ class VLLMEngine:
 
     def encode(self, prompt: str) -> list[int]:
         """The prompt's token ids as the engine reads them (the tokenizer's special tokens added)."""
-        return list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        return _encode(self.tokenizer, prompt)
 
     # -- the worker process ------------------------------------------------------------------------
     def _start(self) -> dict:
@@ -676,8 +681,6 @@ class VLLMEngine:
         """Push `weights` (a torch module or a state dict with Hugging Face names) into the engine; returns
         the seconds it took (written to a file in memory, read and repacked by the engine, prefix cache
         reset). Tied tensors (SmolLM2's embedding and output layer) go once, under their first name."""
-        from safetensors.torch import save_file
-
         t0 = time.perf_counter()
         sd = weights.state_dict() if hasattr(weights, "state_dict") else dict(weights)
         seen, flat = set(), {}
@@ -687,15 +690,24 @@ class VLLMEngine:
                 continue
             seen.add(ptr)
             flat[name] = t.detach().to("cpu").contiguous()
+        if self.in_process:  # the tensors themselves: no file
+            from arena.inference import vllm_worker
+
+            vllm_worker.push_weights(self.llm, flat)
+        else:  # through a file in memory, which a restarted worker reads again
+            self._push_file(flat, version)
+        self.weights_version = int(version)
+        seconds = time.perf_counter() - t0
+        self.sync_seconds.append(seconds)
+        return seconds
+
+    def _push_file(self, flat: dict, version: int) -> None:
+        from safetensors.torch import save_file
+
         path = _shm_dir(self._dir) / f"weights-{os.getpid()}-{id(self)}-{version}.safetensors"
         save_file(flat, str(path))
         try:
-            if self.in_process:
-                from arena.inference import vllm_worker
-
-                vllm_worker.load_weights(self.llm, str(path))
-            else:
-                self._call("load_weights", {"path": str(path), "version": int(version)})
+            self._call("load_weights", {"path": str(path), "version": int(version)})
         except BaseException:
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -703,10 +715,7 @@ class VLLMEngine:
         if self._weights_file is not None and self._weights_file != path:
             with contextlib.suppress(OSError):
                 self._weights_file.unlink()
-        self._weights_file, self.weights_version = path, int(version)
-        seconds = time.perf_counter() - t0
-        self.sync_seconds.append(seconds)
-        return seconds
+        self._weights_file = path
 
     # -- generation ----------------------------------------------------------------------------------
     def generate(

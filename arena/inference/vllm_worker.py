@@ -97,17 +97,22 @@ def generation_fields(outputs: list, top_k: int) -> list[dict[str, Any]]:
     return out
 
 
-def load_weights(llm, path: str) -> float:
-    """Push a safetensors file's weights (Hugging Face names) into the running engine and reset its prefix
-    cache; returns the seconds taken. ``reload_weights`` repacks them as the model loader does (a plain
-    ``load_weights`` fails on the CPU, whose linear weights are repacked)."""
-    from safetensors.torch import load_file
-
-    t0 = time.perf_counter()
-    weights = load_file(path)
+def push_weights(llm, weights: dict) -> None:
+    """Push weights (Hugging Face names -> tensors) into the running engine and reset its prefix cache.
+    ``reload_weights`` repacks them as the model loader does (a plain ``load_weights`` fails on the CPU,
+    whose linear weights are repacked); a tied output layer is repacked after it (`_refresh_tied_head`)."""
     llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(weights.items())})
     llm.collective_rpc(_refresh_tied_head)
     llm.reset_prefix_cache()
+
+
+def load_weights(llm, path: str) -> float:
+    """`push_weights` of a safetensors file's weights (the worker's path: tensors cross the socket as a file
+    in memory); returns the seconds taken."""
+    from safetensors.torch import load_file
+
+    t0 = time.perf_counter()
+    push_weights(llm, load_file(path))
     return time.perf_counter() - t0
 
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from arena.agents.prompts import make_template  # noqa: E402
-from arena.errors import ArenaError, MissingExtra  # noqa: E402
+from arena.errors import ArenaError  # noqa: E402
 from arena.match import InvalidMovePolicy  # noqa: E402
 from arena.inference import engine as E  # noqa: E402
 from arena.trainers.llm.logprobs import sequence_logprobs  # noqa: E402
@@ -366,86 +366,41 @@ def test_vllm_missing_is_a_clear_error(monkeypatch, tiny, tmp_path):
         E.make_engine("vllm", tiny[0])
 
 
-def _stand_in_vllm(seen: dict) -> types.SimpleNamespace:
-    """A stand-in for the documented vllm API (LLM, SamplingParams, RequestOutput) that records its calls;
-    every request answers ``seen["text"]`` (default "ab") with tokens 5, 7, 2."""
+def test_vllm_outputs_become_generations_with_the_sampled_token_forced_into_the_top_k():
+    """`vllm_worker.generation_fields` on vLLM's output records (the real engine's agreement with
+    transformers is tests/inference/test_vllm.py; this is the mapping's corner: a sampled token outside the
+    top K), and `sampling_params`' per-prompt settings."""
+    from arena.inference import vllm_worker as W
+
     LP = types.SimpleNamespace
-
-    class SamplingParams:
-        def __init__(self, **kw):
-            self.kw = kw
-
-    class LLM:
-        def __init__(self, **kw):
-            seen["llm"] = kw
-
-        def get_tokenizer(self):
-            return "tok"
-
-        def generate(self, prompts, params, use_tqdm=True):
-            seen["params"] = [p.kw for p in params]
-            seen["prompts"] = list(prompts)
-            # token 7 sampled outside the top-2 at step 1; EOS (2) at the end
-            steps = [{5: LP(logprob=-0.1), 6: LP(logprob=-2.5)},
-                     {5: LP(logprob=-0.5), 6: LP(logprob=-1.5), 7: LP(logprob=-3.0)},
-                     {2: LP(logprob=-0.2), 9: LP(logprob=-1.9)}]
-            out = LP(text=seen.get("text", "ab"), token_ids=[5, 7, 2], logprobs=steps, finish_reason="stop")
-            return [LP(prompt_token_ids=[1, 4], outputs=[out]) for _ in prompts]
-
-    return types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams)
+    # token 7 sampled outside the top-2 at step 1; EOS (2) at the end
+    steps = [{5: LP(logprob=-0.1), 6: LP(logprob=-2.5)},
+             {5: LP(logprob=-0.5), 6: LP(logprob=-1.5), 7: LP(logprob=-3.0)},
+             {2: LP(logprob=-0.2), 9: LP(logprob=-1.9)}]
+    out = LP(text="ab", token_ids=[5, 7, 2], logprobs=steps, finish_reason="stop", stop_reason=None)
+    (g1,) = W.generation_fields([LP(prompt_token_ids=[1, 4], outputs=[out])], 2)
+    assert g1["text"] == "ab" and g1["prompt_ids"] == [1, 4] and g1["token_ids"] == [5, 7, 2]
+    assert g1["logprobs"] == [-0.1, -3.0, -0.2] and g1["finish_reason"] == "stop"
+    assert g1["topk_ids"] == [[5, 6], [5, 7], [2, 9]]
+    assert g1["topk_logprobs"] == [[-0.1, -2.5], [-0.5, -3.0], [-0.2, -1.9]]
+    params = W.sampling_params(2, max_new_tokens=3, temperature=0.8, greedy=False, top_k=2, seeds=[10, 11], stop=["\n"])
+    assert [p["seed"] for p in params] == [10, 11]
+    assert params[0]["temperature"] == 0.8 and params[0]["logprobs"] == 2
+    assert params[0]["max_tokens"] == 3 and params[0]["stop"] == ["\n"]
+    greedy = W.sampling_params(1, max_new_tokens=3, temperature=0.8, greedy=True, top_k=0, seeds=[None], stop=None)
+    assert greedy[0]["temperature"] == 0.0 and greedy[0]["logprobs"] == 1
 
 
-def test_vllm_engine_maps_outputs(monkeypatch):
-    """VLLMEngine against a stand-in for the documented vllm API (LLM, SamplingParams, RequestOutput)."""
-    seen: dict = {}
-    monkeypatch.setitem(sys.modules, "vllm", _stand_in_vllm(seen))
-    eng = E.make_engine("vllm", "/some/model", dtype="bf16", device="cuda", gpu_memory_utilization=0.3)
-    assert seen["llm"]["dtype"] == "bfloat16" and seen["llm"]["logprobs_mode"] == "processed_logprobs"
-    assert seen["llm"]["gpu_memory_utilization"] == 0.3
-    g1, g2 = eng.generate(["p", "q"], max_new_tokens=3, temperature=0.8, top_k_logprobs=2, seed=10, stop=["\n"])
-    assert [p["seed"] for p in seen["params"]] == [10, 11]
-    assert seen["params"][0]["temperature"] == 0.8 and seen["params"][0]["logprobs"] == 2
-    assert seen["params"][0]["max_tokens"] == 3 and seen["params"][0]["stop"] == ["\n"]
-    assert g1.text == "ab" and g1.prompt_ids == [1, 4] and g1.token_ids == [5, 7, 2]
-    assert g1.logprobs == [-0.1, -3.0, -0.2] and g1.finish_reason == "stop"
-    assert g1.topk_ids == [[5, 6], [5, 7], [2, 9]]
-    assert g1.topk_logprobs == [[-0.1, -2.5], [-0.5, -3.0], [-0.2, -1.9]]
-    eng.generate(["p"], greedy=True)
-    assert seen["params"][0]["temperature"] == 0.0 and seen["params"][0]["logprobs"] == 1
-    eng.generate(["p", "q"], seeds=[5, None], seed=10)  # per-prompt seeds win over seed + i
-    assert [p["seed"] for p in seen["params"]] == [5, None]
-
-
-def test_llm_agent_spec_plays_on_the_vllm_engine(monkeypatch, tmp_path):
-    """``llm:<folder>,engine=vllm`` builds the agent over VLLMEngine (bf16 by default); its answers
-    become moves or invalid moves exactly as with transformers."""
-    from arena.agents import llm as L
-    from arena.agents import make_agent
-    from arena.agents.llm import MalformedMove
-    from arena.envs.observation import Observation
+def test_an_unknown_llm_engine_is_one_line(tmp_path):
+    from arena.agents.specs import make_agent
     from arena.envs.registry import make_core
     from arena.errors import AgentSpecError
 
-    folder = tmp_path / "model"  # a model folder (the stand-in engine reads nothing in it)
+    folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    seen: dict = {"text": "I take the centre: \\boxed{4}"}
-    monkeypatch.setitem(sys.modules, "vllm", _stand_in_vllm(seen))
-    monkeypatch.setattr(L, "_ENGINES", {})
-    core = make_core("openspiel/tic_tac_toe-v0")
-    core.reset(seed=0)
-    agent = make_agent(f"llm:{folder},engine=vllm,greedy=true,max_new_tokens=12", core, 3)
-    assert isinstance(agent.engine, E.VLLMEngine)
-    assert seen["llm"]["model"] == str(folder) and seen["llm"]["dtype"] == "bfloat16"
-    assert agent.act(Observation(core, 0, 0)) == 4
-    assert seen["params"][0]["temperature"] == 0.0 and seen["params"][0]["max_tokens"] == 12
-    assert "Make valid actions to win" in seen["prompts"][0]  # SPIRAL's template (no chat template here)
-    seen["text"] = "no answer"
-    assert isinstance(agent.act(Observation(core, 0, 0)), MalformedMove)
-    assert make_agent(f"llm:{folder},engine=vllm,dtype=fp16", core, 0).engine is not agent.engine
-    assert seen["llm"]["dtype"] == "float16"
     with pytest.raises(AgentSpecError, match="engine must be one of hf, transformers, vllm"):
-        make_agent(f"llm:{folder},engine=tgi", core, 0)
+        make_agent(f"llm:{folder},engine=tgi", make_core("openspiel/tic_tac_toe-v0"), 0)
 
 
 def test_make_engine(tiny):

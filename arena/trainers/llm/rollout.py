@@ -132,7 +132,7 @@ class LLMActors:
         return self.sync_seconds
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        return self.engine.encode(prompt) if hasattr(self.engine, "encode") else list(self.tok.encode(prompt))
+        return self.engine.encode(prompt)
 
     def play(self, pairings: Sequence[tuple[list[str], str]], *, greedy: bool, policy: InvalidMovePolicy, seed: int,
              concurrency: int, record: bool = False) -> list[Episode]:
