@@ -5,8 +5,9 @@ a. ``generate``: SmolLM2-135M-Instruct, fp32, ``--prompts`` prompts (tic-tac-toe
    training), one ``generate`` call: `VLLMEngine` (worker process) against `HFEngine`, interleaved,
    median of ``--repeats``. Tokens/s = generated tokens / wall time of the call. The worker's own
    vLLM time is shown too: the difference is the local channel (pickled prompts and rows).
-b. ``spiral``: one SPIRAL iteration on tic-tac-toe with SmolLM2 (``--games`` games against random,
-   ``--max-new-tokens``, no imitation, no evaluation), ``engine: transformers`` against ``engine:
+b. ``spiral``: one SPIRAL iteration on tic-tac-toe with SmolLM2 (``--games`` games against random, all
+   in flight at once as in the shipped SPIRAL configs' 32, ``--max-new-tokens``, no imitation, no
+   evaluation), ``engine: transformers`` against ``engine:
    vllm``, the same seed and so the same opening pairings: rollout tokens/s, rollout, update and
    whole-iteration seconds, and the weight push into vLLM (written to memory, reloaded, prefix cache
    reset) as a share of the iteration.
@@ -137,7 +138,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--games", type=int, default=8)
+    ap.add_argument("--games", type=int, default=32)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()

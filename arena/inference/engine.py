@@ -604,11 +604,16 @@ class VLLMEngine:
                    VLLM_LOGGING_LEVEL=os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"), TOKENIZERS_PARALLELISM="false")
         threads = self.threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or (os.cpu_count() or 1)
         env["OMP_NUM_THREADS"] = str(threads)  # else vLLM drops to one thread "for serving"
-        # its threads sleep while it waits for the trainer (the learner's update runs on the same cores)
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         iomp = python.parent.parent / "lib" / "libiomp5.so"  # vLLM's CPU backend asks for Intel's OpenMP preloaded
         if iomp.exists() and os.environ.get("ARENA_VLLM_IOMP", "1") != "0":
             env["LD_PRELOAD"] = ":".join(x for x in (str(iomp), env.get("LD_PRELOAD", "")) if x)
+            # Its threads spin between the many short parallel regions of a decoding step and sleep 20 ms
+            # after the last (the learner's update runs on the same cores): sleeping at once (a passive
+            # wait policy) made generation 1.2-2x slower; spinning always took a core while idle (docs/benchmarks.md).
+            env.pop("OMP_WAIT_POLICY", None)
+            env.setdefault("KMP_BLOCKTIME", "20")
+        else:
+            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.log_path = self._dir / "worker.log"
         a = self.llm_kwargs
         cmd = [str(python), vllm_worker.__file__, "--address", address, "--model", a["model"], "--dtype", a["dtype"],
