@@ -33,6 +33,10 @@ class BaseAgent:
     #: and builds no `Observation`. A subclass that overrides `act` without `act_legal` has none (see
     #: `__init_subclass__`), so an inherited `act_legal` never plays in place of a new `act`.
     act_legal = None
+    #: Optional, None where an agent has none: ``action_probabilities(observation)``, the probability
+    #: `act` gives each legal move (a list in ``observation.legal_actions``' order), for agents whose
+    #: strategy can be read (CFR's table). Imitation distils these instead of the sampled moves.
+    action_probabilities = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -236,7 +236,8 @@ class CFRAgent(BaseAgent):
             return key
         return f"p{(len(key) - 1) % 2} card:{key[0]}" + (f" {key[1:]}" if len(key) > 1 else "")
 
-    def act(self, observation: Observation) -> Any:
+    def action_probabilities(self, observation: Observation) -> list[float]:
+        """The average policy's probability of each legal move (in ``legal_actions``' order)."""
         legal = observation.legal_actions
         if self.text_kuhn:  # OpenSpiel's actions: 0 pass (check, fold), 1 bet (bet, call)
             probs = self.policy.policy_for_key(self.hand_key(observation.text))
@@ -246,5 +247,8 @@ class CFRAgent(BaseAgent):
             probs = self.policy.policy_for_key(observation.information_state())
             p = np.asarray([probs[a] for a in legal], dtype=np.float64)
         total = p.sum()
-        p = p / total if total > 0 else np.full(len(legal), 1.0 / len(legal))
-        return legal[int(self._rng.choice(len(legal), p=p))]
+        return (p / total if total > 0 else np.full(len(legal), 1.0 / len(legal))).tolist()
+
+    def act(self, observation: Observation) -> Any:
+        legal = observation.legal_actions
+        return legal[int(self._rng.choice(len(legal), p=self.action_probabilities(observation)))]

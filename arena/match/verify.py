@@ -19,7 +19,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from arena.errors import ConfigError, GameNotFound, ReplayError, ReplayRefused
 from arena.envs.actions import is_fault
@@ -263,30 +263,37 @@ class _Watching(ReplayAgent):
     """A replaying seat that also keeps the structured view (`Observation.raw`: tensor and mask) it is
     shown before each of its recorded moves the game accepted."""
 
-    def __init__(self, steps: list[dict], seat: int, out: list):
+    def __init__(self, steps: list[dict], seat: int, out: list, ask: Callable[[Any], Any] | None = None):
         super().__init__(steps, seat)
-        self.out = out
+        self.out, self.ask = out, ask
 
     def act(self, observation) -> Any:
         step = self._queue[0] if self._queue else None
         if step is not None and step.get("event") == "ok" and not is_fault(step.get("action")):
-            self.out.append((observation.player, observation.raw, step.get("action")))
+            move = (observation.player, observation.raw, step.get("action"))
+            self.out.append(move if self.ask is None else (*move, self.ask(observation)))
         return super().act(observation)
 
 
-def observed_moves(replay: Replay, seats: set[int] | None = None) -> list[tuple[int, Any, Any]]:
+def observed_moves(replay: Replay, seats: set[int] | None = None,
+                   ask: dict[int, Callable[[Any], Any]] | None = None) -> list[tuple]:
     """``(seat, structured view, action)`` of every accepted move of `seats` (None: all), in order, by
     re-simulating the replay through its game: the observation tensors and masks the player saw,
     which replays do not store (imitation learning reads these). An attempt the game then refused
-    is dropped afterwards (the replay marks it invalid). Raises `ReplayError` like `core_for_replay`."""
+    is dropped afterwards (the replay marks it invalid). Raises `ReplayError` like `core_for_replay`.
+
+    `ask` (seat -> function of the `Observation`): each move of those seats gets a fourth element, the
+    function's answer at that position (imitation asks a teacher whose strategy can be read for its
+    action probabilities)."""
     from arena.match import InvalidMovePolicy, play_match
 
     h = replay.header
     core = core_for_replay(replay)
-    out: list[tuple[int, Any, Any]] = []
+    out: list[tuple] = []
     n = len(h["players"])
-    agents = [_Watching(replay.steps, s, out) if seats is None or s in seats else ReplayAgent(replay.steps, s)
-              for s in range(n)]
+    ask = ask or {}
+    agents = [_Watching(replay.steps, s, out, ask.get(s)) if seats is None or s in seats
+              else ReplayAgent(replay.steps, s) for s in range(n)]
     try:
         play_match(core, agents, seed=h.get("seed"), policy=InvalidMovePolicy(**h.get("policy", {})),
                    max_moves=h.get("max_moves"), match_id=h["match_id"], record=False)

@@ -38,8 +38,13 @@ class ImitationConfig:
     patience: int = 4
     #: The value head also learns the final outcome, with this weight (a warm critic for RL).
     value_coef: float = 0.25
+    #: What is imitated: "auto", the teachers' action probabilities at every position where every
+    #: teacher's strategy can be read (CFR's table), else their moves; "moves", the moves alone.
+    targets: str = "auto"
 
     def __post_init__(self):
+        if self.targets not in ("auto", "moves"):
+            raise ValueError(f"il.targets must be auto or moves, got {self.targets!r}")
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"il.val_fraction must be in (0, 1), got {self.val_fraction}")
         if self.epochs < 1 or self.batch_size < 1 or self.patience < 1:

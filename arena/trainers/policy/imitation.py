@@ -4,7 +4,9 @@ Replays keep actions, not tensors: `arena.match.verify.observed_moves` re-simula
 through its game to recover the observation tensor and action mask every chosen player saw
 before each of its moves. The matches (not the moves) are split into training and validation
 sets, so no position of a validation game is trained on; training minimises the cross-entropy
-of the teacher's move under the masked policy (and, with a small weight, the value head's error
+of the teacher's move under the masked policy (of the teacher's action probabilities at the
+position where its strategy can be read, as CFR's table can: the whole strategy, not one sample
+of it) (and, with a small weight, the value head's error
 on the final outcome, a warm critic for RL); it stops when the validation loss has not improved
 for ``patience`` epochs and keeps the best epoch's weights. That policy is the KL anchor of the RL
 stage.
@@ -32,6 +34,9 @@ class Demonstrations:
     outcome: np.ndarray  # [N]: the final return of the player who moved
     match: np.ndarray  # [N]: which replay each move came from
     privileged: np.ndarray | None = None
+    #: ``[N, A]``: the teacher's probability of each action where its strategy can be read (a CFR
+    #: table: `BaseAgent.action_probabilities`), else None; imitation then fits these, not the moves.
+    probs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -43,14 +48,20 @@ class Demonstrations:
         return Demonstrations(tree_map(take, self.obs), None if self.mask is None else self.mask[idx],
                               tree_map(take, self.actions),
                               self.outcome[idx], self.match[idx],
-                              None if self.privileged is None else self.privileged[idx])
+                              None if self.privileged is None else self.privileged[idx],
+                              None if self.probs is None else self.probs[idx])
 
 
 def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set[str] | None, spec: Any,
-                   reward_scale: float = 1.0) -> Demonstrations:
+                   reward_scale: float = 1.0, targets: str = "auto") -> Demonstrations:
     """The moves of the named league players in `replays` (each with its seats' league names), with
     the views re-simulated (as the network reads them: `arena.inference.policy_nets.policy_input` for
-    `spec`). A replay's agent specs match too (replays from outside a league)."""
+    `spec`). A replay's agent specs match too (replays from outside a league).
+
+    ``targets="auto"``: where every chosen seat's agent (rebuilt from the replay's spec) has a strategy
+    that can be read (`BaseAgent.action_probabilities`: CFR), each move also carries that strategy's
+    probabilities at the position (`Demonstrations.probs`), which imitation then fits; ``"moves"``: the
+    moves alone."""
     from arena.inference.policy_nets import policy_input, policy_inputs
     from arena.inference.trees import tree_stack
     from arena.match.verify import observed_moves
@@ -61,14 +72,17 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
 
         model = ActionModel.from_dict(spec.action)
 
-    obs, masks, acts, outs, which = [], [], [], [], []
+    readers = _StrategyReaders(enabled=targets == "auto" and model is None)
+    obs, masks, acts, outs, which, probs = [], [], [], [], [], []
     for i, (rep, names) in enumerate(replays):
         specs = rep.header.get("agents") or []
         seats = {s for s in range(len(names)) if players is None or names[s] in players
                  or (s < len(specs) and specs[s] in players)}
         if not seats:
             continue
-        for seat, raw, action in observed_moves(rep, seats):
+        ask = readers.for_replay(rep, seats)
+        for move in observed_moves(rep, seats, ask=ask):
+            seat, raw, action = move[:3]
             if model is not None:  # the network's inputs and the move's arrays
                 obs.append(policy_inputs(raw, seat, spec))
                 masks.append(None)
@@ -78,6 +92,7 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
                 obs.append(x)
                 masks.append(m)
                 acts.append(action)
+            probs.append(move[3] if ask else None)
             outs.append(float(rep.result["returns"][seat]) * reward_scale)
             which.append(i)
     if not acts:
@@ -85,8 +100,54 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
     if model is not None:
         return Demonstrations(tree_stack(obs), None, tree_stack(acts), np.asarray(outs, np.float32), np.asarray(which))
     mask = np.stack(masks).astype(bool) if masks[0] is not None else None
+    soft = None
+    if mask is not None and all(p is not None for p in probs):  # every move's teacher could be read
+        soft = np.zeros(mask.shape, np.float32)
+        for j, (legal, p) in enumerate(probs):
+            soft[j, legal] = p
     return Demonstrations(np.stack(obs).astype(np.float32), mask, np.asarray(acts), np.asarray(outs, np.float32),
-                          np.asarray(which))
+                          np.asarray(which), probs=soft)
+
+
+class _StrategyReaders:
+    """The teachers of a set of replays, rebuilt from their specs once each, that can tell their action
+    probabilities (`BaseAgent.action_probabilities`); `for_replay` gives `observed_moves` its ``ask``."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.agents: dict[tuple[str, str], Any] = {}
+
+    def _agent(self, game: str, kwargs: dict, spec: str):
+        key = (game, spec)
+        if key not in self.agents:
+            from arena.agents.specs import make_agent
+            from arena.envs.registry import make_core
+
+            core = make_core(game, **kwargs)
+            try:
+                agent = make_agent(spec, core, 0)
+            except Exception:  # noqa: BLE001 - a teacher that cannot be rebuilt here is read by its moves
+                agent = None
+            finally:
+                core.close()
+            self.agents[key] = agent if callable(getattr(agent, "action_probabilities", None)) else None
+        return self.agents[key]
+
+    def for_replay(self, rep: Replay, seats: set[int]) -> dict[int, Any] | None:
+        """seat -> (observation -> (legal actions, probabilities)), or None unless every seat's can be read."""
+        from arena.match.verify import replay_game_kwargs
+
+        if not self.enabled:
+            return None
+        h = rep.header
+        specs = h.get("agents") or []
+        ask = {}
+        for s in seats:
+            agent = self._agent(h["game_id"], replay_game_kwargs(rep), specs[s]) if s < len(specs) else None
+            if agent is None:
+                return None
+            ask[s] = lambda o, a=agent: (list(o.legal_actions), a.action_probabilities(o))
+        return ask
 
 
 def split(demos: Demonstrations, val_fraction: float, seed: int) -> tuple[Demonstrations, Demonstrations]:
@@ -120,6 +181,8 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
 
     X, M, A, Z = tensors(train)
     Xv, Mv, Av, Zv = tensors(val)
+    # the teacher's action probabilities where its strategy could be read (for both sets, or for neither)
+    P, Pv = (None, None) if train.probs is None or val.probs is None else (tt(train.probs), tt(val.probs))
     n_train, n_val = len(tree_leaf(A)), len(tree_leaf(Av))
 
     def rows(tree, j):
@@ -148,7 +211,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
                 j = slice(i, i + 4096)
                 dist, value = net(rows(Xv, j), None if Mv is None else Mv[j])
                 a = rows(Av, j)
-                losses.append(float(-dist.log_prob(a).sum()))
+                losses.append(float((-dist.log_prob(a) if Pv is None else _soft_nll(dist, Pv[j])).sum()))
                 correct += hits(dist, a)
         return sum(losses) / n_val, correct / n_val
 
@@ -163,7 +226,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
             j = perm[i:i + batch_size]
             dist, value = net(rows(X, j), None if M is None else M[j])
             a = rows(A, j)
-            nll = -dist.log_prob(a)
+            nll = -dist.log_prob(a) if P is None else _soft_nll(dist, P[j])
             loss = nll.mean() + value_coef * 0.5 * ((value - Z[j]) ** 2).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -191,3 +254,12 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
     best["epochs_run"] = epoch + 1
     best["train_moves"], best["val_moves"] = n_train, n_val
     return best
+
+
+def _soft_nll(dist: Any, probs: Any) -> Any:
+    """Cross-entropy of the policy against the teacher's action probabilities, a value a position: the
+    moves' negative log-likelihood in expectation over the teacher's strategy (its minimum, the
+    teacher's entropy, is reached by the teacher's probabilities exactly)."""
+    import torch
+
+    return -torch.where(probs > 0, probs * dist.log_probs, torch.zeros_like(probs)).sum(-1)

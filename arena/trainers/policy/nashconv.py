@@ -30,12 +30,14 @@ from typing import Any
 import numpy as np
 import pyspiel
 from open_spiel.python import policy as os_policy
-from open_spiel.python.algorithms import cfr, exploitability
+from open_spiel.python.algorithms import cfr, expected_game_score, exploitability
 
 __all__ = [
     "TENSOR_KINDS",
     "PolicyFn",
     "cfr_nash_conv",
+    "cfr_table",
+    "expected_payoff",
     "nash_conv_of",
     "tabulate",
     "uniform_nash_conv",
@@ -167,6 +169,35 @@ def cfr_nash_conv(game_name: str, iterations: int, params: dict | None = None) -
     for _ in range(iterations):
         solver.evaluate_and_update_policy()
     return float(exploitability.nash_conv(game, solver.average_policy()))
+
+
+def cfr_table(game_name: str, iterations: int, params: dict | None = None) -> os_policy.TabularPolicy:
+    """The average policy the arena's ``cfr:iterations=N`` agent plays (CFR+, solved once a machine:
+    `arena.agents.search.cfr_average_policy`), as an OpenSpiel table."""
+    from arena.agents.search import cfr_average_policy
+
+    game = _load(game_name, params)
+    solved = cfr_average_policy(game, int(iterations))
+    table = os_policy.TabularPolicy(game)
+    for key, row in table.state_lookup.items():
+        probs = solved.policy_for_key(key)
+        for a in range(table.action_probability_array.shape[1]):
+            table.action_probability_array[row, a] = probs.get(a, 0.0) if isinstance(probs, dict) else probs[a]
+    return table
+
+
+def expected_payoff(game_name: str, policy_fn: PolicyFn, opponent: os_policy.Policy | None = None,
+                    params: dict | None = None, tensor: str = "information_state") -> float:
+    """The exact expected return a game of ``policy_fn`` against ``opponent`` (an OpenSpiel policy; None:
+    uniform random), each seat half the games, over every deal: no sampling error, where 400 sampled
+    Leduc games have a standard error of about 0.2 chips."""
+    game = _load(game_name, params)
+    mine = tabulate(game, policy_fn, tensor)
+    other = opponent if opponent is not None else os_policy.UniformRandomPolicy(game)
+    root = game.new_initial_state()
+    seat0 = expected_game_score.policy_value(root, [mine, other])[0]
+    seat1 = expected_game_score.policy_value(root, [other, mine])[1]
+    return float((seat0 + seat1) / 2)
 
 
 def net_policy_fn(net) -> PolicyFn:

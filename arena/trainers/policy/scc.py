@@ -282,7 +282,7 @@ class SCCTrainer(Trainer):
             wanted = set(il.players) if il.players else None
         if phase is not None:
             phase("imitation: re-simulating replays", 0, len(items))
-        demos = demonstrations(items, wanted, self.spec, cfg.reward_scale)
+        demos = demonstrations(items, wanted, self.spec, cfg.reward_scale, targets=il.targets)
         train, val = split(demos, il.val_fraction, cfg.seed)
         net = self.learners[self.main].net
 

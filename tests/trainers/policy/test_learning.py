@@ -106,5 +106,7 @@ def test_leduc_nash_conv_below_random(tmp_path):
     random_nc = uniform_nash_conv("leduc_poker")  # 4.747
     at_il, after = curve[0][1], curve[-1][1]
     print(f"leduc NashConv: random {random_nc:.3f}, imitation {at_il:.3f}, after RL {after:.3f}; curve {curve}")
-    assert at_il < random_nc - 2.0 and after < random_nc - 2.0, curve
+    # imitation of CFR+'s probabilities meets the goal (measured 0.083); RL trades some of it for winnings
+    # against the league's weak players (measured 0.177 at iteration 60): docs/policy.md
+    assert at_il <= 0.1 and after < 0.3 and random_nc > 4.7, curve
     assert t.iteration == t.cfg.iterations

@@ -13,7 +13,7 @@ import numpy as np
 import pyspiel
 import pytest
 from open_spiel.python import policy as os_policy
-from open_spiel.python.algorithms import cfr, exploitability
+from open_spiel.python.algorithms import cfr, expected_game_score, exploitability
 
 from arena.trainers.policy import nashconv as N
 
@@ -106,3 +106,15 @@ def test_bad_policies_are_named() -> None:
         N.nash_conv_of("kuhn_poker", uniform_fn, tensor="pixels")
     with pytest.raises(ValueError, match="cannot load"):
         N.nash_conv_of("no_such_game", uniform_fn)
+
+
+def test_expected_payoff_is_exact_and_seat_balanced():
+    # uniform against uniform: zero-sum and symmetric over the two seats, so exactly 0
+    assert N.expected_payoff("leduc_poker", uniform_fn) == pytest.approx(0.0, abs=1e-12)
+    # Kuhn's equilibrium value is -1/18 for the first seat and +1/18 for the second: 0 seat-balanced,
+    # and the uniform policy loses to a near-equilibrium CFR+ table
+    table = N.cfr_table("kuhn_poker", 40)
+    assert N.expected_payoff("kuhn_poker", uniform_fn, table) < -0.1
+    game = pyspiel.load_game("kuhn_poker")
+    seat0 = expected_game_score.policy_value(game.new_initial_state(), [table, table])[0]
+    assert seat0 == pytest.approx(-1 / 18, abs=5e-3)
