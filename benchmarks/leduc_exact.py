@@ -24,6 +24,9 @@ def main() -> None:
     ap.add_argument("--cfr-iterations", type=int, default=100)
     args = ap.parse_args()
 
+    import pyspiel
+    from open_spiel.python.algorithms import exploitability
+
     from arena.inference.policy_nets import load_policy
     from arena.trainers.policy.nashconv import cfr_table, expected_payoff, nash_conv_of, net_policy_fn
 
@@ -36,9 +39,6 @@ def main() -> None:
     keep = [i for i in its if (i % args.every == 0 if args.every else i in evaluated)]
     print(f"| checkpoint | NashConv | return vs random | return vs `cfr:iterations={args.cfr_iterations}` |")
     print("|---|---:|---:|---:|")
-    from open_spiel.python.algorithms import exploitability
-    import pyspiel
-
     print(f"| CFR+ {args.cfr_iterations} iterations (the teacher) | "
           f"{exploitability.nash_conv(pyspiel.load_game(game), cfr):.3f} | | |")
     for i in keep:

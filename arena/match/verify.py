@@ -19,7 +19,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from arena.errors import ConfigError, GameNotFound, ReplayError, ReplayRefused
 from arena.envs.actions import is_fault

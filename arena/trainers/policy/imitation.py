@@ -4,10 +4,9 @@ Replays keep actions, not tensors: `arena.match.verify.observed_moves` re-simula
 through its game to recover the observation tensor and action mask every chosen player saw
 before each of its moves. The matches (not the moves) are split into training and validation
 sets, so no position of a validation game is trained on; training minimises the cross-entropy
-of the teacher's move under the masked policy (of the teacher's action probabilities at the
-position where its strategy can be read, as CFR's table can: the whole strategy, not one sample
-of it) (and, with a small weight, the value head's error
-on the final outcome, a warm critic for RL); it stops when the validation loss has not improved
+of the teacher's move under the masked policy, or of its action probabilities where its strategy
+can be read (CFR's table: the whole strategy, not one sample of it), and, with a small weight, the
+value head's error on the final outcome (a warm critic for RL); it stops when the validation loss has not improved
 for ``patience`` epochs and keeps the best epoch's weights. That policy is the KL anchor of the RL
 stage.
 """
@@ -20,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from arena.errors import ArenaError
 from arena.replays.format import Replay
 
 
@@ -126,7 +126,7 @@ class _StrategyReaders:
             core = make_core(game, **kwargs)
             try:
                 agent = make_agent(spec, core, 0)
-            except Exception:  # noqa: BLE001 - a teacher that cannot be rebuilt here is read by its moves
+            except ArenaError:  # a teacher that cannot be rebuilt here (a missing checkpoint) is read by its moves
                 agent = None
             finally:
                 core.close()

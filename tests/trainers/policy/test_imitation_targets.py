@@ -20,7 +20,7 @@ GAME = "openspiel/kuhn_poker-v0"
 CFR = "cfr:iterations=40"
 
 
-def _replays(tmp_path, specs, n=20):
+def _replays(specs, n=20):
     res = play_matches(GAME, specs, n, seed=5, workers=1, record=True)
     return [(r.replay, list(specs)) for r in res]
 
@@ -32,13 +32,14 @@ def _spec():
     return spec_from_core(make_core(GAME))
 
 
-def test_cfr_teachers_give_their_probabilities_and_other_teachers_their_moves(tmp_path):
+def test_cfr_teachers_give_their_probabilities_and_other_teachers_their_moves():
     import pyspiel
 
     from arena.agents.search import cfr_average_policy
 
     spec = _spec()
-    demos = demonstrations(_replays(tmp_path / "a", [CFR, CFR]), None, spec)
+    played = _replays([CFR, CFR])
+    demos = demonstrations(played, None, spec)
     assert demos.probs is not None and demos.probs.shape == demos.mask.shape
     assert np.allclose(demos.probs.sum(1), 1.0) and not (demos.probs[~demos.mask] > 0).any()
     # every row is one of the solved table's (Kuhn has 12 information states), and a mixed one among them
@@ -48,8 +49,8 @@ def test_cfr_teachers_give_their_probabilities_and_other_teachers_their_moves(tm
     expected = np.array([[table.policy_for_key(k)[a] for a in (0, 1)] for k in keys])
     gap = np.abs(demos.probs[:, None, :] - expected[None]).max(-1).min(-1)  # to the nearest table row
     assert len(keys) == 12 and gap.max() < 1e-6 and ((demos.probs > 0.01) & (demos.probs < 0.99)).any()
-    assert demonstrations(_replays(tmp_path / "a", [CFR, CFR]), None, spec, targets="moves").probs is None
-    assert demonstrations(_replays(tmp_path / "b", [CFR, "random"]), None, spec).probs is None  # random: moves only
+    assert demonstrations(played, None, spec, targets="moves").probs is None
+    assert demonstrations(_replays([CFR, "random"]), None, spec).probs is None  # random: moves only
 
 
 def _decision_states(game):
