@@ -12,8 +12,8 @@ with both the arena and the CUDA build of vllm are present; it checks what the C
    those before.
 
 Not here: the NCCL weight-transfer backend (vLLM's ``init_weight_transfer_engine`` /
-``update_weights`` with a trainer-side engine) and several ``--parallel`` learners pushing into one
-engine; the CPU path pushes through a file in memory.
+``update_weights`` with a trainer-side engine); the pushes go through a file in memory. Several
+``--parallel`` learners feeding one engine are tested on the CPU (tests/inference/test_vllm.py).
 
     python benchmarks/gpu_vllm_check.py [--model FOLDER]      # default: SmolLM2-135M-Instruct's folder
 """

@@ -160,9 +160,10 @@ def test_an_llm_agent_spec_plays_on_vllm_as_on_transformers(tiny, vllm, monkeypa
 
 
 def test_spiral_on_tic_tac_toe_with_the_vllm_engine(tmp_path):
-    """Three SPIRAL iterations with ``engine: vllm``: the learner's weights go into the engine before every
-    batch (version and sync time logged), the losses are finite and the rollout/trainer log-prob mismatch
-    stays at float rounding (both fp32)."""
+    """Three SPIRAL iterations with ``engine: vllm`` and the step on two learner processes (``parallel: odc``):
+    after every step the ranks' weights come back to rank 0 and go into its one engine before the next batch
+    (version and sync time logged), the losses are finite and the rollout/trainer log-prob mismatch stays at
+    float rounding (both fp32). The first loss is the one process's (-5.4864, the same games and weights)."""
     import yaml
 
     from arena.trainers.llm.spiral import SpiralTrainer
@@ -171,12 +172,13 @@ def test_spiral_on_tic_tac_toe_with_the_vllm_engine(tmp_path):
     data = yaml.safe_load((Path(__file__).parents[2] / "configs" / "train" / "spiral_tictactoe_tiny.yaml").read_text())
     data.update(iterations=3, games_per_iter=16, concurrency=16, engine="vllm", il=None)
     data["learner"]["minibatch"] = 64
+    data["parallel"] = {"mode": "odc", "world_size": 2}
     data["eval"] = {"every": 100, "games": 8, "opponents": ["random"], "concurrency": 8}
     p = tmp_path / "cfg.yaml"
     p.write_text(yaml.safe_dump(data))
     t = SpiralTrainer(load_train_config(p), tmp_path / "run")
     try:
-        assert isinstance(t.actors.engine, E.VLLMEngine)
+        assert isinstance(t.actors.engine, E.VLLMEngine) and type(t.learner).__name__ == "ParallelLearner"
         t.run()
         rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
         train = [r for r in rows if "train/loss" in r]
@@ -185,6 +187,7 @@ def test_spiral_on_tic_tac_toe_with_the_vllm_engine(tmp_path):
         assert all(r["time/weight_sync_s"] > 0 for r in train[1:])  # (version 0 went in for the first evaluation)
         assert all(math.isfinite(r["train/loss"]) and r["train/samples"] > 0 for r in train)
         assert all(r["train/mismatch"] < 1e-4 for r in train), [r["train/mismatch"] for r in train]
+        assert train[0]["train/loss"] == pytest.approx(-5.4864, abs=1e-3)
         assert t.weights_version == 3 and t.actors.engine.weights_version == 3  # the final evaluation's
     finally:
         t.close()
