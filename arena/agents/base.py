@@ -37,6 +37,12 @@ class BaseAgent:
     #: `act` gives each legal move (a list in ``observation.legal_actions``' order), for agents whose
     #: strategy can be read (CFR's table). Imitation distils these instead of the sampled moves.
     action_probabilities = None
+    #: Optional, None where an agent has none: ``search_policy(observation)``, the policy a search
+    #: computes at the position (the share of its root's visits each legal move received, in
+    #: ``observation.legal_actions``' order), which is not the strategy `act` plays (the most visited
+    #: move) and so is not read as one (`arena.agents.exploitability`). Imitation distils it as a
+    #: target, as AlphaZero trains on visit counts.
+    search_policy = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -24,28 +24,90 @@ def _openspiel_game(core: GameCore | None, who: str):
 
 
 class MCTSAgent(BaseAgent):
-    """OpenSpiel's MCTSBot with random-rollout evaluation (perfect-information games)."""
+    """OpenSpiel's MCTS with random-rollout evaluation (perfect-information games): UCT, proven wins and
+    losses propagated (``solve``), the most visited move played.
+
+    ``backend=python`` (the default) runs OpenSpiel's Python ``MCTSBot``, ``backend=cpp`` its C++ one
+    (``pyspiel.MCTSBot``): the same algorithm about 20 times faster (Connect Four, 400 simulations:
+    2.4 ms a move against 53 ms), which makes searches of thousands of simulations cheap enough to
+    teach with. `search_policy` is the search's policy: the share of the root's visits each
+    legal move received, from a search of its own (imitation distils it; `act` plays the argmax of
+    another search). With probability ``epsilon`` it plays a uniformly random legal move instead (teacher
+    matches that reach the positions a blunder leaves: wins to take, threats to block).
+    """
+
+    BACKENDS = ("python", "cpp")
 
     def __init__(self, core: GameCore | None, simulations: int = 200, rollouts: int = 1, uct_c: float = 2.0,
-                 seed: int | None = None):
+                 backend: str = "python", epsilon: float = 0.0, seed: int | None = None):
         from open_spiel.python.algorithms import mcts
 
         self._mcts = mcts
         self.game = _openspiel_game(core, "mcts")
         if not getattr(core, "perfect_information", False):
             raise IncompatibleAgent(f"MCTS needs a perfect-information game; {core.game_id} is not")
+        if backend not in self.BACKENDS:
+            raise ValueError(f"mcts: backend must be python or cpp, got {backend!r}")
         self.simulations, self.rollouts, self.uct_c = int(simulations), int(rollouts), float(uct_c)
-        self.spec = f"mcts:simulations={self.simulations},rollouts={self.rollouts}"
+        if not 0.0 <= float(epsilon) <= 1.0:
+            raise ValueError(f"mcts: epsilon must be in [0, 1], got {epsilon}")
+        self.backend, self.epsilon = backend, float(epsilon)
+        self.spec = f"mcts:simulations={self.simulations},rollouts={self.rollouts}" + (
+            f",uct_c={self.uct_c:g}" if self.uct_c != 2.0 else "") + (",backend=cpp" if backend == "cpp" else "") + (
+            f",epsilon={self.epsilon:g}" if self.epsilon else "")
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+        if self.backend == "cpp":
+            import pyspiel
+
+            # the C++ search takes a 32-bit signed seed; a match's seed may be any integer
+            s = (int(seed) if seed is not None else int.from_bytes(os.urandom(4), "little")) % (2**31 - 1)
+            evaluator = pyspiel.RandomRolloutEvaluator(self.rollouts, s)
+            self.bot = pyspiel.MCTSBot(self.game, evaluator, self.uct_c, self.simulations, 1000, True, s, False)
+            return
         rs = np.random.RandomState(seed)
         evaluator = self._mcts.RandomRolloutEvaluator(self.rollouts, rs)
         self.bot = self._mcts.MCTSBot(self.game, self.uct_c, self.simulations, evaluator, random_state=rs,
                                       solve=True, verbose=False)
 
     def act(self, observation: Observation) -> Any:
+        if self.epsilon and self._rng.random() < self.epsilon:
+            legal = observation.legal_actions
+            return legal[int(self._rng.integers(len(legal)))]
         return self.bot.step(observation.engine_state())
+
+    def search_policy(self, observation: Observation) -> list[float]:
+        """The share of a new search's root visits each legal move received (``legal_actions``' order)."""
+        return visit_shares(self.bot.mcts_search(observation.engine_state()), observation.legal_actions)
+
+
+def visit_shares(root, legal: list) -> list[float]:
+    """The search policy at `root` (an OpenSpiel MCTS ``SearchNode``, Python's or C++'s) over the moves
+    of `legal`: the share of the root's visits each received, except where the search proved outcomes
+    (``solve``; it stops as soon as the root is proven, so the visits then say little): all the mass on
+    the moves proven to win, none on those proven to lose (unless every move is). Uniform where nothing
+    was visited."""
+    kids = {int(c.action): c for c in root.children}
+    counts = np.zeros(len(legal), dtype=np.float64)
+    proven = np.zeros(len(legal), dtype=np.float64)  # +1 a proven win for the mover, -1 a proven loss
+    for i, a in enumerate(legal):
+        c = kids.get(int(a))
+        if c is None:
+            continue
+        counts[i] = float(c.explore_count)
+        out = c.outcome
+        if out is not None and len(out):
+            proven[i] = np.sign(float(out[c.player]))
+    if (proven > 0).any():
+        v = (proven > 0).astype(np.float64)
+    elif (proven < 0).any() and not (proven < 0).all():
+        v = np.where(proven < 0, 0.0, np.maximum(counts, 1e-9))
+    else:
+        v = counts
+    total = v.sum()
+    return (v / total if total > 0 else np.full(len(legal), 1.0 / len(legal))).tolist()
 
 
 class TacticsAgent(BaseAgent):

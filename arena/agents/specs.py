@@ -5,7 +5,8 @@ Forms:
 * ``mcts:simulations=200,rollouts=1``, ``tactics:epsilon=0.1``, ``cfr:iterations=200``
 * ``package.module:ClassName`` or ``package.module:ClassName:key=value,...`` for your own agents
 * kinds with a positional argument before their options (``tabular:<table.json>``,
-  ``llm:<model folder>``, ``policy:<checkpoint>``, ``rllib:<checkpoint>``, ``skirmish:<bot>``: the
+  ``llm:<model folder>``, ``policy:<checkpoint>``, ``policy_mcts:<checkpoint>`` (search with the
+  policy's priors and value), ``rllib:<checkpoint>``, ``skirmish:<bot>``: the
   Skirmish game's scripted players; ``sc2:<script>``), ``sc2bot:difficulty=hard,race=zerg`` (StarCraft II's
   built-in AI in a seat), and your own kinds
   registered with `register_agent_kind`.
@@ -100,7 +101,8 @@ OPTION_RULES: dict[str, dict[str, tuple[str, Callable[[Any], bool]]]] = {
     "first": {},
     "trader": {},
     "human": {"max_tries": _int_at_least(1)},
-    "mcts": {"simulations": _int_at_least(1), "rollouts": _int_at_least(1), "uct_c": _number_in(0, None)},
+    "mcts": {"simulations": _int_at_least(1), "rollouts": _int_at_least(1), "uct_c": _number_in(0, None),
+             "backend": ("python or cpp", lambda v: v in ("python", "cpp")), "epsilon": _number_in(0, 1)},
     "tactics": {"epsilon": _number_in(0, 1)},
     "cfr": {"iterations": _int_at_least(1)},
 }
@@ -324,6 +326,12 @@ def _policy(core, seed, positional, **opts):
     return _factory(core, seed, positional, **opts)
 
 
+def _policy_mcts(core, seed, positional, **opts):
+    from arena.agents.policy_search import _factory
+
+    return _factory(core, seed, positional, **opts)
+
+
 def _skirmish(core, seed, positional, **opts):
     from arena.agents.skirmish import _factory
 
@@ -349,6 +357,6 @@ def _rllib(core, seed, positional, **opts):
 
 
 for _name, _factory in {"random": _random, "first": _first, "trader": _trader, "constant": _constant, "human": _human, "mcts": _mcts, "tactics": _tactics,
-                        "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy,
+                        "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy, "policy_mcts": _policy_mcts,
                         "rllib": _rllib, "skirmish": _skirmish, "sc2bot": _sc2bot, "sc2": _sc2}.items():
     register_agent_kind(_name, _factory)

@@ -184,13 +184,20 @@ class OpenSpielCore(GameCore):
         return self.state.information_state_string(p)
 
     def observation(self, p: int) -> dict:
+        return self.observation_of(self.state, p)
+
+    def observation_of(self, state, p: int) -> dict:
+        """`observation` of any state of this game (a search's), as player `p` sees it."""
         if self._use_obs_tensor:
-            obs = np.asarray(self.state.observation_tensor(p), dtype=np.float32).reshape(self._obs_shape)
+            obs = np.asarray(state.observation_tensor(p), dtype=np.float32).reshape(self._obs_shape)
         elif self._use_info_tensor:
-            obs = np.asarray(self.state.information_state_tensor(p), dtype=np.float32).reshape(self._obs_shape)
+            obs = np.asarray(state.information_state_tensor(p), dtype=np.float32).reshape(self._obs_shape)
         else:
-            obs = self.text(p)
-        return {"observation": obs, "action_mask": self.action_mask(p)}
+            obs = getattr(state, self._text_fn)(p)
+        mask = np.zeros(self.num_actions, dtype=np.int8)
+        if not state.is_terminal() and state.current_player() == p:
+            mask[state.legal_actions(p)] = 1
+        return {"observation": obs, "action_mask": mask}
 
     def all_observations(self) -> np.ndarray:
         """Every player's observation tensor, concatenated (what a privileged critic may read)."""
