@@ -10,8 +10,8 @@ Two kinds are kept, each up to ``positions``:
   Scored: after the agent's move the opponent has no winning reply.
 
 Beside each rate stands what a uniformly random legal move scores on the same positions (its
-expectation, exact), and a 95% Wilson interval. Used on every evaluation of the SCC learner
-(`eval/tactics_*`) and by `benchmarks/c4_strength.py`.
+expectation, exact), and a 95% Wilson interval. The SCC learner's evaluations report it
+(`eval.tactics`: ``eval/tactics/...``), and `benchmarks/c4_strength.py` beside the win rates.
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ def _small(args: list[str], tmp: Path) -> list[str]:
             if cfg.get("il"):
                 teachers = [("mcts:simulations=10" if t.startswith("mcts") else t) for t in cfg["il"]["teachers"]]
                 cfg["il"].update(matches=10, epochs=1, workers=1, teachers=teachers)
+                if cfg["il"].get("label"):
+                    cfg["il"]["label"] = "mcts:simulations=20,backend=cpp"
         else:
             cfg.update(iterations=2, games_per_iter=16, concurrency=16, threads=1)
             cfg.setdefault("learner", {})["minibatch"] = 64

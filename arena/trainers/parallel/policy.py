@@ -90,7 +90,11 @@ class DataParallelPolicyLearner(PolicyLearner):
         import torch
 
         self.engine.push(net_state, broadcast=False)
-        if anchor_state is not None:
+        if anchor_state == "uniform":
+            from arena.trainers.policy.learner import UniformMagnet
+
+            self.anchor = UniformMagnet()
+        elif anchor_state is not None:
             if self.anchor is None:
                 self.anchor = copy.deepcopy(self.template).eval()
                 for p in self.anchor.parameters():
@@ -193,7 +197,10 @@ class ParallelPolicyLearner:
 
     def step(self, batch: "RolloutBatch", kl_coef: float = 0.0, generator: Any = None) -> dict[str, float]:
         net_state = {k: v.detach().cpu() for k, v in self.net.state_dict().items()}
-        anchor_state = self.anchor.state_dict() if self.anchor is not None else None
+        from arena.trainers.policy.learner import UniformMagnet
+
+        anchor_state = ("uniform" if isinstance(self.anchor, UniformMagnet)  # no weights: named, not sent
+                        else self.anchor.state_dict() if self.anchor is not None else None)
         gen_state = generator.get_state() if generator is not None else None
         args = (net_state, anchor_state, batch, kl_coef, gen_state, self._lr, self._reset, self.version)
         self.ranks.send(("pstep", self.key, *args))

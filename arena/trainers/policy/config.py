@@ -41,8 +41,14 @@ class ImitationConfig:
     #: What is imitated: "auto", the teachers' action probabilities at every position where every
     #: teacher's strategy can be read (CFR's table), else their moves; "moves", the moves alone.
     targets: str = "auto"
+    #: An agent spec whose strategy can be read (``mcts:simulations=3000,backend=cpp``) that labels every
+    #: imitated position with its action probabilities, in place of the seat's own player: the teacher
+    #: matches give the positions, the labeller the targets. None: each seat's player.
+    label: Optional[str] = None
 
     def __post_init__(self):
+        if self.label is not None and self.targets != "auto":
+            raise ValueError("il.label gives action probabilities to fit: it needs il.targets: auto")
         if self.targets not in ("auto", "moves"):
             raise ValueError(f"il.targets must be auto or moves, got {self.targets!r}")
         if not 0.0 < self.val_fraction < 1.0:
@@ -69,10 +75,38 @@ class EvalConfig:
     opponents: list[str] = field(default_factory=lambda: ["random"])
     #: Also the main's NashConv (OpenSpiel's exact best responses; small poker games), each evaluation.
     nash_conv: bool = False
+    #: Also the tactics probe of the main's greedy policy on this many random positions of each kind
+    #: (`arena.agents.probe`: immediate wins taken, single threats blocked; two-player
+    #: perfect-information OpenSpiel games); 0: none.
+    tactics: int = 0
 
     def __post_init__(self):
         if self.every < 1 or self.games < 2 or not self.opponents:
             raise ValueError("eval.every >= 1, eval.games >= 2 and at least one eval.opponents are required")
+        if self.tactics < 0:
+            raise ValueError(f"eval.tactics is a number of positions >= 0, got {self.tactics}")
+
+
+@dataclass
+class MagnetConfig:
+    """The policy the RL loss's KL pulls towards (the magnet of magnetic mirror descent; R-NaD's
+    regularisation policy). Its coefficient is the config's ``kl_coef``/``kl_end``/``kl_schedule``."""
+
+    #: "imitation": the imitation policy (SCC, AlphaStar); "uniform": the uniform policy over the legal
+    #: moves (no network); "copy": a frozen copy of each learner's own policy, replaced by its current
+    #: weights every `every` iterations (R-NaD's regularisation policy update).
+    kind: Literal["imitation", "uniform", "copy"] = "imitation"
+    #: Iterations between a copy magnet's refreshes (kind copy only).
+    every: int = 0
+
+    def __post_init__(self):
+        if self.kind not in ("imitation", "uniform", "copy"):
+            raise ValueError(f"magnet.kind must be imitation, uniform or copy, got {self.kind!r}")
+        if self.kind == "copy" and self.every < 1:
+            raise ValueError(f"magnet.every: a copy magnet is refreshed every N >= 1 iterations, got {self.every} "
+                             "(set magnet.every, e.g. 10)")
+        if self.kind != "copy" and self.every:
+            raise ValueError(f"magnet.every is for magnet.kind copy, not {self.kind} (remove it or set kind: copy)")
 
 
 @dataclass
@@ -113,11 +147,12 @@ class SCCConfig(TrainerConfig):
     lr: float = 3e-4
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     lr_end: float = 0.0
-    #: KL to the imitation policy (SCC), annealed from kl_coef to kl_end over the run (its direction:
-    #: ``learner.kl_direction``).
+    #: The KL to the magnet (by default the imitation policy, SCC's anchor), its coefficient annealed from
+    #: kl_coef to kl_end over the run (its direction: ``learner.kl_direction``).
     kl_coef: float = 0.1
     kl_end: float = 0.0
     kl_schedule: Literal["constant", "linear", "cosine"] = "linear"
+    magnet: MagnetConfig = field(default_factory=MagnetConfig)
     #: Returns are multiplied by this before learning (poker: chips to about [-1, 1]).
     reward_scale: float = 1.0
     #: Weight of a game's dense per-move reward (`shaped_rewards`: Skirmish's damage dealt minus damage
@@ -150,6 +185,9 @@ class SCCConfig(TrainerConfig):
             raise ValueError(f"shaping must be >= 0, got {self.shaping}")
         if not self.opponents:
             raise ValueError("opponents: at least one fixed player is required (random is a good first one)")
+        if self.kl_coef < 0 or self.kl_end < 0:
+            raise ValueError(f"kl_coef and kl_end (the magnet's coefficient) must be >= 0, got {self.kl_coef} "
+                             f"and {self.kl_end}")
 
     def lr_at(self, iteration: int) -> float:
         from arena.trainers.common.schedules import lr_at

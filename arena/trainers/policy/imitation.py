@@ -53,15 +53,23 @@ class Demonstrations:
 
 
 def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set[str] | None, spec: Any,
-                   reward_scale: float = 1.0, targets: str = "auto") -> Demonstrations:
+                   reward_scale: float = 1.0, targets: str = "auto", label: str | None = None,
+                   workers: int = 1, first: int = 0,
+                   progress: Callable[[int], None] | None = None) -> Demonstrations:
     """The moves of the named league players in `replays` (each with its seats' league names), with
     the views re-simulated (as the network reads them: `arena.inference.policy_nets.policy_input` for
     `spec`). A replay's agent specs match too (replays from outside a league).
 
     ``targets="auto"``: where every chosen seat's agent (rebuilt from the replay's spec) has a strategy
-    that can be read (`BaseAgent.action_probabilities`: CFR), each move also carries that strategy's
-    probabilities at the position (`Demonstrations.probs`), which imitation then fits; ``"moves"``: the
-    moves alone."""
+    that can be read (`BaseAgent.action_probabilities`: CFR's table; or a search's policy,
+    `BaseAgent.search_policy`: MCTS's root visit shares), each move
+    also carries that strategy's probabilities at the position (`Demonstrations.probs`), which imitation
+    then fits; ``"moves"``: the moves alone. `label` (an agent spec whose strategy can be read) answers
+    at every position instead of the seat's own agent: the matches give the positions, the labeller the
+    targets (a strong search labelling the positions of cheaper players). A reader is seeded afresh for
+    each replay (`first` + its index), so the targets do not depend on `workers`, the processes that
+    share the replays when there are readers to ask (a search's answers cost more than the re-simulation).
+    `progress` is told how many replays are done, now and then."""
     from arena.inference.policy_nets import policy_input, policy_inputs
     from arena.inference.trees import tree_stack
     from arena.match.verify import observed_moves
@@ -72,15 +80,20 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
 
         model = ActionModel.from_dict(spec.action)
 
-    readers = _StrategyReaders(enabled=targets == "auto" and model is None)
+    reading = targets == "auto" and model is None
+    if workers > 1 and reading and len(replays) >= 2 * workers:
+        return _demonstrations_in_parallel(replays, players, spec, reward_scale, targets, label, workers, progress)
+    readers = _StrategyReaders(enabled=reading, label=label)
     obs, masks, acts, outs, which, probs = [], [], [], [], [], []
     for i, (rep, names) in enumerate(replays):
+        if progress is not None and i and i % 50 == 0:
+            progress(i)
         specs = rep.header.get("agents") or []
         seats = {s for s in range(len(names)) if players is None or names[s] in players
                  or (s < len(specs) and specs[s] in players)}
         if not seats:
             continue
-        ask = readers.for_replay(rep, seats)
+        ask = readers.for_replay(rep, seats, seed=first + i)
         for move in observed_moves(rep, seats, ask=ask):
             seat, raw, action = move[:3]
             if model is not None:  # the network's inputs and the move's arrays
@@ -94,7 +107,7 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
                 acts.append(action)
             probs.append(move[3] if ask else None)
             outs.append(float(rep.result["returns"][seat]) * reward_scale)
-            which.append(i)
+            which.append(first + i)
     if not acts:
         raise ValueError(f"no moves of {sorted(players) if players else 'any player'} in {len(replays)} replays")
     if model is not None:
@@ -109,12 +122,61 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
                           np.asarray(which), probs=soft)
 
 
+def _demonstrations_chunk(args: tuple) -> Demonstrations | None:
+    replays, players, spec, reward_scale, targets, label, first = args
+    try:
+        return demonstrations(replays, players, spec, reward_scale, targets, label, 1, first)
+    except ValueError as e:
+        if str(e).startswith("no moves of"):  # none of the players' moves in this share
+            return None
+        raise
+
+
+def _demonstrations_in_parallel(replays, players, spec, reward_scale, targets, label, workers,
+                                progress=None) -> Demonstrations:
+    """`demonstrations` over `workers` forked processes, shares of the replays in order (a few per
+    worker, so that progress shows); the same result as one process (the readers are seeded by replay,
+    the shares joined in order)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import os
+
+    from arena.procs import die_with
+
+    shares = min(len(replays), 8 * workers)
+    bounds = np.linspace(0, len(replays), shares + 1).astype(int)
+    jobs = [(list(replays[a:b]), players, spec, reward_scale, targets, label, int(a))
+            for a, b in zip(bounds[:-1], bounds[1:])]
+    parts = []
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=die_with,
+                                initargs=(os.getpid(),)) as ex:
+        for part, b in zip(ex.map(_demonstrations_chunk, jobs), bounds[1:]):
+            parts.append(part)
+            if progress is not None:
+                progress(int(b))
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        raise ValueError(f"no moves of {sorted(players) if players else 'any player'} in {len(replays)} replays")
+    probs = None if any(p.probs is None for p in parts) else np.concatenate([p.probs for p in parts])
+    return Demonstrations(np.concatenate([p.obs for p in parts]),
+                          None if parts[0].mask is None else np.concatenate([p.mask for p in parts]),
+                          np.concatenate([p.actions for p in parts]), np.concatenate([p.outcome for p in parts]),
+                          np.concatenate([p.match for p in parts]), probs=probs)
+
+
+def _reading(agent: Any) -> Any:
+    """What imitation reads of `agent` at a position: its strategy (`BaseAgent.action_probabilities`), else
+    its search's policy (`BaseAgent.search_policy`), else None."""
+    return getattr(agent, "action_probabilities", None) or getattr(agent, "search_policy", None)
+
+
 class _StrategyReaders:
     """The teachers of a set of replays, rebuilt from their specs once each, that can tell their action
-    probabilities (`BaseAgent.action_probabilities`); `for_replay` gives `observed_moves` its ``ask``."""
+    probabilities (`BaseAgent.action_probabilities`), or the one labeller that answers for every seat;
+    `for_replay` gives `observed_moves` its ``ask``."""
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
+    def __init__(self, enabled: bool, label: str | None = None):
+        self.enabled, self.label = enabled, label
         self.agents: dict[tuple[str, str], Any] = {}
 
     def _agent(self, game: str, kwargs: dict, spec: str):
@@ -130,11 +192,12 @@ class _StrategyReaders:
                 agent = None
             finally:
                 core.close()
-            self.agents[key] = agent if callable(getattr(agent, "action_probabilities", None)) else None
+            self.agents[key] = agent if callable(_reading(agent)) else None
         return self.agents[key]
 
-    def for_replay(self, rep: Replay, seats: set[int]) -> dict[int, Any] | None:
-        """seat -> (observation -> (legal actions, probabilities)), or None unless every seat's can be read."""
+    def for_replay(self, rep: Replay, seats: set[int], seed: int = 0) -> dict[int, Any] | None:
+        """seat -> (observation -> (legal actions, probabilities)), or None unless every seat's can be read;
+        each reader is reset with `seed` first."""
         from arena.match.verify import replay_game_kwargs
 
         if not self.enabled:
@@ -143,10 +206,17 @@ class _StrategyReaders:
         specs = h.get("agents") or []
         ask = {}
         for s in seats:
-            agent = self._agent(h["game_id"], replay_game_kwargs(rep), specs[s]) if s < len(specs) else None
+            who = self.label or (specs[s] if s < len(specs) else None)
+            agent = self._agent(h["game_id"], replay_game_kwargs(rep), who) if who is not None else None
             if agent is None:
+                if self.label:
+                    raise ArenaError(f"il.label: {self.label} cannot tell its action probabilities in "
+                                     f"{h['game_id']}: use a labeller whose strategy can be read (mcts, cfr, "
+                                     "policy_mcts)")
                 return None
-            ask[s] = lambda o, a=agent: (list(o.legal_actions), a.action_probabilities(o))
+            if callable(getattr(agent, "reset", None)):
+                agent.reset(seed)
+            ask[s] = lambda o, read=_reading(agent): (list(o.legal_actions), read(o))
         return ask
 
 
@@ -165,7 +235,9 @@ def split(demos: Demonstrations, val_fraction: float, seed: int) -> tuple[Demons
 def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, epochs: int, batch_size: int, lr: float,
                       weight_decay: float, patience: int, value_coef: float, seed: int,
                       log: Callable[[int, dict], None] | None = None) -> dict[str, Any]:
-    """Train `net` in place; returns the best epoch's figures (its weights are loaded back)."""
+    """Train `net` in place; returns the best epoch's figures (its weights are loaded back). Accuracy is
+    the share of positions where the policy's most probable move is the teacher's: its move, or the most
+    probable under its probabilities where they are fitted."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -212,7 +284,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
                 dist, value = net(rows(Xv, j), None if Mv is None else Mv[j])
                 a = rows(Av, j)
                 losses.append(float((-dist.log_prob(a) if Pv is None else _soft_nll(dist, Pv[j])).sum()))
-                correct += hits(dist, a)
+                correct += hits(dist, a if Pv is None else Pv[j].argmax(-1))
         return sum(losses) / n_val, correct / n_val
 
     best = {"epoch": -1, "val_loss": float("inf")}
@@ -234,7 +306,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
             opt.step()
             tot += float(nll.detach().sum())
             with torch.no_grad():
-                correct += hits(dist, a)
+                correct += hits(dist, a if P is None else P[j].argmax(-1))
         vloss, vacc = evaluate()
         line = {"il/epoch": epoch + 1, "il/train_loss": tot / n_train, "il/train_acc": correct / n_train,
                 "il/val_loss": vloss, "il/val_acc": vacc}

@@ -19,7 +19,9 @@ UPGO (AlphaStar) is a policy-gradient term on ``G_upgo - V`` (truncated importan
 which learns from the moves whose continuation went better than expected. On the V-trace path the
 return's bootstrap and the baseline are both the learner's current values, as AlphaStar's
 pseudocode has them; PPO's follows the behaviour values, as its GAE does. The KL to the imitation
-policy is AlphaStar's ``KL(pi_IL || pi)`` unless ``kl_direction`` says otherwise.
+policy is AlphaStar's ``KL(pi_IL || pi)`` unless ``kl_direction`` says otherwise. The anchor (the
+magnet) is any frozen network of the policy's shape, or `UniformMagnet`: the uniform policy over the
+legal moves, which needs no network.
 """
 
 from __future__ import annotations
@@ -108,6 +110,20 @@ class LearnerSettings:
             raise ValueError("epochs >= 1 and minibatch >= 1 are required")
         if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
             raise ValueError("gamma must be in (0, 1] and lam in [0, 1]")
+
+
+class UniformMagnet:
+    """The uniform policy over each move's legal actions as the KL anchor: logits of zeros, masked as
+    the policy's (discrete moves only). It has no weights."""
+
+    def to(self, device: str) -> "UniformMagnet":
+        return self
+
+    def eval(self) -> "UniformMagnet":
+        return self
+
+    def parameters(self) -> list:
+        return []
 
 
 class PolicyLearner:
@@ -202,8 +218,8 @@ class PolicyLearner:
         priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
         act = tree_rows(b.actions, idx)
         dist, value = self.net(inputs, None, priv, actions=act)
-        anchor = None
-        if self.anchor is not None:
+        anchor = self.anchor if isinstance(self.anchor, UniformMagnet) else None
+        if self.anchor is not None and anchor is None:
             with self.torch.no_grad():
                 anchor, _ = self.anchor(inputs, None, priv, actions=act)
         return dist, value, act, anchor
@@ -221,8 +237,11 @@ class PolicyLearner:
                 h = MaskedCategorical(dist.logits, mask).normalized_entropy(norm)
                 w = torch.ones_like(h) if valid is None else valid.float()
                 neg_h = -(h * w).sum() / w.sum().clamp(min=1)
-            kl = rl.kl_to_anchor(dist.logits, anchor.logits, mask, self.s.kl_direction, valid)[0] if use_kl \
-                else dist.logits.new_zeros(())
+            if use_kl:
+                q = torch.zeros_like(dist.logits) if isinstance(anchor, UniformMagnet) else anchor.logits
+                kl = rl.kl_to_anchor(dist.logits, q, mask, self.s.kl_direction, valid)[0]
+            else:
+                kl = dist.logits.new_zeros(())
             return -neg_h, kl
         h = normalized_entropy(dist, norm)
         w = torch.ones(h.shape, device=self.device) if valid is None else valid.float()
@@ -230,6 +249,8 @@ class PolicyLearner:
         ent = (h * w).sum() / n
         if not use_kl:
             return ent, ent.new_zeros(())
+        if isinstance(anchor, UniformMagnet):
+            raise ValueError("magnet.kind uniform needs discrete moves (a categorical policy); use imitation or copy")
         kl = anchor.kl(dist) if self.s.kl_direction == "anchor_to_policy" else dist.kl(anchor)
         return ent, (kl * w).sum() / n
 

@@ -5,8 +5,9 @@ StarCraft Commander (Wang et al. 2021, arXiv 2012.13169) trains in two stages, b
 1. **Imitation.** Teacher matches (MCTS, CFR, people: any agent specs) are played into the run's
    league, or another league's replays are read; the moves of the chosen players are cloned
    (`arena.trainers.policy.imitation`). The result is the imitation policy: every learner starts
-   from it, it is the KL anchor of the RL loss, and it enters the league as the frozen
-   ``main@il`` so the ratings show what RL added.
+   from it, it is the KL anchor of the RL loss (the default magnet; ``magnet:`` names another: the
+   uniform policy, or a copy of each learner refreshed every N iterations), and it enters the league
+   as the frozen ``main@il`` so the ratings show what RL added.
 2. **League RL.** The learning players take AlphaStar's roles (``main``, ``main_exploiter``,
    ``league_exploiter``): each iteration every learner plays ``games_per_iter`` matches against the
    opponents its role's rule picks from the league (`arena.league.roles`: self-play, PFSP over the
@@ -53,7 +54,7 @@ from arena.trainers.common.checkpoints import checkpoint_path
 from arena.trainers.common.stopping import owner_name
 from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, play_pairings, to_batch
 from arena.trainers.policy.config import SCCConfig
-from arena.trainers.policy.learner import PolicyLearner
+from arena.trainers.policy.learner import PolicyLearner, UniformMagnet
 from arena.trainers.policy.make import make_policy_learner
 
 IL_NAME = "main@il"
@@ -106,6 +107,8 @@ class SCCTrainer(Trainer):
                                                         lr=cfg.lr, device=cfg.device, parallel=cfg.parallel,
                                                         key=e.name)
         self.anchor_net = None
+        #: magnet.kind copy: each learner's frozen copy (the KL anchor), refreshed every magnet.every iterations.
+        self.magnets: dict[str, Any] = {}
         self.il_done = False
         self.il_report: dict = {}
         #: The league this trainer's learners play in: its own in the run folder, or one shared with others.
@@ -215,6 +218,7 @@ class SCCTrainer(Trainer):
         else:
             self.load(path)
         self.learners[self.main].reset_optimizer()
+        self._copy_magnets([self.main])
 
     def freeze(self, path: str | Path) -> str:
         from arena.inference.policy_nets import save_policy
@@ -282,7 +286,9 @@ class SCCTrainer(Trainer):
             wanted = set(il.players) if il.players else None
         if phase is not None:
             phase("imitation: re-simulating replays", 0, len(items))
-        demos = demonstrations(items, wanted, self.spec, cfg.reward_scale, targets=il.targets)
+        demos = demonstrations(items, wanted, self.spec, cfg.reward_scale, targets=il.targets, label=il.label,
+                               workers=il.workers, progress=None if phase is None else
+                               (lambda k: phase("imitation: re-simulating replays", k, len(items))))
         train, val = split(demos, il.val_fraction, cfg.seed)
         net = self.learners[self.main].net
 
@@ -334,8 +340,29 @@ class SCCTrainer(Trainer):
         self.anchor_net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes)
         self.anchor_net.load_state_dict(src)
         self.anchor_net.eval()
-        for lrn in self.learners.values():
-            lrn.anchor = self.anchor_net
+
+    # -- the magnet (the KL's anchor) -------------------------------------------------------------
+    def _attach_magnets(self) -> None:
+        """Each learner's KL anchor, by ``magnet.kind``: the imitation policy (none without imitation),
+        the uniform policy, or the learner's own frozen copy."""
+        kind = self.cfg.magnet.kind
+        for name, lrn in self.learners.items():
+            lrn.anchor = (UniformMagnet() if kind == "uniform" else self.magnets.get(name) if kind == "copy"
+                          else self.anchor_net)
+
+    def _copy_magnets(self, names: Any = None) -> None:
+        """magnet.kind copy: the named learners' (default: all) magnets become copies of their current weights."""
+        if self.cfg.magnet.kind != "copy":
+            return
+        from arena.inference.policy_nets import build_policy
+
+        for name in self.learners if names is None else names:
+            if name not in self.magnets:
+                self.magnets[name] = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes).eval()
+                for p in self.magnets[name].parameters():
+                    p.requires_grad_(False)
+            self.magnets[name].load_state_dict(self.learners[name].net.state_dict())
+        self._attach_magnets()
 
     # -- one iteration ---------------------------------------------------------------------------
     def _nets(self) -> dict[str, Any]:
@@ -377,6 +404,7 @@ class SCCTrainer(Trainer):
                 elif self.anchor_net is not None:
                     lrn.net.load_state_dict(self.anchor_net.state_dict())
                 lrn.reset_optimizer()
+                self._copy_magnets([e.name])  # a copy magnet follows the restart (the old one would pull it back)
                 events.append({"kind": "reset", "player": e.name, "branched_from": source, "iteration": it})
         return snaps, events
 
@@ -437,7 +465,20 @@ class SCCTrainer(Trainer):
         self._show("evaluation: games", total, total)
         if cfg.eval.nash_conv:
             out["eval/nash_conv"] = self.nash_conv(self.main)
+        if cfg.eval.tactics:
+            out.update(self.tactics(self.main))
         return out, records
+
+    def tactics(self, name: str) -> dict[str, float]:
+        """The tactics probe of learner `name`'s greedy policy (`arena.agents.probe`), on the same positions
+        at every evaluation."""
+        from arena.agents.neural import PolicyAgent
+        from arena.agents.probe import agent_chooser, tactics_probe
+
+        agent = PolicyAgent(self.learners[name].net, greedy=True, seed=0)
+        r = tactics_probe(self.cfg.game, agent_chooser(agent), self.cfg.eval.tactics, seed=self.cfg.seed)
+        return {"eval/tactics/win_taken": r.win_taken, "eval/tactics/block_made": r.block_made,
+                "eval/tactics/win_random": r.win_random, "eval/tactics/block_random": r.block_random}
 
     def nash_conv(self, name: str) -> float:
         """NashConv of learner `name`'s policy (the sum over players of what a best response gains)."""
@@ -460,6 +501,7 @@ class SCCTrainer(Trainer):
             "iteration": it, "il_done": self.il_done, "il_report": self.il_report,
             "learners": {n: lrn.state_dict() for n, lrn in self.learners.items()},
             "anchor": None if self.anchor_net is None else self.anchor_net.state_dict(),
+            "magnets": {n: m.state_dict() for n, m in self.magnets.items()},
             "torch_rng": torch.get_rng_state(), "py_random": random.getstate(),
             "pairing_rng": self.rng.bit_generator.state, "config": asdict(self.cfg),
             "bundle": bundle, "inflight": self._inflight,
@@ -481,8 +523,17 @@ class SCCTrainer(Trainer):
             self.anchor_net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes)
             self.anchor_net.load_state_dict(state["anchor"])
             self.anchor_net.eval()
-            for lrn in self.learners.values():
-                lrn.anchor = self.anchor_net
+        magnets = state.get("magnets") or {}
+        for n, sd in magnets.items():
+            if n in self.learners:
+                net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes).eval()
+                net.load_state_dict(sd)
+                for p in net.parameters():
+                    p.requires_grad_(False)
+                self.magnets[n] = net
+        # a checkpoint written with another magnet: copies of the weights it holds, as a new run starts with
+        self._copy_magnets([n for n in self.learners if n not in self.magnets])
+        self._attach_magnets()
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["py_random"])
         self.rng.bit_generator.state = state["pairing_rng"]
@@ -518,6 +569,8 @@ class SCCTrainer(Trainer):
         if cfg.il is not None and not self.il_done:
             self.imitation(self._phase)
             self._start_from_il()
+        self._copy_magnets()
+        self._attach_magnets()
         out, records = self.evaluate(0)
         snaps = [] if cfg.il is None else [{"parent": self.main, "spec": f"policy:{self.dir / 'checkpoints' / 'il'}",
                                              "name": IL_NAME, "iteration": 0}]
@@ -557,7 +610,7 @@ class SCCTrainer(Trainer):
         t_roll = time.perf_counter() - t0
         t1 = time.perf_counter()
         line: dict[str, float] = {}
-        kl = cfg.kl_at(it) if self.anchor_net is not None else 0.0
+        kl = cfg.kl_at(it) if any(lrn.anchor is not None for lrn in self.learners.values()) else 0.0
         gen = torch.Generator().manual_seed(cfg.seed * 7_919 + it)
         self._show("update: epochs", 0, passes * len(self.learners))
         for name, lrn in self.learners.items():
@@ -575,6 +628,9 @@ class SCCTrainer(Trainer):
         line.update({"train/kl_coef": kl, "train/lr": lr, "time/rollout_s": t_roll, "time/learn_s": t_learn,
                      "train/env_steps": moves, "train/env_steps_per_s": moves / max(t_roll, 1e-9)})
         snaps, events = self._roles(it)
+        if cfg.magnet.kind == "copy" and it % cfg.magnet.every == 0:
+            self._copy_magnets()  # R-NaD's regularisation policy update
+            line["train/magnet_refresh"] = 1.0
         records = self._match_records(pairings, results, "training", self._seat_specs(it))
         evaluated = it % cfg.eval.every == 0 or it == last
         if evaluated:
@@ -668,9 +724,25 @@ def validate(cfg: SCCConfig) -> None:
                 make_agent(s, core, 0)
             except ArenaError as e:
                 raise ConfigError(f"{key}: {e}") from None
+    if cfg.magnet.kind == "uniform" and (spec.action_kind != "discrete" or spec.action is not None):
+        kind = "structured" if spec.action is not None else spec.action_kind
+        raise ConfigError(f"magnet.kind: uniform needs one discrete action per move; {cfg.game} has {kind} moves "
+                          "(use imitation or copy)")
+    if cfg.eval.tactics and (core.source != "openspiel" or not getattr(core, "perfect_information", False)
+                             or len(core.players) != 2):
+        raise ConfigError(f"eval.tactics: the tactics probe is for two-player perfect-information OpenSpiel games; "
+                          f"{cfg.game} is not (remove eval.tactics)")
     if cfg.eval.nash_conv and (core.source != "openspiel" or getattr(core, "perfect_information", True)):
         raise ConfigError(f"eval.nash_conv: {cfg.game} is not an OpenSpiel game of imperfect information "
                           "(NashConv is computed exactly for small poker games such as kuhn_poker and leduc_poker)")
+    if cfg.il is not None and cfg.il.label is not None:
+        try:
+            labeller = make_agent(cfg.il.label, core, 0)
+        except ArenaError as e:
+            raise ConfigError(f"il.label: {e}") from None
+        if not callable(getattr(labeller, "action_probabilities", None) or getattr(labeller, "search_policy", None)):
+            raise ConfigError(f"il.label: {cfg.il.label} cannot tell its action probabilities; use a labeller whose "
+                              "strategy can be read (mcts, cfr, policy_mcts)")
     if cfg.il is not None:
         if cfg.il.matches and len(cfg.il.teachers) != 2:
             raise ConfigError(f"il.teachers: give one agent spec per seat (2), got {len(cfg.il.teachers)}")

@@ -3,10 +3,11 @@
 SCC runs on Leduc poker with two learners (the main agent and a league exploiter, both data
 parallel on one group of ranks), after an imitation warm start (the KL anchor), with PPO (an odd
 minibatch of 17 moves, so the shares are unequal) and with V-trace (whole trajectories per
-share); a single-agent PPO run with a Gaussian head and an observation normaliser (buffers that
-move with the step) and ``target_kl`` (the early stop must agree on every rank); and a checkpoint
-of one process resumed on 2 ranks. Every learner's weights and version equal one process's
-within 1e-6 (about 1e-8 measured); a lost optimizer state moves them by about lr.
+share, the KL to the uniform magnet, which has no weights to send); a single-agent PPO run with a
+Gaussian head and an observation normaliser (buffers that move with the step) and ``target_kl``
+(the early stop must agree on every rank); and a checkpoint of one process resumed on 2 ranks.
+Every learner's weights and version equal one process's within 1e-6 (about 1e-8 measured); a lost
+optimizer state moves them by about lr.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[3]
 TOL = 1e-6
 
 
-def _scc(tmp: Path, name: str, algo: str, **parallel) -> Path:
+def _scc(tmp: Path, name: str, algo: str, magnet: str = "imitation", **parallel) -> Path:
     cfg = yaml.safe_load((ROOT / "configs" / "train" / "scc_leduc.yaml").read_text())
-    cfg.update(iterations=2, games_per_iter=8, threads=1)
+    cfg.update(iterations=2, games_per_iter=8, threads=1, magnet={"kind": magnet})
+    cfg["learners"] = [{"name": "main", "role": "main"}, {"name": "league_exploiter", "role": "league_exploiter"}]
     cfg["learner"].update(algo=algo, minibatch=17, epochs=2)
     cfg["eval"] = {"every": 2, "games": 8, "opponents": ["random"]}
     cfg["il"].update(matches=20, epochs=1, workers=1)
@@ -75,8 +77,8 @@ def _diff(a: Path, b: Path) -> float:
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("policy-parallel")
     for name, cfg in {"scc-ppo-none": _scc(tmp, "a", "ppo"), "scc-ppo-odc": _scc(tmp, "b", "ppo", mode="odc"),
-                      "scc-vtrace-none": _scc(tmp, "c", "vtrace"),
-                      "scc-vtrace-fsdp": _scc(tmp, "d", "vtrace", mode="fsdp"),
+                      "scc-vtrace-none": _scc(tmp, "c", "vtrace", "uniform"),
+                      "scc-vtrace-fsdp": _scc(tmp, "d", "vtrace", "uniform", mode="fsdp"),
                       "ppo-none": _ppo(tmp, "e"), "ppo-fsdp": _ppo(tmp, "f", mode="fsdp"),
                       "ppo-odc": _ppo(tmp, "g", mode="odc")}.items():
         _train(cfg, tmp / name)

@@ -85,3 +85,30 @@ def test_fitting_the_probabilities_lands_nearer_the_equilibrium_than_cloning_the
     soft, hard = _il_nash_conv(tmp_path, "auto"), _il_nash_conv(tmp_path, "moves")
     print(f"Kuhn NashConv after imitation of CFR+ (300 matches): probabilities {soft:.4f}, moves {hard:.4f}")
     assert soft < 0.05 and soft < 0.5 * hard, (soft, hard)
+
+
+def test_a_labeller_answers_at_every_position_and_workers_do_not_change_the_targets():
+    """`il.label`: random players give the positions, a C++ MCTS labels each with its root visit shares
+    (both seats); a win in one gets all the mass; two processes give the same demonstrations as one (the
+    labeller is seeded by replay)."""
+    from arena.envs.registry import make_core
+    from arena.inference.policy_nets import spec_from_core
+
+    ttt = "openspiel/tic_tac_toe-v0"
+    spec = spec_from_core(make_core(ttt))
+    res = play_matches(ttt, ["random", "random"], 8, seed=3, workers=1, record="actions")
+    played = [(r.replay, ["random", "random"]) for r in res]
+    label = "mcts:simulations=300,backend=cpp"
+    one = demonstrations(played, None, spec, label=label)
+    assert one.probs is not None and len(one) == sum(len(r.replay.steps) for r in res)
+    assert np.allclose(one.probs.sum(1), 1.0) and not (one.probs[~one.mask] > 0).any()
+    several = one.mask.sum(1) > 1
+    assert ((one.probs.max(1) == 1.0) & several).any() and (one.probs.max(1) < 0.9).any()  # proven wins; open play
+    two = demonstrations(played, None, spec, label=label, workers=2)
+    assert np.array_equal(two.probs, one.probs) and np.array_equal(two.obs, one.obs)
+    assert np.array_equal(two.match, one.match) and np.array_equal(two.actions, one.actions)
+    assert demonstrations(played, None, spec).probs is None  # random players alone: their moves
+    from arena.errors import ArenaError
+
+    with pytest.raises(ArenaError, match="il.label: random cannot tell its action probabilities"):
+        demonstrations(played, None, spec, label="random")

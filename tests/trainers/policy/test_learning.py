@@ -2,13 +2,16 @@
 
 * about a minute (15 s here): tic-tac-toe, RL from scratch against the league (self-play, PFSP) and
   random: the greedy policy beats the random agent by a margin on 400 seat-swapped games;
-* a recipe (`make recipes`): Connect Four, SCC's two stages on one shipped config (imitation of MCTS, then league
-  RL): greedy win rate against random >= 0.95 on 1,000 seat-swapped games, the final main's Elo in
-  the run's league above the imitation snapshot's, and its win rate against MCTS reported;
-* a recipe: Leduc poker, imitation of CFR then league RL: NashConv at imitation and after RL below
-  the random policy's by a margin.
+* a recipe (`make recipes`): Connect Four, SCC's two stages on one shipped config (imitation of a strong
+  MCTS's visit shares, then league RL): greedy win rate against random >= 0.95 on 1,000 seat-swapped
+  games, the final main's Elo in the run's league above the imitation snapshot's, and against Python
+  MCTS-400 (never met in training) greedy >= 0.2 and above imitation, `policy_mcts` at 100 simulations
+  >= 0.5;
+* a recipe: Leduc poker, imitation of CFR then RL held by a magnet: NashConv <= 0.1 at imitation and
+  after RL.
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -89,9 +92,29 @@ def test_connect_four_rl_improves_on_imitation_in_the_league(c4_run):
     t, folder = c4_run
     elo = open_league(t.league_dir).elo("openspiel/connect_four-v0")
     assert elo["main"] > elo["main@il"], elo
-    vs_mcts = greedy_win_rate(folder / "latest", "openspiel/connect_four-v0", "mcts:simulations=100", 100)
-    print(f"connect four: main Elo {elo['main']:.0f}, imitation snapshot {elo['main@il']:.0f}; "
-          f"greedy win rate vs mcts:simulations=100: {vs_mcts:.2f}")
+
+
+@pytest.mark.recipe
+def test_connect_four_against_search_it_never_met(c4_run):
+    """OpenSpiel's Python MCTS, which the run never played: the greedy policy wins 0.280 [0.22, 0.35] of 200
+    against 400 simulations (docs/policy.md; the goal of 0.5 is not met), its imitation policy 0.180; with
+    100 simulations of its own search (`policy_mcts`) it wins 0.615 [0.55, 0.68]. The tactics probe of
+    every evaluation is logged."""
+    from arena.match.batch import play_matches, summarize
+
+    _, folder = c4_run
+    game = "openspiel/connect_four-v0"
+    greedy = greedy_win_rate(folder / "latest", game, "mcts:simulations=400", 200)
+    imitation = greedy_win_rate(folder / "checkpoints" / "il", game, "mcts:simulations=400", 200)
+    spec = f"policy_mcts:{folder / 'best'},simulations=100,threads=1"
+    me, _ = summarize(play_matches(game, [spec, "mcts:simulations=400"], 100, seed=77, workers=2, record=False),
+                      [spec, "mcts"])
+    print(f"connect four vs mcts:simulations=400: greedy {greedy:.3f}, imitation {imitation:.3f}, "
+          f"policy_mcts 100 {me.wins / me.games:.3f}")
+    assert greedy >= 0.2 and greedy > imitation and me.wins / me.games >= 0.5
+    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    probe = [r["eval/tactics/win_taken"] for r in rows if "eval/tactics/win_taken" in r]
+    assert probe and probe[-1] >= 0.4
 
 
 @pytest.mark.recipe
@@ -99,14 +122,12 @@ def test_leduc_nash_conv_below_random(tmp_path):
     from arena.trainers.policy.nashconv import uniform_nash_conv
 
     t = _train(CONFIGS / "scc_leduc.yaml", tmp_path / "leduc")
-    import json
-
     rows = [json.loads(x) for x in (tmp_path / "leduc" / "metrics.jsonl").read_text().splitlines()]
     curve = [(r["step"], r["eval/nash_conv"]) for r in rows if "eval/nash_conv" in r]
     random_nc = uniform_nash_conv("leduc_poker")  # 4.747
     at_il, after = curve[0][1], curve[-1][1]
     print(f"leduc NashConv: random {random_nc:.3f}, imitation {at_il:.3f}, after RL {after:.3f}; curve {curve}")
-    # imitation of CFR+'s probabilities meets the goal (measured 0.083); RL trades some of it for winnings
-    # against the league's weak players (measured 0.177 at iteration 60): docs/policy.md
-    assert at_il <= 0.1 and after < 0.3 and random_nc > 4.7, curve
+    # imitation of CFR+'s probabilities meets the goal (measured 0.083); self-play under the imitation
+    # magnet keeps it (measured 0.087 at iteration 60, 0.078-0.101 on the way): docs/policy.md
+    assert at_il <= 0.1 and after <= 0.1 and random_nc > 4.7, curve
     assert t.iteration == t.cfg.iterations
