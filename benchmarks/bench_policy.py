@@ -12,9 +12,10 @@ Side by side in one process run, on Connect Four (`openspiel/connect_four-v0`):
    (no imitation), from scratch, sampling in the learner's process on both sides, an MLP policy
    on both sides (RLlib's: `arena.inference.rllib_module`; ours: ``arch: mlp``, 128 games an
    iteration): environment steps/s over the run (ours: the whole loop, league bookkeeping and
-   checkpoints included; RLlib's: inside ``algo.train()``) and the greedy win rate against random
-   at the end (400 seat-swapped games through the arena's match loop for both). Goal: >= 3x
-   RLlib's steps/s and a higher win rate.
+   checkpoints included; RLlib's: inside ``algo.train()``) and the greedy win rates at the end,
+   through the arena's match loop for both, with 95% Wilson intervals: against random (400
+   seat-swapped games ours, 200 RLlib's) and against OpenSpiel's MCTS with 100 simulations (200
+   each; neither trained against it). Goal: >= 3x RLlib's steps/s and higher win rates.
 
 Run:  .venv/bin/python benchmarks/bench_policy.py [--seconds 180] [--skip-rllib] [--quick]
 """
@@ -36,6 +37,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 GAME = "openspiel/connect_four-v0"
+#: The search opponent of the strength comparison (neither learner trains against it).
+MCTS = "mcts:simulations=100"
 
 
 def _policy_folder(root: Path, seed: int) -> Path:
@@ -113,14 +116,23 @@ def bench_learners(root: Path, seconds: float, skip_rllib: bool) -> dict:
     wall = time.perf_counter() - t0
     spec = f"policy:{root / 'scc' / 'latest'},greedy=true"
     res = play_matches(GAME, [spec, "random"], 400, seed=99)
-    ours = {"env_steps": steps, "env_steps_per_s": steps / wall, "iterations": it,
-            "win_rate_vs_random": sum(r.winner is not None and r.seats[r.winner] == 0 for r in res) / 400}
+    vs = play_matches(GAME, [spec, MCTS], 200, seed=101)
+    ours = {"env_steps": steps, "env_steps_per_s": steps / wall, "iterations": it, "eval_games": 400,
+            "win_rate_vs_random": sum(r.winner is not None and r.seats[r.winner] == 0 for r in res) / 400,
+            "win_rate_vs": {MCTS: sum(r.winner is not None and r.seats[r.winner] == 0 for r in vs) / 200}}
     out = {"arena": ours}
     if not skip_rllib:
         from bench_rllib_ppo import rllib_ppo_run
 
-        out["rllib"] = rllib_ppo_run(GAME, seconds, 0)
+        out["rllib"] = rllib_ppo_run(GAME, seconds, 0, opponents=(MCTS,))
     return out
+
+
+def _rate(p: float, n: int) -> str:
+    from arena.agents.probe import wilson
+
+    lo, hi = wilson(p, n)
+    return f"{p:.3f} [{lo:.2f}, {hi:.2f}]"
 
 
 def main() -> None:
@@ -146,8 +158,11 @@ def main() -> None:
         r = learners["rllib"]
         rows.append([f"learner / RLlib PPO, {args.seconds:.0f} s each: env steps/s", f"{a['env_steps_per_s']:,.0f}",
                      f"{r['env_steps_per_s']:,.0f}", f"{a['env_steps_per_s'] / r['env_steps_per_s']:.1f}x", ">= 3x"])
-        rows.append(["greedy win rate vs random after the same time", f"{a['win_rate_vs_random']:.3f}",
-                     f"{r['win_rate_vs_random']:.3f}", f"{a['win_rate_vs_random'] - r['win_rate_vs_random']:+.3f}",
+        rows.append(["greedy win rate vs random after the same time", _rate(a['win_rate_vs_random'], a["eval_games"]),
+                     _rate(r['win_rate_vs_random'], r["eval_games"]),
+                     f"{a['win_rate_vs_random'] - r['win_rate_vs_random']:+.3f}", "higher"])
+        rows.append([f"greedy win rate vs {MCTS} after the same time", _rate(a["win_rate_vs"][MCTS], 200),
+                     _rate(r["win_rate_vs"][MCTS], 200), f"{a['win_rate_vs'][MCTS] - r['win_rate_vs'][MCTS]:+.3f}",
                      "higher"])
     else:
         rows.append([f"learner alone, {args.seconds:.0f} s: env steps/s, win rate vs random",

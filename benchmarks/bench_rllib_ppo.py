@@ -33,11 +33,13 @@ from pathlib import Path
 EVAL_GAMES = 200
 
 
-def rllib_ppo_run(game: str = "openspiel/connect_four-v0", seconds: float = 120.0, seed: int = 0) -> dict:
+def rllib_ppo_run(game: str = "openspiel/connect_four-v0", seconds: float = 120.0, seed: int = 0,
+                  opponents: tuple[str, ...] = ()) -> dict:
     """Train RLlib PPO self-play on `game` for `seconds` of training; return its figures:
     ``env_steps``, ``env_steps_per_s``, ``win_rate_vs_random`` (greedy, 200 seat-swapped games in
     the arena) and ``win_rate_vs_random_at_start``, ``invalid_rate``, ``iterations``, ``train_s``,
-    ``setup_s``, ``eval_s``."""
+    ``setup_s``, ``eval_s``; ``win_rate_vs`` (opponent spec -> win rate on 200 games) for each of
+    `opponents`."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from arena.match.batch import play_matches, summarize
     from arena.trainers.common.metrics import read_metrics
@@ -68,6 +70,11 @@ def rllib_ppo_run(game: str = "openspiel/connect_four-v0", seconds: float = 120.
         specs = [f"rllib:{folder / 'run' / 'checkpoint'}", "random"]
         results = play_matches(game, specs, EVAL_GAMES, seed=seed * 1_000_003 + 17, swap_seats=True)
         me = summarize(results, specs)[0]
+        versus = {}
+        for opp in opponents:
+            pair = [specs[0], opp]
+            versus[opp] = summarize(play_matches(game, pair, EVAL_GAMES, seed=seed * 1_000_003 + 29, swap_seats=True),
+                                    pair)[0].win_rate
         eval_s = time.perf_counter() - t1
         start = next((r["eval/win_rate/random"] for r in read_metrics(folder / "run" / "metrics.jsonl")
                       if r["step"] == 0 and "eval/win_rate/random" in r), float("nan"))
@@ -77,7 +84,7 @@ def rllib_ppo_run(game: str = "openspiel/connect_four-v0", seconds: float = 120.
             "env_steps_per_s": env_steps / max(spent["train_s"], 1e-9),
             "win_rate_vs_random": me.win_rate, "win_rate_vs_random_at_start": start,
             "invalid_rate": me.invalid / max(1, me.move_calls), "eval_games": me.games,
-            "setup_s": setup_s, "eval_s": eval_s,
+            "setup_s": setup_s, "eval_s": eval_s, "win_rate_vs": versus,
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)
