@@ -72,11 +72,12 @@ class _NetEvaluator:
 class PolicyMCTSAgent(BaseAgent):
     def __init__(self, core: Any, net: Any, *, path: str, simulations: int = 200, uct_c: float = 2.0,
                  seed: int | None = None):
+        import pyspiel
         from open_spiel.python.algorithms import mcts
 
         game = _openspiel_game(core, "policy_mcts")
         if not getattr(core, "perfect_information", False) or game.num_players() != 2 or \
-                str(game.get_type().utility) != "Utility.ZERO_SUM":
+                game.get_type().utility != pyspiel.GameType.Utility.ZERO_SUM:
             raise IncompatibleAgent(f"policy_mcts needs a two-player zero-sum perfect-information game; "
                                     f"{core.game_id} is not")
         if net.spec.action_kind != "discrete":
