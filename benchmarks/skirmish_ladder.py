@@ -18,18 +18,14 @@ _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
 from _common import markdown_table, versions  # noqa: E402
 
 import argparse  # noqa: E402
-import math  # noqa: E402
 import time  # noqa: E402
 
 
 def wilson(score: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion `score` out of `n`."""
-    if n == 0:
-        return 0.0, 1.0
-    p = score / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    """The 95% Wilson score interval of a proportion `score` out of `n` (`arena.agents.probe.wilson` of its rate)."""
+    from arena.agents.probe import wilson as wilson_of_rate
+
+    return wilson_of_rate(score / n if n else 0.0, n, z)
 
 
 def play_pair(game: str, a: str, b: str, games: int) -> tuple[int, int, int]:

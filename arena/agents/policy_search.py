@@ -114,7 +114,7 @@ def _factory(core, seed, positional, **opts):
     if not positional:
         raise AgentSpecError("policy_mcts agents need a checkpoint: policy_mcts:<folder>,simulations=N, "
                              "e.g. policy_mcts:runs/c4/best,simulations=200")
-    known = {"simulations", "uct_c", "threads", "seed"}
+    known = {"simulations", "uct_c", "threads"}  # (make_agent takes seed= itself)
     for k in opts:
         if k not in known:
             raise AgentSpecError(f"policy_mcts: unknown option {k!r} (it takes {', '.join(sorted(known))})")
@@ -129,5 +129,4 @@ def _factory(core, seed, positional, **opts):
     if core is None:
         raise IncompatibleAgent("policy_mcts plays OpenSpiel games (openspiel/<name>-v0)")
     net, _meta = load_cached(positional, spec_from_core(core))
-    return PolicyMCTSAgent(core, net, path=positional, simulations=int(sims), uct_c=float(c),
-                           seed=opts.get("seed", seed))
+    return PolicyMCTSAgent(core, net, path=positional, simulations=int(sims), uct_c=float(c), seed=seed)

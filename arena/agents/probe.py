@@ -32,9 +32,10 @@ class ProbeResult:
     block_positions: int
     block_random: float
 
-    def row(self) -> dict[str, float]:
-        return {"tactics/win_taken": self.win_taken, "tactics/block_made": self.block_made,
-                "tactics/win_random": self.win_random, "tactics/block_random": self.block_random}
+    def row(self, prefix: str = "") -> dict[str, float]:
+        """The four rates as metrics, named ``<prefix>tactics/...``."""
+        return {f"{prefix}tactics/win_taken": self.win_taken, f"{prefix}tactics/block_made": self.block_made,
+                f"{prefix}tactics/win_random": self.win_random, f"{prefix}tactics/block_random": self.block_random}
 
     def describe(self) -> str:
         lo, hi = wilson(self.win_taken, self.win_positions)
@@ -55,7 +56,9 @@ def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def _wins(state, player: int) -> list[int]:
-    return [a for a in state.legal_actions() if _wins_at_once(state, a, player)]
+    from arena.agents.search import TacticsAgent
+
+    return TacticsAgent._wins({a: state.child(a) for a in state.legal_actions()}, player)
 
 
 def _wins_at_once(state, action: int, player: int) -> bool:
@@ -123,6 +126,10 @@ def probe_positions(core: Any, positions: int = 300, seed: int = 0, max_tries: i
     return out
 
 
+#: (game, positions, seed) -> `probe_positions`' answer (move lists: plain data).
+_FOUND: dict[tuple[str, int, int], dict[str, list]] = {}
+
+
 def tactics_probe(game_id: str, choose: Callable[[list], list[int]], positions: int = 300, seed: int = 0) -> ProbeResult:
     """Score `choose` (a list of `Observation` -> the moves, in order: an agent's ``act_batch``, or its
     ``act`` mapped) on `probe_positions`."""
@@ -133,7 +140,10 @@ def tactics_probe(game_id: str, choose: Callable[[list], list[int]], positions: 
     if getattr(core, "source", None) != "openspiel" or not getattr(core, "perfect_information", False) \
             or len(core.players) != 2:
         raise ValueError(f"the tactics probe is for two-player perfect-information OpenSpiel games; {game_id} is not")
-    found = probe_positions(core, positions, seed)
+    key = (game_id, int(positions), int(seed))
+    found = _FOUND.get(key)
+    if found is None:  # the same positions at every evaluation of a run: found once per process
+        found = _FOUND[key] = probe_positions(core, positions, seed)
     scores = {}
     for kind, rows in found.items():
         obs, cores = [], []

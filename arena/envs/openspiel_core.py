@@ -194,10 +194,7 @@ class OpenSpielCore(GameCore):
             obs = np.asarray(state.information_state_tensor(p), dtype=np.float32).reshape(self._obs_shape)
         else:
             obs = getattr(state, self._text_fn)(p)
-        mask = np.zeros(self.num_actions, dtype=np.int8)
-        if not state.is_terminal() and state.current_player() == p:
-            mask[state.legal_actions(p)] = 1
-        return {"observation": obs, "action_mask": mask}
+        return {"observation": obs, "action_mask": self._mask_of(state, p)}
 
     def all_observations(self) -> np.ndarray:
         """Every player's observation tensor, concatenated (what a privileged critic may read)."""
@@ -205,9 +202,12 @@ class OpenSpielCore(GameCore):
         return np.concatenate([np.asarray(fn(p), dtype=np.float32) for p in range(len(self.players))])
 
     def action_mask(self, p: int) -> np.ndarray:
+        return self._mask_of(self.state, p)
+
+    def _mask_of(self, state, p: int) -> np.ndarray:
         mask = np.zeros(self.num_actions, dtype=np.int8)
-        if not self.state.is_terminal() and self.state.current_player() == p:
-            mask[self.state.legal_actions(p)] = 1
+        if not state.is_terminal() and state.current_player() == p:
+            mask[state.legal_actions(p)] = 1
         return mask
 
     def action_to_text(self, p: int, action: Any) -> str:

@@ -33,7 +33,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from arena.trainers.parallel.learner import Ranks, ShardedEngine, _torch_threads
-from arena.trainers.policy.learner import PolicyLearner
+from arena.trainers.policy.learner import PolicyLearner, UniformMagnet
 
 if TYPE_CHECKING:  # pragma: no cover
     from arena.trainers.parallel.config import ParallelConfig
@@ -91,8 +91,6 @@ class DataParallelPolicyLearner(PolicyLearner):
 
         self.engine.push(net_state, broadcast=False)
         if anchor_state == "uniform":
-            from arena.trainers.policy.learner import UniformMagnet
-
             self.anchor = UniformMagnet()
         elif anchor_state is not None:
             if self.anchor is None:
@@ -197,8 +195,6 @@ class ParallelPolicyLearner:
 
     def step(self, batch: "RolloutBatch", kl_coef: float = 0.0, generator: Any = None) -> dict[str, float]:
         net_state = {k: v.detach().cpu() for k, v in self.net.state_dict().items()}
-        from arena.trainers.policy.learner import UniformMagnet
-
         anchor_state = ("uniform" if isinstance(self.anchor, UniformMagnet)  # no weights: named, not sent
                         else self.anchor.state_dict() if self.anchor is not None else None)
         gen_state = generator.get_state() if generator is not None else None

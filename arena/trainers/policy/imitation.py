@@ -70,10 +70,6 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
     each replay (`first` + its index), so the targets do not depend on `workers`, the processes that
     share the replays when there are readers to ask (a search's answers cost more than the re-simulation).
     `progress` is told how many replays are done, now and then."""
-    from arena.inference.policy_nets import policy_input, policy_inputs
-    from arena.inference.trees import tree_stack
-    from arena.match.verify import observed_moves
-
     model = None
     if spec.action is not None:
         from arena.envs.actions import ActionModel
@@ -82,7 +78,21 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
 
     reading = targets == "auto" and model is None
     if workers > 1 and reading and len(replays) >= 2 * workers:
-        return _demonstrations_in_parallel(replays, players, spec, reward_scale, targets, label, workers, progress)
+        parts = _collect_in_parallel(replays, players, spec, reward_scale, label, workers, progress)
+        found = _joined(parts) if parts else None
+    else:
+        found = _collect(replays, players, spec, reward_scale, reading, label, first, progress, model)
+    if found is None:
+        raise ValueError(f"no moves of {sorted(players) if players else 'any player'} in {len(replays)} replays")
+    return found
+
+
+def _collect(replays, players, spec, reward_scale, reading, label, first, progress, model) -> Demonstrations | None:
+    """`demonstrations` in one process; None where no chosen player moved in `replays`."""
+    from arena.inference.policy_nets import policy_input, policy_inputs
+    from arena.inference.trees import tree_stack
+    from arena.match.verify import observed_moves
+
     readers = _StrategyReaders(enabled=reading, label=label)
     obs, masks, acts, outs, which, probs = [], [], [], [], [], []
     for i, (rep, names) in enumerate(replays):
@@ -109,7 +119,7 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
             outs.append(float(rep.result["returns"][seat]) * reward_scale)
             which.append(first + i)
     if not acts:
-        raise ValueError(f"no moves of {sorted(players) if players else 'any player'} in {len(replays)} replays")
+        return None
     if model is not None:
         return Demonstrations(tree_stack(obs), None, tree_stack(acts), np.asarray(outs, np.float32), np.asarray(which))
     mask = np.stack(masks).astype(bool) if masks[0] is not None else None
@@ -122,21 +132,14 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
                           np.asarray(which), probs=soft)
 
 
-def _demonstrations_chunk(args: tuple) -> Demonstrations | None:
-    replays, players, spec, reward_scale, targets, label, first = args
-    try:
-        return demonstrations(replays, players, spec, reward_scale, targets, label, 1, first)
-    except ValueError as e:
-        if str(e).startswith("no moves of"):  # none of the players' moves in this share
-            return None
-        raise
+def _collect_share(args: tuple) -> Demonstrations | None:
+    return _collect(*args, None, None)  # (structured moves never reach the workers: no action model)
 
 
-def _demonstrations_in_parallel(replays, players, spec, reward_scale, targets, label, workers,
-                                progress=None) -> Demonstrations:
-    """`demonstrations` over `workers` forked processes, shares of the replays in order (a few per
-    worker, so that progress shows); the same result as one process (the readers are seeded by replay,
-    the shares joined in order)."""
+def _collect_in_parallel(replays, players, spec, reward_scale, label, workers, progress=None) -> list[Demonstrations]:
+    """`_collect` over `workers` forked processes, shares of the replays in order (a few per worker, so
+    that progress shows), the shares with moves in order; joined, the same result as one process (the
+    readers are seeded by replay)."""
     import concurrent.futures as cf
     import multiprocessing as mp
     import os
@@ -145,18 +148,20 @@ def _demonstrations_in_parallel(replays, players, spec, reward_scale, targets, l
 
     shares = min(len(replays), 8 * workers)
     bounds = np.linspace(0, len(replays), shares + 1).astype(int)
-    jobs = [(list(replays[a:b]), players, spec, reward_scale, targets, label, int(a))
+    jobs = [(list(replays[a:b]), players, spec, reward_scale, True, label, int(a))
             for a, b in zip(bounds[:-1], bounds[1:])]
     parts = []
     with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=die_with,
                                 initargs=(os.getpid(),)) as ex:
-        for part, b in zip(ex.map(_demonstrations_chunk, jobs), bounds[1:]):
+        for part, b in zip(ex.map(_collect_share, jobs), bounds[1:]):
             parts.append(part)
             if progress is not None:
                 progress(int(b))
-    parts = [p for p in parts if p is not None]
-    if not parts:
-        raise ValueError(f"no moves of {sorted(players) if players else 'any player'} in {len(replays)} replays")
+    return [p for p in parts if p is not None]
+
+
+def _joined(parts: list[Demonstrations]) -> Demonstrations:
+    """One-tensor demonstrations joined in order (probabilities only where every part has them)."""
     probs = None if any(p.probs is None for p in parts) else np.concatenate([p.probs for p in parts])
     return Demonstrations(np.concatenate([p.obs for p in parts]),
                           None if parts[0].mask is None else np.concatenate([p.mask for p in parts]),
@@ -164,7 +169,7 @@ def _demonstrations_in_parallel(replays, players, spec, reward_scale, targets, l
                           np.concatenate([p.match for p in parts]), probs=probs)
 
 
-def _reading(agent: Any) -> Any:
+def strategy_reader(agent: Any) -> Any:
     """What imitation reads of `agent` at a position: its strategy (`BaseAgent.action_probabilities`), else
     its search's policy (`BaseAgent.search_policy`), else None."""
     return getattr(agent, "action_probabilities", None) or getattr(agent, "search_policy", None)
@@ -192,7 +197,7 @@ class _StrategyReaders:
                 agent = None
             finally:
                 core.close()
-            self.agents[key] = agent if callable(_reading(agent)) else None
+            self.agents[key] = agent if callable(strategy_reader(agent)) else None
         return self.agents[key]
 
     def for_replay(self, rep: Replay, seats: set[int], seed: int = 0) -> dict[int, Any] | None:
@@ -216,7 +221,7 @@ class _StrategyReaders:
                 return None
             if callable(getattr(agent, "reset", None)):
                 agent.reset(seed)
-            ask[s] = lambda o, read=_reading(agent): (list(o.legal_actions), read(o))
+            ask[s] = lambda o, read=strategy_reader(agent): (list(o.legal_actions), read(o))
         return ask
 
 

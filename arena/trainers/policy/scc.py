@@ -354,15 +354,20 @@ class SCCTrainer(Trainer):
         """magnet.kind copy: the named learners' (default: all) magnets become copies of their current weights."""
         if self.cfg.magnet.kind != "copy":
             return
-        from arena.inference.policy_nets import build_policy
-
         for name in self.learners if names is None else names:
             if name not in self.magnets:
-                self.magnets[name] = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes).eval()
-                for p in self.magnets[name].parameters():
-                    p.requires_grad_(False)
+                self.magnets[name] = self._frozen_net()
             self.magnets[name].load_state_dict(self.learners[name].net.state_dict())
         self._attach_magnets()
+
+    def _frozen_net(self) -> Any:
+        """A network of the learners' shape, in eval mode, that no optimiser moves (a copy magnet)."""
+        from arena.inference.policy_nets import build_policy
+
+        net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes).eval()
+        for p in net.parameters():
+            p.requires_grad_(False)
+        return net
 
     # -- one iteration ---------------------------------------------------------------------------
     def _nets(self) -> dict[str, Any]:
@@ -476,9 +481,7 @@ class SCCTrainer(Trainer):
         from arena.agents.probe import agent_chooser, tactics_probe
 
         agent = PolicyAgent(self.learners[name].net, greedy=True, seed=0)
-        r = tactics_probe(self.cfg.game, agent_chooser(agent), self.cfg.eval.tactics, seed=self.cfg.seed)
-        return {"eval/tactics/win_taken": r.win_taken, "eval/tactics/block_made": r.block_made,
-                "eval/tactics/win_random": r.win_random, "eval/tactics/block_random": r.block_random}
+        return tactics_probe(self.cfg.game, agent_chooser(agent), self.cfg.eval.tactics, seed=self.cfg.seed).row("eval/")
 
     def nash_conv(self, name: str) -> float:
         """NashConv of learner `name`'s policy (the sum over players of what a best response gains)."""
@@ -526,11 +529,8 @@ class SCCTrainer(Trainer):
         magnets = state.get("magnets") or {}
         for n, sd in magnets.items():
             if n in self.learners:
-                net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes).eval()
-                net.load_state_dict(sd)
-                for p in net.parameters():
-                    p.requires_grad_(False)
-                self.magnets[n] = net
+                self.magnets[n] = self._frozen_net()
+                self.magnets[n].load_state_dict(sd)
         # a checkpoint written with another magnet: copies of the weights it holds, as a new run starts with
         self._copy_magnets([n for n in self.learners if n not in self.magnets])
         self._attach_magnets()
@@ -740,7 +740,9 @@ def validate(cfg: SCCConfig) -> None:
             labeller = make_agent(cfg.il.label, core, 0)
         except ArenaError as e:
             raise ConfigError(f"il.label: {e}") from None
-        if not callable(getattr(labeller, "action_probabilities", None) or getattr(labeller, "search_policy", None)):
+        from arena.trainers.policy.imitation import strategy_reader
+
+        if not callable(strategy_reader(labeller)):
             raise ConfigError(f"il.label: {cfg.il.label} cannot tell its action probabilities; use a labeller whose "
                               "strategy can be read (mcts, cfr, policy_mcts)")
     if cfg.il is not None:
