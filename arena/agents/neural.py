@@ -64,10 +64,23 @@ class PolicyAgent(BaseAgent):
         self.greedy, self.temperature = bool(greedy), float(temperature)
         self._torch = torch
         self._gen = torch.Generator()
+        self._seats: dict[tuple[int, int], Any] = {}
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
         self._gen.manual_seed(int(seed) if seed is not None else int.from_bytes(os.urandom(4), "little"))
+        self._seats.clear()
+
+    def seat_match(self, core: Any, seat: int, seed: int | None) -> None:
+        """A match starts with this (batched) agent in `seat` (called by the match engine): its sampled
+        moves there draw from a generator of their own seeded with `seed`, as a per-match agent reset
+        with it would, so a match plays the same in lock step beside any others as alone (moves of one
+        action, the discrete kind; structured and continuous moves draw from the agent's one generator)."""
+        if len(self._seats) > 4096:  # seats of matches long over (a core's id is reused by later ones)
+            self._seats.clear()
+        gen = self._torch.Generator()
+        gen.manual_seed(int(seed) if seed is not None else int.from_bytes(os.urandom(4), "little"))
+        self._seats[(id(core), seat)] = gen
 
     # -- moves --------------------------------------------------------------------------------
     def act(self, observation: Observation) -> Any:
@@ -97,7 +110,13 @@ class PolicyAgent(BaseAgent):
                     from arena.inference.policy_nets import MaskedCategorical
 
                     dist = MaskedCategorical(dist.logits / self.temperature, x.get("mask"))
-                a = dist.sample(self._gen)
+                gens = [self._seats.get((id(o.core), o.player)) for o in observations] if self._seats else None
+                if gens and all(g is not None for g in gens) and spec.action_kind == "discrete":
+                    probs = dist.probs  # each row from its match's generator, exactly as a one-row batch draws
+                    a = torch.cat([torch.multinomial(probs[i:i + 1], 1, generator=g).squeeze(-1)
+                                   for i, g in enumerate(gens)])
+                else:
+                    a = dist.sample(self._gen)
             logp = dist.log_prob(a)
         kind = spec.action_kind
         if kind == "discrete":

@@ -125,8 +125,9 @@ def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 
     ``lockstep=False``: one match after another, each agent object reused and re-seeded per match
     (`play_match` resets it with the match's seed, so a match is the same whatever was played
     before). ``lockstep=True``: `width` matches in flight at once; an agent that answers in batches
-    (``act_batch``: a neural policy) is one object for all of them, seeded once with the first job's
-    seed, and answers every waiting move in one call; other agents are built per match."""
+    (``act_batch``: a neural policy) is one object for all of them and answers every waiting move in
+    one call, each match's from the generator its seat would have alone (`seat_match`), so a match plays
+    the same whichever others are in flight; other agents are built per match."""
     results: list[MatchResult] = []
     if not jobs:
         return results

@@ -93,6 +93,32 @@ def test_a_greedy_policy_plays_the_same_in_lockstep_and_alone(tmp_path):
         assert _same(alone.replay, r.replay)
 
 
+
+def test_a_sampling_policy_plays_each_match_the_same_beside_any_others(tmp_path):
+    """Each match's sampled moves come from its own seat's generator (`PolicyAgent.seat_match`): the
+    same alone, in lock step with seven others, or with only the last three of them (a resumed run
+    playing the rest of its matches)."""
+    torch = pytest.importorskip("torch")
+    from arena.envs.registry import make_core
+    from arena.inference.policy_nets import build_policy, save_policy, spec_from_core
+    from arena.match.batch import play_matches
+
+    def moves(r):
+        return [st.get("action") for st in r.replay.steps]
+
+    torch.manual_seed(1)
+    folder = save_policy(tmp_path / "p", build_policy(spec_from_core(make_core("openspiel/tic_tac_toe-v0")),
+                                                      hidden=[16], channels=4))
+    spec = f"policy:{folder}"
+    every = play_matches("openspiel/tic_tac_toe-v0", [spec, "random"], 8, seed=40, record="actions")
+    rest = play_matches("openspiel/tic_tac_toe-v0", [spec, "random"], 8, seed=40, record="actions", only=[5, 6, 7])
+    assert [moves(r) for r in every[5:]] == [moves(r) for r in rest]
+    for k in (0, 3, 7):
+        alone = play_match("openspiel/tic_tac_toe-v0", list(every[k].agents), seed=40 + k, record="actions",
+                           match_id=every[k].match_id)
+        assert _same(alone.replay, every[k].replay)
+    assert len({tuple(moves(r)) for r in every}) > 4  # the moves are sampled, not all alike
+
 class GreedySquads:
     """A batched agent for the simultaneous test game: a greedy structured policy (the same move alone
     or in a batch), counting its calls and the moves in each."""

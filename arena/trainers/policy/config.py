@@ -14,6 +14,27 @@ from arena.trainers.policy.learner import LearnerSettings
 
 
 @dataclass
+class DaggerConfig:
+    """Rounds of imitation on the policy's own positions (DAgger, Ross, Gordon and Bagnell 2011): a
+    policy fitted only to its teachers' games meets positions they never reach, and its errors there
+    compound. Each round the current imitation policy (sampling its moves) plays `matches` seat-swapped
+    matches against the second teacher, into the run's league as ``<main>@dagger<round>``; the labeller
+    (`ImitationConfig.label`) labels every position where it moved, and the policy trains on, and is
+    validated on, everything so far for up to `epochs` more epochs."""
+
+    rounds: int = 0
+    matches: int = 200
+    epochs: int = 6
+
+    def __post_init__(self):
+        if self.rounds < 0:
+            raise ValueError(f"il.dagger.rounds must be >= 0, got {self.rounds}")
+        if self.rounds and (self.matches < 2 or self.epochs < 1):
+            raise ValueError("il.dagger: a round needs matches >= 2 (one to validate on) and epochs >= 1, got "
+                             f"matches {self.matches}, epochs {self.epochs}")
+
+
+@dataclass
 class ImitationConfig:
     """SCC's first stage: behaviour cloning on league replays of chosen players."""
 
@@ -45,8 +66,13 @@ class ImitationConfig:
     #: imitated position with its action probabilities, in place of the seat's own player: the teacher
     #: matches give the positions, the labeller the targets. None: each seat's player.
     label: Optional[str] = None
+    #: Rounds on the policy's own positions, labelled by `label` (none by default).
+    dagger: DaggerConfig = field(default_factory=DaggerConfig)
 
     def __post_init__(self):
+        if self.dagger.rounds and self.label is None:
+            raise ValueError("il.dagger labels the policy's own positions: set il.label to a labeller whose "
+                             "strategy can be read (e.g. mcts:simulations=3000,backend=cpp)")
         if self.label is not None and self.targets != "auto":
             raise ValueError("il.label gives action probabilities to fit: it needs il.targets: auto")
         if self.targets not in ("auto", "moves"):

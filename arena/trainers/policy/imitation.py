@@ -79,7 +79,7 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
     reading = targets == "auto" and model is None
     if workers > 1 and reading and len(replays) >= 2 * workers:
         parts = _collect_in_parallel(replays, players, spec, reward_scale, label, workers, progress)
-        found = _joined(parts) if parts else None
+        found = joined(parts) if parts else None
     else:
         found = _collect(replays, players, spec, reward_scale, reading, label, first, progress, model)
     if found is None:
@@ -160,13 +160,20 @@ def _collect_in_parallel(replays, players, spec, reward_scale, label, workers, p
     return [p for p in parts if p is not None]
 
 
-def _joined(parts: list[Demonstrations]) -> Demonstrations:
-    """One-tensor demonstrations joined in order (probabilities only where every part has them)."""
-    probs = None if any(p.probs is None for p in parts) else np.concatenate([p.probs for p in parts])
-    return Demonstrations(np.concatenate([p.obs for p in parts]),
-                          None if parts[0].mask is None else np.concatenate([p.mask for p in parts]),
-                          np.concatenate([p.actions for p in parts]), np.concatenate([p.outcome for p in parts]),
-                          np.concatenate([p.match for p in parts]), probs=probs)
+def joined(parts: list[Demonstrations]) -> Demonstrations:
+    """Demonstrations joined in order (probabilities and privileged views only where every part has them)."""
+    def cat(xs: list) -> Any:
+        if isinstance(xs[0], dict):
+            return {k: cat([x[k] for x in xs]) for k in xs[0]}
+        return np.concatenate(xs)
+
+    def every(name: str) -> Any:
+        xs = [getattr(p, name) for p in parts]
+        return None if any(x is None for x in xs) else cat(xs)
+
+    return Demonstrations(cat([p.obs for p in parts]), every("mask"), cat([p.actions for p in parts]),
+                          cat([p.outcome for p in parts]), cat([p.match for p in parts]), every("privileged"),
+                          every("probs"))
 
 
 def strategy_reader(agent: Any) -> Any:

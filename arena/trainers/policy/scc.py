@@ -229,7 +229,6 @@ class SCCTrainer(Trainer):
     # -- imitation ------------------------------------------------------------------------------
     def imitation(self, phase: Callable[[str, int, int], None] | None = None) -> dict:
         from arena.inference.policy_nets import save_policy
-        from arena.match.batch import play_matches
         from arena.trainers.policy.imitation import behaviour_cloning, demonstrations, split
 
         cfg, il = self.cfg, self.cfg.il
@@ -246,42 +245,13 @@ class SCCTrainer(Trainer):
             finally:
                 other.close()
         if il.matches:
-            # Each teacher match is committed (rated, its replay kept) as soon as it and every match before
-            # it are played: a run stopped part-way keeps them, and the next start reads them back and plays
-            # only the rest, each with the seed and seats it has among all `il.matches`, so the league and
-            # the demonstrations are those of a run that never stopped.
             teachers = [_slug(s) for s in il.teachers]
             for name, spec in zip(teachers, il.teachers):
                 if league.player(name) is None:
                     league.add_player(name, "fixed", spec, [cfg.game], owner=self.owner)
-            base = self._teacher_seed_base()
-            kept: dict[int, tuple[Any, list[str]]] = {}
-            for m in league.matches(source="external"):
-                r = league.result_for(m.match_id) if m.note == "imitation" else None
-                if r is not None and r.replay and 0 <= m.seed - base < il.matches:
-                    kept[m.seed - base] = (league.read_replay(r.match_id), r.players)
-            todo = [i for i in range(il.matches) if i not in kept]
-            waiting: dict[int, MatchResult] = {}
-            order = iter(todo)
-            nxt = [next(order, None)]
-
-            def played(res: MatchResult) -> None:
-                waiting[res.seed - base] = res
-                ready = []
-                while nxt[0] is not None and nxt[0] in waiting:
-                    ready.append(waiting.pop(nxt[0]))
-                    nxt[0] = next(order, None)
-                if ready:
-                    self._commit_teacher_matches(ready, teachers, kept)
-                if phase is not None and (len(kept) % 20 == 0 or len(kept) == il.matches):
-                    phase("imitation: teacher matches", len(kept), il.matches)
-
-            if phase is not None:
-                phase("imitation: teacher matches", len(kept), il.matches)
-            play_matches(cfg.game, il.teachers, il.matches, seed=base, workers=il.workers, record="actions",
-                         game_kwargs=cfg.game_kwargs, on_result=played, only=todo)
+            items += self._league_matches(il.teachers, dict(zip(il.teachers, teachers)), il.matches,
+                                          self._teacher_seed_base(), "imitation", "imitation: teacher matches", phase)
             wanted = set(il.players) if il.players else set(teachers)
-            items += [kept[i] for i in sorted(kept)]
         else:
             wanted = set(il.players) if il.players else None
         if phase is not None:
@@ -302,32 +272,113 @@ class SCCTrainer(Trainer):
                                    weight_decay=il.weight_decay, patience=il.patience, value_coef=il.value_coef,
                                    seed=cfg.seed, log=log)
         report["replays"] = len(items)
+        for r in range(1, il.dagger.rounds + 1):
+            train, val, report = self._dagger_round(r, net, train, val, report, phase)
         folder = save_policy(self.dir / "checkpoints" / "il", net, {"stage": "imitation", **report})
         self.il_report = report
         self.il_done = True
         return {"folder": str(folder), **report}
 
+    def _dagger_round(self, r: int, net: Any, train: Any, val: Any, report: dict,
+                      phase: Callable[[str, int, int], None] | None) -> tuple[Any, Any, dict]:
+        """DAgger round `r` (`DaggerConfig`): the policy as it stands plays into the league as
+        ``<main>@dagger<r>``, its own positions are labelled, and it trains on everything so far. A
+        restarted run finds the round's player (its checkpoint saved before its first match) and its
+        committed matches, and plays only the rest with that checkpoint."""
+        from arena.inference.policy_nets import save_policy
+        from arena.trainers.policy.imitation import behaviour_cloning, demonstrations, joined, split
+
+        cfg, il = self.cfg, self.cfg.il
+        dg = il.dagger
+        name = f"{self.main}@dagger{r}"
+        if self.league.player(name) is None:
+            folder = save_policy(self.dir / "checkpoints" / f"dagger{r}", net, {"stage": "imitation",
+                                                                                 "dagger_round": r})
+            self.league.add_player(name, "fixed", f"policy:{folder}", [cfg.game], owner=self.owner)
+        spec, opponent = self.league.player(name).spec, il.teachers[1]
+        if self.league.player(_slug(opponent)) is None:
+            self.league.add_player(_slug(opponent), "fixed", opponent, [cfg.game], owner=self.owner)
+        base = self._teacher_seed_base() + il.matches + (r - 1) * dg.matches
+        items = self._league_matches([spec, opponent], {spec: name, opponent: _slug(opponent)}, dg.matches, base,
+                                     f"imitation/dagger{r}", f"imitation: round {r} of {dg.rounds}, matches", phase)
+        demos = demonstrations(items, {name}, self.spec, cfg.reward_scale, targets=il.targets, label=il.label,
+                               workers=il.workers, progress=None if phase is None else
+                               (lambda k: phase(f"imitation: round {r}, labelling", k, len(items))))
+        t2, v2 = split(demos, il.val_fraction, cfg.seed + r)
+        train, val = joined([train, t2]), joined([val, v2])
+        done = report.get("epochs_total", report["epochs_run"])
+
+        def log(epoch: int, line: dict) -> None:
+            self.metrics.log(0, **{**line, "il/epoch": done + epoch, "il/dagger_round": r})
+            if phase is not None:
+                phase(f"imitation: round {r}, epoch {epoch}, val loss {line['il/val_loss']:.3f}, "
+                      f"val acc {line['il/val_acc']:.3f}", epoch, dg.epochs)
+
+        out = behaviour_cloning(net, train, val, epochs=dg.epochs, batch_size=il.batch_size, lr=il.lr,
+                                weight_decay=il.weight_decay, patience=il.patience, value_coef=il.value_coef,
+                                seed=cfg.seed + r, log=log)
+        out.update(replays=report["replays"] + len(items), dagger_rounds=r, epochs_total=done + out["epochs_run"],
+                   dagger_moves=report.get("dagger_moves", 0) + len(demos))
+        return train, val, out
+
     def _teacher_seed_base(self) -> int:
         """Teacher match i's seed is this + i (`arena.match.batch.schedule`)."""
         return self.cfg.seed + 17
 
-    def _commit_teacher_matches(self, results: list[MatchResult], teachers: list[str],
-                                kept: dict[int, tuple[Any, list[str]]]) -> None:
-        """Teacher matches into the league, in one transaction, as rated matches with their replays
+    def _league_matches(self, specs: list[str], names: dict[str, str], n: int, base: int, note: str, label: str,
+                        phase: Callable[[str, int, int], None] | None) -> list[tuple[Any, list[str]]]:
+        """`n` seat-swapped matches of `specs` (seeds ``base + i``) played into the league, with their
+        replays, by match index. Each is committed (rated, its replay kept) as soon as it and every match
+        before it are played: a run stopped part-way keeps them, and the next start reads them back (by
+        `note` and seed) and plays only the rest, each with the seed and seats it has among all `n`, so the
+        league and the demonstrations are those of a run that never stopped."""
+        from arena.match.batch import play_matches
+
+        cfg, league = self.cfg, self.league
+        kept: dict[int, tuple[Any, list[str]]] = {}
+        for m in league.matches(source="external"):
+            r = league.result_for(m.match_id) if m.note == note else None
+            if r is not None and r.replay and 0 <= m.seed - base < n:
+                kept[m.seed - base] = (league.read_replay(r.match_id), r.players)
+        todo = [i for i in range(n) if i not in kept]
+        waiting: dict[int, MatchResult] = {}
+        order = iter(todo)
+        nxt = [next(order, None)]
+
+        def played(res: MatchResult) -> None:
+            waiting[res.seed - base] = res
+            ready = []
+            while nxt[0] is not None and nxt[0] in waiting:
+                ready.append(waiting.pop(nxt[0]))
+                nxt[0] = next(order, None)
+            if ready:
+                self._commit_matches(ready, names, note, base, kept)
+            if phase is not None and (len(kept) % 20 == 0 or len(kept) == n):
+                phase(label, len(kept), n)
+
+        if phase is not None:
+            phase(label, len(kept), n)
+        play_matches(cfg.game, specs, n, seed=base, workers=cfg.il.workers, record="actions",
+                     game_kwargs=cfg.game_kwargs, on_result=played, only=todo)
+        return [kept[i] for i in sorted(kept)]
+
+    def _commit_matches(self, results: list[MatchResult], names: dict[str, str], note: str, base: int,
+                        kept: dict[int, tuple[Any, list[str]]]) -> None:
+        """Imitation matches into the league, in one transaction, as rated matches with their replays
         (the league's replays are the imitation data); each goes into `kept` by its index."""
         from arena.league.protocols import Pairing as LeaguePairing
 
-        il, commits, seated = self.cfg.il, [], []
+        commits, seated = [], []
         with self.league.transaction():
             for res in results:
-                names = [teachers[il.teachers.index(a)] if a in il.teachers else _slug(a) for a in res.agents]
-                row = self.league.begin(LeaguePairing(self.cfg.game, names, list(res.agents), "imitation"),
-                                        status="running", source="external", seed=res.seed or 0, note="imitation")
+                seats = [names.get(a) or _slug(a) for a in res.agents]
+                row = self.league.begin(LeaguePairing(self.cfg.game, seats, list(res.agents), note),
+                                        status="running", source="external", seed=res.seed or 0, note=note)
                 commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
-                seated.append(names)
+                seated.append(seats)
             self.league.commit_many(commits)
-        for res, names in zip(results, seated):
-            kept[res.seed - self._teacher_seed_base()] = (res.replay, names)
+        for res, seats in zip(results, seated):
+            kept[res.seed - base] = (res.replay, seats)
 
     def _start_from_il(self) -> None:
         """Every learner starts from the imitation weights, which become the KL anchor and ``main@il``."""
