@@ -52,6 +52,8 @@ def _small(args: list[str], tmp: Path) -> list[str]:
                 cfg["il"].update(matches=10, epochs=1, workers=1, teachers=teachers)
                 if cfg["il"].get("label"):
                     cfg["il"]["label"] = "mcts:simulations=20,backend=cpp"
+                if cfg["il"].get("dagger"):
+                    cfg["il"]["dagger"] = {"rounds": 1, "matches": 4, "epochs": 1}
         else:
             cfg.update(iterations=2, games_per_iter=16, concurrency=16, threads=1)
             cfg.setdefault("learner", {})["minibatch"] = 64

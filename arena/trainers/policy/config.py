@@ -18,13 +18,16 @@ class DaggerConfig:
     """Rounds of imitation on the policy's own positions (DAgger, Ross, Gordon and Bagnell 2011): a
     policy fitted only to its teachers' games meets positions they never reach, and its errors there
     compound. Each round the current imitation policy (sampling its moves) plays `matches` seat-swapped
-    matches against the second teacher, into the run's league as ``<main>@dagger<round>``; the labeller
+    matches against `opponent`, into the run's league as ``<main>@dagger<round>``; the labeller
     (`ImitationConfig.label`) labels every position where it moved, and the policy trains on, and is
     validated on, everything so far for up to `epochs` more epochs."""
 
     rounds: int = 0
     matches: int = 200
     epochs: int = 6
+    #: The agent spec the policy plays in the rounds (None: the second teacher). The positions that
+    #: matter are those it meets against strong play; the teachers may play noisily on purpose.
+    opponent: Optional[str] = None
 
     def __post_init__(self):
         if self.rounds < 0:

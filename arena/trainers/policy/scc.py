@@ -295,7 +295,7 @@ class SCCTrainer(Trainer):
             folder = save_policy(self.dir / "checkpoints" / f"dagger{r}", net, {"stage": "imitation",
                                                                                  "dagger_round": r})
             self.league.add_player(name, "fixed", f"policy:{folder}", [cfg.game], owner=self.owner)
-        spec, opponent = self.league.player(name).spec, il.teachers[1]
+        spec, opponent = self.league.player(name).spec, dg.opponent or il.teachers[1]
         if self.league.player(_slug(opponent)) is None:
             self.league.add_player(_slug(opponent), "fixed", opponent, [cfg.game], owner=self.owner)
         base = self._teacher_seed_base() + il.matches + (r - 1) * dg.matches
@@ -769,6 +769,8 @@ def validate(cfg: SCCConfig) -> None:
     keys = [("opponents", cfg.opponents), ("eval.opponents", cfg.eval.opponents)]
     if cfg.il is not None:
         keys.append(("il.teachers", cfg.il.teachers))
+        if cfg.il.dagger.opponent is not None:
+            keys.append(("il.dagger.opponent", [cfg.il.dagger.opponent]))
     for key, specs in keys:
         for s in specs:
             try:

@@ -71,6 +71,17 @@ def test_killed_in_a_round_and_resumed_is_the_same_run(whole, tmp_path, monkeypa
     assert_same_run(whole[0], whole[1], again, cut)
 
 
+def test_rounds_play_the_named_opponent(tmp_path):
+    cfg = config(il={**DAGGER, "dagger": {"rounds": 1, "matches": 4, "epochs": 1, "opponent": "first"}},
+                 learners=[{"name": "main", "role": "main"}], iterations=0)
+    t = train(cfg, tmp_path / "run")
+    rows = [m for m in open_league(t.league_dir).matches() if m.note == "imitation/dagger1"]
+    assert len(rows) == 4 and all(set(m.players) == {"main@dagger1", "first"} for m in rows)
+    with pytest.raises(ConfigError) as e:
+        SCCTrainer(config(il={**DAGGER, "dagger": {"rounds": 1, "opponent": "nosuch:x=1"}}), tmp_path / "bad")
+    assert str(e.value).startswith("il.dagger.opponent:") and "\n" not in str(e.value)
+
+
 def test_dagger_without_a_labeller_is_one_line():
     with pytest.raises(ConfigError) as e:
         config(il={**DAGGER, "label": None})
