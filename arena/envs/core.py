@@ -182,6 +182,12 @@ class GameCore:
         """Structured observation for neural players (defaults to the text)."""
         return self.text(p)
 
+    def mirror(self) -> np.ndarray | None:
+        """The board's left-right mirror, where the game has one: the permutation taking each move to
+        its mirror image, the observation tensor's last axis reversed being the mirrored position (a
+        symmetry of the rules: imitation may train on both images, ``il.mirror``). None: no mirror."""
+        return None
+
     def action_mask(self, p: int) -> np.ndarray | None:
         return None
 

@@ -43,6 +43,11 @@ def load_game(name: str, params: dict | None = None):
     return game
 
 
+#: Games whose board plays the same mirrored left to right: their moves are the board's columns, or
+#: its cells row by row.
+_MIRRORS = {"connect_four": "columns", "tic_tac_toe": "cells"}
+
+
 class OpenSpielCore(GameCore):
     source = "openspiel"
     action_kind = "discrete"
@@ -185,6 +190,15 @@ class OpenSpielCore(GameCore):
 
     def observation(self, p: int) -> dict:
         return self.observation_of(self.state, p)
+
+    def mirror(self) -> np.ndarray | None:
+        kind, shape = _MIRRORS.get(self.settings["game"]), self._obs_shape
+        if kind is None or shape is None or len(shape) != 3:
+            return None
+        h, w = shape[1], shape[2]
+        cols = np.arange(w)[::-1]
+        perm = cols if kind == "columns" else (np.arange(h)[:, None] * w + cols[None, :]).ravel()
+        return perm.copy() if len(perm) == self.num_actions else None
 
     def observation_of(self, state, p: int) -> dict:
         """`observation` of any state of this game (a search's), as player `p` sees it."""

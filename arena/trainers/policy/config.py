@@ -69,6 +69,9 @@ class ImitationConfig:
     #: imitated position with its action probabilities, in place of the seat's own player: the teacher
     #: matches give the positions, the labeller the targets. None: each seat's player.
     label: Optional[str] = None
+    #: Train on each position's mirror image too, where the game's board has one (`GameCore.mirror`:
+    #: Connect Four, tic-tac-toe); validation stays on the positions as played.
+    mirror: bool = False
     #: Rounds on the policy's own positions, labelled by `label` (none by default).
     dagger: DaggerConfig = field(default_factory=DaggerConfig)
 

@@ -176,6 +176,18 @@ def joined(parts: list[Demonstrations]) -> Demonstrations:
                           every("probs"))
 
 
+def with_mirror_images(demos: Demonstrations, perm: np.ndarray) -> Demonstrations:
+    """`demos` and after them each position's mirror image (`GameCore.mirror`: the board's last axis
+    reversed, each move, mask entry and probability moved to its image `perm[a]`), from the same match."""
+    if not isinstance(demos.obs, np.ndarray) or demos.obs.ndim != 4:
+        raise ValueError("mirror images are of board planes ([N, C, H, W] inputs)")
+    inv = np.argsort(perm)  # the image's entry for move b is the original's for move inv[b]
+    image = Demonstrations(np.ascontiguousarray(demos.obs[..., ::-1]), None if demos.mask is None else demos.mask[:, inv],
+                           perm[demos.actions], demos.outcome, demos.match, demos.privileged,
+                           None if demos.probs is None else demos.probs[:, inv])
+    return joined([demos, image])
+
+
 def strategy_reader(agent: Any) -> Any:
     """What imitation reads of `agent` at a position: its strategy (`BaseAgent.action_probabilities`), else
     its search's policy (`BaseAgent.search_policy`), else None."""

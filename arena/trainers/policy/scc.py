@@ -260,6 +260,7 @@ class SCCTrainer(Trainer):
                                workers=il.workers, progress=None if phase is None else
                                (lambda k: phase("imitation: re-simulating replays", k, len(items))))
         train, val = split(demos, il.val_fraction, cfg.seed)
+        train = self._mirrored(train)
         net = self.learners[self.main].net
 
         def log(epoch: int, line: dict) -> None:
@@ -305,6 +306,7 @@ class SCCTrainer(Trainer):
                                workers=il.workers, progress=None if phase is None else
                                (lambda k: phase(f"imitation: round {r}, labelling", k, len(items))))
         t2, v2 = split(demos, il.val_fraction, cfg.seed + r)
+        t2 = self._mirrored(t2)
         train, val = joined([train, t2]), joined([val, v2])
         done = report.get("epochs_total", report["epochs_run"])
 
@@ -320,6 +322,15 @@ class SCCTrainer(Trainer):
         out.update(replays=report["replays"] + len(items), dagger_rounds=r, epochs_total=done + out["epochs_run"],
                    dagger_moves=report.get("dagger_moves", 0) + len(demos))
         return train, val, out
+
+    def _mirrored(self, train: Any) -> Any:
+        """The training positions and, with ``il.mirror``, their mirror images after them."""
+        if not self.cfg.il.mirror:
+            return train
+        from arena.envs.registry import make_core
+        from arena.trainers.policy.imitation import with_mirror_images
+
+        return with_mirror_images(train, make_core(self.cfg.game, **self.cfg.game_kwargs).mirror())
 
     def _teacher_seed_base(self) -> int:
         """Teacher match i's seed is this + i (`arena.match.batch.schedule`)."""
@@ -769,6 +780,9 @@ def validate(cfg: SCCConfig) -> None:
     keys = [("opponents", cfg.opponents), ("eval.opponents", cfg.eval.opponents)]
     if cfg.il is not None:
         keys.append(("il.teachers", cfg.il.teachers))
+        if cfg.il.mirror and (core.mirror() is None or spec.entities or spec.action is not None):
+            raise ConfigError(f"il.mirror: {cfg.game} has no board mirror the arena knows (Connect Four and "
+                              "tic-tac-toe do); remove il.mirror")
         if cfg.il.dagger.opponent is not None:
             keys.append(("il.dagger.opponent", [cfg.il.dagger.opponent]))
     for key, specs in keys:
