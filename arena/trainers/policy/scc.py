@@ -110,6 +110,7 @@ class SCCTrainer(Trainer):
         #: magnet.kind copy: each learner's frozen copy (the KL anchor), refreshed every magnet.every iterations.
         self.magnets: dict[str, Any] = {}
         self.il_done = False
+        self._mirror: Any = None  # il.mirror's move permutation (`GameCore.mirror`)
         self.il_report: dict = {}
         #: The league this trainer's learners play in: its own in the run folder, or one shared with others.
         self.league_dir = Path(league.dir) if league is not None else self.dir
@@ -297,10 +298,11 @@ class SCCTrainer(Trainer):
                                                                                  "dagger_round": r})
             self.league.add_player(name, "fixed", f"policy:{folder}", [cfg.game], owner=self.owner)
         spec, opponent = self.league.player(name).spec, dg.opponent or il.teachers[1]
-        if self.league.player(_slug(opponent)) is None:
-            self.league.add_player(_slug(opponent), "fixed", opponent, [cfg.game], owner=self.owner)
+        rival = _slug(opponent)
+        if self.league.player(rival) is None:
+            self.league.add_player(rival, "fixed", opponent, [cfg.game], owner=self.owner)
         base = self._teacher_seed_base() + il.matches + (r - 1) * dg.matches
-        items = self._league_matches([spec, opponent], {spec: name, opponent: _slug(opponent)}, dg.matches, base,
+        items = self._league_matches([spec, opponent], {spec: name, opponent: rival}, dg.matches, base,
                                      f"imitation/dagger{r}", f"imitation: round {r} of {dg.rounds}, matches", phase)
         demos = demonstrations(items, {name}, self.spec, cfg.reward_scale, targets=il.targets, label=il.label,
                                workers=il.workers, progress=None if phase is None else
@@ -330,7 +332,9 @@ class SCCTrainer(Trainer):
         from arena.envs.registry import make_core
         from arena.trainers.policy.imitation import with_mirror_images
 
-        return with_mirror_images(train, make_core(self.cfg.game, **self.cfg.game_kwargs).mirror())
+        if self._mirror is None:  # the game's permutation, found once (validation made sure there is one)
+            self._mirror = make_core(self.cfg.game, **self.cfg.game_kwargs).mirror()
+        return with_mirror_images(train, self._mirror)
 
     def _teacher_seed_base(self) -> int:
         """Teacher match i's seed is this + i (`arena.match.batch.schedule`)."""
