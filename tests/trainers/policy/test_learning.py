@@ -5,8 +5,8 @@
 * a recipe (`make recipes`): Connect Four, SCC's two stages on one shipped config (imitation of a strong
   MCTS's visit shares, then league RL): greedy win rate against random >= 0.95 on 1,000 seat-swapped
   games, the final main's Elo in the run's league above the imitation snapshot's, and against Python
-  MCTS-400 (never met in training) greedy >= 0.3 and above imitation, `policy_mcts` at 100 simulations
-  >= 0.5;
+  MCTS-400 (never met in training) greedy >= 0.5 and imitation >= 0.4, `policy_mcts` at 100 simulations
+  >= 0.6;
 * a recipe: Leduc poker, imitation of CFR then RL held by a magnet: NashConv <= 0.1 at imitation and
   after RL.
 """
@@ -96,11 +96,10 @@ def test_connect_four_rl_improves_on_imitation_in_the_league(c4_run):
 
 @pytest.mark.recipe
 def test_connect_four_against_search_it_never_met(c4_run):
-    """OpenSpiel's Python MCTS, which the run never played: the greedy policy wins 0.375 [0.31, 0.44] of 200
-    against 400 simulations (docs/policy.md; the goal of 0.5 is not met), its imitation policy 0.305; with
-    100 simulations of its own search (`policy_mcts`) the 800-match config's policy won 0.615 [0.55, 0.68].
-    A rerun here: greedy 0.360, imitation 0.330, policy_mcts 0.700 of 100. The tactics probe of every
-    evaluation is logged."""
+    """OpenSpiel's Python MCTS, which the run never played: the greedy policy wins 0.650 [0.58, 0.71] of 200
+    against 400 simulations (docs/policy.md: the goal is 0.5), its imitation policy 0.540 [0.47, 0.61].
+    These measurements on that run: greedy 0.655, imitation 0.505, policy_mcts 0.890 of 100, probe 0.887.
+    The tactics probe of every evaluation is logged."""
     from arena.match.batch import play_matches, summarize
 
     _, folder = c4_run
@@ -112,10 +111,10 @@ def test_connect_four_against_search_it_never_met(c4_run):
                       [spec, "mcts"])
     print(f"connect four vs mcts:simulations=400: greedy {greedy:.3f}, imitation {imitation:.3f}, "
           f"policy_mcts 100 {me.wins / me.games:.3f}")
-    assert greedy >= 0.3 and greedy > imitation and me.wins / me.games >= 0.5
+    assert greedy >= 0.5 and imitation >= 0.4 and me.wins / me.games >= 0.6
     rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
     probe = [r["eval/tactics/win_taken"] for r in rows if "eval/tactics/win_taken" in r]
-    assert probe and probe[-1] >= 0.4
+    assert probe and probe[-1] >= 0.7
 
 
 @pytest.mark.recipe
