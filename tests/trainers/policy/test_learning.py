@@ -98,7 +98,8 @@ def test_connect_four_rl_improves_on_imitation_in_the_league(c4_run):
 def test_connect_four_against_search_it_never_met(c4_run):
     """OpenSpiel's Python MCTS, which the run never played: the greedy policy wins 0.650 [0.58, 0.71] of 200
     against 400 simulations (docs/policy.md: the goal is 0.5), its imitation policy 0.540 [0.47, 0.61].
-    These measurements on that run: greedy 0.655, imitation 0.505, policy_mcts 0.890 of 100, probe 0.887.
+    This test's measurements (its own match seeds) on the run docs/policy.md quotes: greedy 0.655,
+    imitation 0.505, policy_mcts 0.890 of 100, probe 0.887.
     The tactics probe of every evaluation is logged."""
     from arena.match.batch import play_matches, summarize
 
