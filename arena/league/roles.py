@@ -37,7 +37,7 @@ from arena.league.pfsp import pfsp_sample
 @dataclass(frozen=True)
 class Member:
     name: str
-    kind: str  # "fixed", "learner", "historical"
+    kind: str  # "fixed", "learner", "historical" (only these are paired by the role rules)
     role: str | None = None
     #: For historical snapshots: the learning player they were taken from.
     parent: str | None = None

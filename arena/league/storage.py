@@ -159,7 +159,7 @@ CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL 
 @dataclass
 class PlayerRow:
     name: str
-    kind: str  # "fixed", "learner" or "historical"
+    kind: str  # "fixed", "learner", "historical", "human" or "evaluation" (a trainer's greedy evaluation games)
     role: str | None
     spec: str
     games: list[str]

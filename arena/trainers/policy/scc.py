@@ -17,6 +17,11 @@ StarCraft Commander (Wang et al. 2021, arXiv 2012.13169) trains in two stages, b
    into a frozen player by its role's rule; an exploiter that resets restarts from the current
    main's weights (SCC's branching) with a fresh optimizer.
 
+**Evaluation** plays the main greedily, seat-swapped, against ``eval.opponents``. Those games enter
+the league under their own player, ``main:greedy`` (kind ``evaluation``: rated, never anyone's
+training opponent), so the fitted table ranks the policy that plays greedily apart from the main,
+whose training games sample their moves and rate it lower.
+
 The trainer is three parts like the language-model trainer's: the **Learners**
 (`arena.trainers.policy.learner.PolicyLearner`, one per learning player), the **Actors**
 (`arena.trainers.policy.actors.PolicyActors`, in this process or worker processes) and this
@@ -58,6 +63,8 @@ from arena.trainers.policy.learner import PolicyLearner, UniformMagnet
 from arena.trainers.policy.make import make_policy_learner
 
 IL_NAME = "main@il"
+#: The league player of the main's greedy evaluation games: ``<main>`` and this.
+GREEDY_SUFFIX = ":greedy"
 
 
 def _torch():
@@ -99,6 +106,8 @@ class SCCTrainer(Trainer):
         torch.set_num_threads(cfg.threads)
         self.spec = spec_from_core(make_core(cfg.game, **cfg.game_kwargs))
         self.main = next(e.name for e in cfg.learners if e.role == "main")
+        #: The league player whose games are the main's greedy evaluation games.
+        self.evaluator = self.main + GREEDY_SUFFIX
         settings = cfg.learner
         torch.manual_seed(cfg.seed)
         self.learners: dict[str, PolicyLearner] = {}
@@ -149,6 +158,9 @@ class SCCTrainer(Trainer):
                     league.add_player(e.name, "learner", self._weights_spec(e.name, 0), [cfg.game], role=e.role,
                                       state={"snapshots": 0, "steps_at_snapshot": 0, "external": True},
                                       owner=self.owner)
+            if league.player(self.evaluator) is None:
+                league.add_player(self.evaluator, "evaluation", self._weights_spec(self.main, 0), [cfg.game],
+                                  owner=self.owner)
         self._claim_players({p.name for p in lcfg.players})
 
     def _claim_players(self, configured: set[str]) -> None:
@@ -495,6 +507,8 @@ class SCCTrainer(Trainer):
             self.league.commit_many(commits)
             for name in self.learners:
                 league.update_player(name, spec=self._weights_spec(name, it), version=it)
+            if bundle["evaluated"]:
+                league.update_player(self.evaluator, spec=self._weights_spec(self.main, it), version=it)
             for s in bundle["snapshots"]:
                 league.add_snapshot(s["parent"], s["spec"], name=s["name"])
             for ev in bundle["events"]:
@@ -521,14 +535,14 @@ class SCCTrainer(Trainer):
         total = n * len(cfg.eval.opponents)
         for k, spec in enumerate(cfg.eval.opponents):
             self._show("evaluation: games", k * n, total)
-            name = _slug(spec)
-            me, other = Seat(learner=self.main), Seat(spec=spec)
-            pairings = [Pairing([me, other] if i % 2 == 0 else [other, me],
-                                [self.main, name] if i % 2 == 0 else [name, self.main], self.main, "evaluation")
+            name, me = _slug(spec), self.evaluator
+            mine, other = Seat(learner=self.main), Seat(spec=spec)
+            pairings = [Pairing([mine, other] if i % 2 == 0 else [other, mine],
+                                [me, name] if i % 2 == 0 else [name, me], self.main, "evaluation")
                         for i in range(n)]
             results, _ = play_pairings(cfg.game, pairings, {self.main: self.learners[self.main].net},
                                        seed=seed_base + it, greedy=True, game_kwargs=cfg.game_kwargs)
-            seat = [p.names.index(self.main) for p in pairings]
+            seat = [p.names.index(me) for p in pairings]
             out[f"eval/win_rate/{name}"] = sum(r.winner == s for r, s in zip(results, seat)) / n
             out[f"eval/draw_rate/{name}"] = sum(bool(r.draw) for r in results) / n
             out[f"eval/return/{name}"] = float(np.mean([r.returns[s] for r, s in zip(results, seat)]))

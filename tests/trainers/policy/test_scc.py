@@ -88,6 +88,23 @@ def test_every_training_match_is_committed_once_with_a_replay(run):
     assert rep.result["returns"] == results[-1].returns
 
 
+def test_evaluation_games_are_the_greedy_player_s_and_no_one_trains_against_it(run):
+    t, folder = run
+    store = open_league(t.league_dir)
+    greedy = store.player("main:greedy")
+    assert greedy.kind == "evaluation" and greedy.version == 3 and greedy.spec.endswith("checkpoints/iter-00003")
+    evals = [m for m in store.matches(source="external") if m.note == "evaluation"]
+    assert len(evals) == 3 * 20  # evaluations at iterations 0, 2 and 3 (the last), 20 games each
+    assert all(sorted(m.players) == ["main:greedy", "random"] for m in evals)
+    assert not [m for m in store.matches(source="external") if m.note != "evaluation" and "main:greedy" in m.players]
+    # its league record is the evaluations' win rates, game for game
+    lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    rates = [x["eval/win_rate/random"] for x in lines if "eval/win_rate/random" in x]
+    won = {r.match_id for r in store.results() if r.winner is not None and r.players[r.winner] == "main:greedy"}
+    assert len(rates) == 3 and len(won) == round(sum(rates) * 20)
+    assert "main:greedy" in store.elo(GAME)
+
+
 def test_the_best_checkpoint_plays_as_a_policy_agent(run):
     t, folder = run
     from arena.match.loop import play_match
