@@ -18,7 +18,7 @@ StarCraft Commander (Wang et al. 2021, arXiv 2012.13169) trains in two stages, b
    main's weights (SCC's branching) with a fresh optimizer.
 
 **Evaluation** plays the main greedily, seat-swapped, against ``eval.opponents``. Those games enter
-the league under their own player, ``main:greedy`` (kind ``evaluation``: rated, never anyone's
+the league under their own player, ``main.greedy`` (kind ``evaluation``: rated, never anyone's
 training opponent), so the fitted table ranks the policy that plays greedily apart from the main,
 whose training games sample their moves and rate it lower.
 
@@ -63,8 +63,9 @@ from arena.trainers.policy.learner import PolicyLearner, UniformMagnet
 from arena.trainers.policy.make import make_policy_learner
 
 IL_NAME = "main@il"
-#: The league player of the main's greedy evaluation games: ``<main>`` and this.
-GREEDY_SUFFIX = ":greedy"
+#: The league player of the main's greedy evaluation games: ``<main>`` and this (its spec plays greedily,
+#: so a person who plays it, ``arena play GAME --vs RUN:main.greedy``, meets what the evaluations measured).
+GREEDY_SUFFIX = ".greedy"
 
 
 def _torch():
@@ -159,8 +160,7 @@ class SCCTrainer(Trainer):
                                       state={"snapshots": 0, "steps_at_snapshot": 0, "external": True},
                                       owner=self.owner)
             if league.player(self.evaluator) is None:
-                league.add_player(self.evaluator, "evaluation", self._weights_spec(self.main, 0), [cfg.game],
-                                  owner=self.owner)
+                league.add_player(self.evaluator, "evaluation", self._greedy_spec(0), [cfg.game], owner=self.owner)
         self._claim_players({p.name for p in lcfg.players})
 
     def _claim_players(self, configured: set[str]) -> None:
@@ -182,6 +182,9 @@ class SCCTrainer(Trainer):
 
     def _weights_spec(self, name: str, it: int) -> str:
         return f"policy:{self._policy_folder(name, it)}"
+
+    def _greedy_spec(self, it: int) -> str:
+        return f"{self._weights_spec(self.main, it)},greedy=true"
 
     def _policy_folder(self, name: str, it: int) -> Path:
         ckpt = self.dir / checkpoint_path(it)
@@ -508,7 +511,7 @@ class SCCTrainer(Trainer):
             for name in self.learners:
                 league.update_player(name, spec=self._weights_spec(name, it), version=it)
             if bundle["evaluated"]:
-                league.update_player(self.evaluator, spec=self._weights_spec(self.main, it), version=it)
+                league.update_player(self.evaluator, spec=self._greedy_spec(it), version=it)
             for s in bundle["snapshots"]:
                 league.add_snapshot(s["parent"], s["spec"], name=s["name"])
             for ev in bundle["events"]:
@@ -546,7 +549,8 @@ class SCCTrainer(Trainer):
             out[f"eval/win_rate/{name}"] = sum(r.winner == s for r, s in zip(results, seat)) / n
             out[f"eval/draw_rate/{name}"] = sum(bool(r.draw) for r in results) / n
             out[f"eval/return/{name}"] = float(np.mean([r.returns[s] for r, s in zip(results, seat)]))
-            records += self._match_records(pairings, results, "evaluation", self._seat_specs(it))
+            records += self._match_records(pairings, results, "evaluation", lambda p: [
+                self._greedy_spec(it) if s.learner is not None else s.spec for s in p.seats])
         self._show("evaluation: games", total, total)
         if cfg.eval.nash_conv:
             out["eval/nash_conv"] = self.nash_conv(self.main)

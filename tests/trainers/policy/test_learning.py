@@ -98,14 +98,14 @@ def test_connect_four_rl_improves_on_imitation_in_the_league(c4_run):
 @pytest.mark.recipe
 def test_connect_four_greedy_player_is_rated_above_mcts_400_in_the_league(c4_run):
     """The run's fitted table (`arena ratings`): the main played greedily (its evaluation games, the league
-    player ``main:greedy``) above the C++ MCTS-400 it was evaluated against (measured 2039 [1917, 2141]
+    player ``main.greedy``) above the C++ MCTS-400 it was evaluated against (measured 2039 [1917, 2141]
     against 1924 [1794, 2032] by `arena ratings`; the main, whose training games sample their moves, 1602)."""
     from arena.league.leaderboard import leaderboard
 
     t, _ = c4_run
     rows = {r.player: r for r in leaderboard(open_league(t.league_dir), "openspiel/connect_four-v0", resamples=200).rows}
-    greedy, mcts = rows["main:greedy"], rows["mcts_simulations_400_backend_cpp"]
-    print(f"fitted: main:greedy {greedy.rating:.0f} [{greedy.lo:.0f}, {greedy.hi:.0f}], "
+    greedy, mcts = rows["main.greedy"], rows["mcts_simulations_400_backend_cpp"]
+    print(f"fitted: main.greedy {greedy.rating:.0f} [{greedy.lo:.0f}, {greedy.hi:.0f}], "
           f"mcts-400 {mcts.rating:.0f} [{mcts.lo:.0f}, {mcts.hi:.0f}], main {rows['main'].rating:.0f}")
     assert greedy.rating > mcts.rating
 

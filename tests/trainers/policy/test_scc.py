@@ -1,6 +1,7 @@
 """The SCC trainer end to end on tic-tac-toe: imitation, league roles, snapshots, exactly-once commits,
 exact resume, process actors with their lag, and one-line config errors."""
 
+import io
 import json
 
 import pytest
@@ -91,18 +92,31 @@ def test_every_training_match_is_committed_once_with_a_replay(run):
 def test_evaluation_games_are_the_greedy_player_s_and_no_one_trains_against_it(run):
     t, folder = run
     store = open_league(t.league_dir)
-    greedy = store.player("main:greedy")
-    assert greedy.kind == "evaluation" and greedy.version == 3 and greedy.spec.endswith("checkpoints/iter-00003")
+    greedy = store.player("main.greedy")
+    assert greedy.kind == "evaluation" and greedy.version == 3
+    assert greedy.spec.endswith("checkpoints/iter-00003,greedy=true")
     evals = [m for m in store.matches(source="external") if m.note == "evaluation"]
     assert len(evals) == 3 * 20  # evaluations at iterations 0, 2 and 3 (the last), 20 games each
-    assert all(sorted(m.players) == ["main:greedy", "random"] for m in evals)
-    assert not [m for m in store.matches(source="external") if m.note != "evaluation" and "main:greedy" in m.players]
+    assert all(sorted(m.players) == ["main.greedy", "random"] for m in evals)
+    assert all(m.specs[m.players.index("main.greedy")].endswith(",greedy=true") for m in evals)
+    assert not [m for m in store.matches(source="external") if m.note != "evaluation" and "main.greedy" in m.players]
     # its league record is the evaluations' win rates, game for game
     lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
     rates = [x["eval/win_rate/random"] for x in lines if "eval/win_rate/random" in x]
-    won = {r.match_id for r in store.results() if r.winner is not None and r.players[r.winner] == "main:greedy"}
+    won = {r.match_id for r in store.results() if r.winner is not None and r.players[r.winner] == "main.greedy"}
     assert len(rates) == 3 and len(won) == round(sum(rates) * 20)
-    assert "main:greedy" in store.elo(GAME)
+    assert "main.greedy" in store.elo(GAME)
+    # a person plays it by its name, and meets the greedy policy (the same first move whatever the seed)
+    from arena.league.play import play_against
+    from arena.replays.format import read_replay
+
+    firsts = set()
+    for seed in (1, 2):
+        out = play_against(t.league_dir, "main.greedy", GAME, seat=1, seed=seed, name="ada",
+                           stdin=io.StringIO("".join(f"{c}\n" for c in range(9))), stdout=io.StringIO())
+        assert out["players"] == ["main.greedy", "human:ada"]
+        firsts.add(read_replay(out["replay"]).steps[0]["action"])
+    assert len(firsts) == 1
 
 
 def test_the_best_checkpoint_plays_as_a_policy_agent(run):

@@ -6,7 +6,7 @@ exploiters.
   `skirmish:idle` and `skirmish:attack_nearest` by a margin on seat-swapped games it never trained
   on, its replays verify, and it plays as ``policy:``;
 * a recipe (`make recipes`): the shipped config's whole run: greedy win rate >= 0.75 against
-  `attack_nearest` on 200 seat-swapped games, its greedy player `main:greedy` rated above that bot in
+  `attack_nearest` on 200 seat-swapped games, its greedy player `main.greedy` rated above that bot in
   the run's league and the main not below its imitation snapshot; the goals, >= 0.8 against
   `attack_nearest` and >= 0.5 against `focus_fire`, are expected failures carrying the measured
   figures until a run shows them.
@@ -109,11 +109,11 @@ def test_league_rl_beats_attack_nearest_and_holds_its_imitation_s_rating(full_ru
     rows = {r.player: r for r in leaderboard(open_league(t.league_dir), GAME, resamples=200).rows}
     print(f"skirmish 3m: greedy win rate vs attack_nearest {nearest:.3f} (200 seat-swapped games); fitted: "
           + ", ".join(f"{n} {rows[n].rating:.0f} [{rows[n].lo:.0f}, {rows[n].hi:.0f}]"
-                      for n in ("main:greedy", "main", "main@il", "skirmish_attack_nearest")))
-    # measured (seed 0): 0.795 [0.73, 0.85] (the imitation checkpoint: 0.785); fitted main:greedy 1105,
+                      for n in ("main.greedy", "main", "main@il", "skirmish_attack_nearest")))
+    # measured (seed 0): 0.795 [0.73, 0.85] (the imitation checkpoint: 0.785); fitted main.greedy 1105,
     # main 1067 [1050, 1081], main@il 1059 [1032, 1082], attack_nearest 803 (docs/skirmish.md)
     assert nearest >= 0.75, nearest
-    assert rows["main:greedy"].rating > rows["skirmish_attack_nearest"].hi
+    assert rows["main.greedy"].rating > rows["skirmish_attack_nearest"].hi
     assert rows["main"].rating >= rows["main@il"].lo  # RL keeps what imitation learnt (it adds nothing yet)
 
 
