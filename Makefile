@@ -50,7 +50,7 @@ test: $(STAMP) $(VLLM_STAMP)
 test-fast: $(STAMP) $(VLLM_STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not recipe" tests
 
-# The long learning runs whose figures docs/ quotes, with the same assertions (about 45 minutes on 2 cores):
+# The long learning runs whose figures docs/ quotes, with the same assertions (about an hour on 2 cores):
 # run them before changing those figures (docs/learning.md, "make recipes").
 recipes: $(STAMP) $(VLLM_STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=0 -m recipe tests
