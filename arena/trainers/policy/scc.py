@@ -522,9 +522,13 @@ class SCCTrainer(Trainer):
                        specs_of: Callable[[Pairing], list[str]]) -> list:
         return [(p.names, specs_of(p), p.why, note, r) for p, r in zip(pairings, results)]
 
-    def _seat_specs(self, it: int) -> Callable[[Pairing], list[str]]:
+    def _seat_specs(self, it: int, greedy: bool = False) -> Callable[[Pairing], list[str]]:
+        """The agent specs a match's seats are recorded with (`greedy`: the main's evaluation games)."""
+        def learner(name: str) -> str:
+            return self._greedy_spec(it) if greedy else self._weights_spec(name, it)
+
         def specs(p: Pairing) -> list[str]:
-            return [self._weights_spec(s.learner, it) if s.learner is not None else s.spec for s in p.seats]
+            return [learner(s.learner) if s.learner is not None else s.spec for s in p.seats]
 
         return specs
 
@@ -549,8 +553,7 @@ class SCCTrainer(Trainer):
             out[f"eval/win_rate/{name}"] = sum(r.winner == s for r, s in zip(results, seat)) / n
             out[f"eval/draw_rate/{name}"] = sum(bool(r.draw) for r in results) / n
             out[f"eval/return/{name}"] = float(np.mean([r.returns[s] for r, s in zip(results, seat)]))
-            records += self._match_records(pairings, results, "evaluation", lambda p: [
-                self._greedy_spec(it) if s.learner is not None else s.spec for s in p.seats])
+            records += self._match_records(pairings, results, "evaluation", self._seat_specs(it, greedy=True))
         self._show("evaluation: games", total, total)
         if cfg.eval.nash_conv:
             out["eval/nash_conv"] = self.nash_conv(self.main)
