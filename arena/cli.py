@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from rich.console import Console
 from typer.core import TyperOption
 from rich.markup import escape
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, bounded_line, damaged_database
 
 # typer 0.29's rich help prints a flag's type as "<bool>", which reads as an option that takes a value
 # (and `--payoff true` is then refused): a flag shows no type.
@@ -65,26 +66,14 @@ def _version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """Self-play arena: games, agents, leagues, replays."""
-    import os
-
-    # As `python -m` does: modules next to you (plug-in games, `my_agents:Class` specs) import by name.
-    _on_import_path(os.getcwd())
-
-
-def _on_import_path(folder: str) -> None:
-    """Put `folder` first on the import path, here and (through PYTHONPATH) in worker processes."""
-    import os
-
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-        os.environ["PYTHONPATH"] = os.pathsep.join([folder] + [p for p in [os.environ.get("PYTHONPATH")] if p])
 
 
 def _plugins(plugins: Optional[List[str]]) -> list[str]:
     """Import each plug-in (a module name or a path to a .py file) and return their module names.
 
-    The working directory is on the import path, as for ``python -m``: ``--plugin my_games`` finds
-    ``./my_games.py``; a file path puts its folder on the path. Worker processes get the same path.
+    A module name is an installed module, else the module of that name in the working folder; a file
+    path loads that file. Only the named module is taken from a folder (`arena.usercode`): the working
+    folder is never put on the import path. Worker processes find the same modules.
     """
     import os
 
@@ -98,9 +87,8 @@ def _plugins(plugins: Optional[List[str]]) -> list[str]:
                 raise ArenaError(f"--plugin {item}: no such file")
             folder, name = str(path.resolve().parent), path.stem
         else:
-            folder, name = os.getcwd(), item
-        _on_import_path(folder)
-        load_plugin(name)
+            folder, name = None, item
+        load_plugin(name, folder)
         names.append(name)
     return names
 
@@ -907,8 +895,19 @@ def main() -> None:
     try:
         app()
     except ArenaError as e:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(e))}")
-        sys.exit(2)
+        _fail(e)
+    except sqlite3.DatabaseError as e:  # a damaged league.db met where no command named the file
+        damaged = damaged_database(e, "a league database read by this command")
+        if damaged is None:
+            raise
+        _fail(damaged)
+
+
+def _fail(e: ArenaError) -> None:
+    """A user error: one line on stderr, exit code 2. Values in messages are cut where they are shown
+    (`arena.errors.shown`); this cuts whatever still got through (`arena.errors.bounded_line`)."""
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(bounded_line(str(e)))}")
+    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,29 @@ class LeagueDatabaseError(ArenaError):
     """A league database that SQLite cannot read (truncated, overwritten, not a database)."""
 
 
+#: What SQLite says of a file it cannot read as a league database (truncated, overwritten, not one,
+#: or with bytes flipped inside its text).
+_UNREADABLE_DB = ("not a database", "malformed", "file is encrypted", "unable to open database", "could not decode")
+
+
+def damaged_database(e: BaseException, db_path) -> "LeagueDatabaseError | None":
+    """The one-line error for SQLite's "file is not a database" / "malformed" / an undecodable text
+    value met while reading `db_path`, or None for any other error (busy, full disk)."""
+    import sqlite3
+
+    if not isinstance(e, sqlite3.DatabaseError) or not any(u in str(e).lower() for u in _UNREADABLE_DB):
+        return None
+    return unreadable_league_db(db_path, str(e))
+
+
+def unreadable_league_db(db_path, why: str) -> LeagueDatabaseError:
+    """The one line for a league database that cannot be read, and what to do."""
+    why = clipped(" ".join(why.split()), 80)
+    return LeagueDatabaseError(
+        f"{db_path}: SQLite cannot read this league database ({why}): it is damaged or not a league database; "
+        "restore it from a backup (with its league.db-wal file, if any), or start a new league in another --dir")
+
+
 #: The most characters of a value any error message shows (a config value can be a megabyte long, or an
 #: alias-built structure whose full rendering would be exponential in the file's size).
 SHOWN_CHARS = 200
@@ -114,6 +137,23 @@ def require(module: str, what: str, extra: str):
         return importlib.import_module(module)
     except ImportError as e:
         raise MissingExtra(what, extra, e) from e
+
+
+#: The longest error line printed, and the longest run of digits in it: a value a message did not cut
+#: (a 5,000-digit number, a pasted file) is cut here, with its length.
+MAX_ERROR_LINE = 2000
+MAX_DIGITS_SHOWN = 40
+
+
+def bounded_line(text: str) -> str:
+    """An error message cut for a terminal: runs of more than `MAX_DIGITS_SHOWN` digits shortened,
+    newlines folded into spaces, at most `MAX_ERROR_LINE` characters."""
+    import re
+
+    text = re.sub(r"\d{%d,}" % (MAX_DIGITS_SHOWN + 1),
+                  lambda m: f"{m.group()[:12]}...({len(m.group()):,} digits)", text)
+    text = " ".join(text.split("\n"))
+    return clipped(text, MAX_ERROR_LINE)
 
 
 def clipped(text: str, limit: int = SHOWN_CHARS) -> str:

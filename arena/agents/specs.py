@@ -20,14 +20,13 @@ match forfeited at its first move.
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
 import math
 import re
 from typing import Any, Callable
 
 from arena.envs.core import GameCore
 from arena.errors import AgentSpecError, ArenaError, IncompatibleAgent, shown
+from arena.usercode import import_user_module, user_module_exists
 
 #: kind -> factory(core, seed, positional, **options)
 _KINDS: dict[str, Callable[..., Any]] = {}
@@ -152,7 +151,7 @@ def check_spec(spec: Any) -> None:
 
 def _importable(module: str) -> bool:
     try:
-        return importlib.util.find_spec(module) is not None
+        return user_module_exists(module)
     except (ImportError, ValueError):
         return False
 
@@ -176,7 +175,7 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
     elif rest:
         cls_name, _, opt_text = rest.partition(":")
         try:
-            module = importlib.import_module(kind)
+            module = import_user_module(kind)
         except ImportError as e:
             if "." not in kind:
                 raise AgentSpecError(f"unknown agent kind {shown(kind)} in {shown(spec)}{_did_you_mean(kind)}; known kinds: "

@@ -365,12 +365,15 @@ def _load_with_duplicate_check(name: str, loader, origin: dict[str, str] | None 
         _plugin_origin[gid] = dict(origin or {"plugin": name})
 
 
-def load_plugin(module: str) -> list[str]:
-    """Import a module that calls `gymnasium.register`; returns the ids it added."""
+def load_plugin(module: str, folder: str | None = None) -> list[str]:
+    """Import a module that calls `gymnasium.register` (the installed one, else the one in `folder`,
+    default the working folder: `arena.usercode`); returns the ids it added."""
+    from arena.usercode import import_user_module
+
     ensure_registered()
     before = len(_plugin_ids)
     try:
-        _load_with_duplicate_check(module, lambda: importlib.import_module(module), {"plugin": module})
+        _load_with_duplicate_check(module, lambda: import_user_module(module, folder), {"plugin": module})
     except ModuleNotFoundError as e:
         raise GameNotFound(f"plug-in module {module!r} could not be imported: {e}") from e
     return _plugin_ids[before:]

@@ -77,10 +77,10 @@ def make_learner(kind: str, name: str, workdir: str | Path, options: dict[str, A
     if kind == "tabular":
         return TabularLearner(name, workdir, **options)
     if ":" in kind:
-        import importlib
-
         mod, _, cls = kind.partition(":")
-        return getattr(importlib.import_module(mod), cls)(name=name, workdir=workdir, **options)
+        from arena.usercode import import_user_module
+
+        return getattr(import_user_module(mod), cls)(name=name, workdir=workdir, **options)
     from arena.errors import ConfigError
 
     raise ConfigError(f"unknown learner kind {kind!r}: use 'tabular' or module:Class")
