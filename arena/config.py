@@ -1,10 +1,10 @@
 """Typed configuration: YAML files load into dataclasses; unknown keys and bad values are errors naming the key.
 
 A config file is data, and its reading is bounded: a file larger than `MAX_CONFIG_BYTES` (1 MiB),
-not UTF-8, with more than `MAX_YAML_ALIASES` (100) aliases, with an alias inside its own anchor, or
-whose aliases would expand it to more than `MAX_YAML_NODES` (100,000) values is refused with one
-line before anything else reads it; error messages show at most `arena.errors.SHOWN_CHARS` (200)
-characters of any value (`arena.errors.shown`).
+not UTF-8, with more than `MAX_YAML_ALIASES` (100) aliases, with an alias inside its own anchor,
+whose aliases would expand it to more than `MAX_YAML_NODES` (100,000) values, or nested more than
+`MAX_YAML_DEPTH` (64) deep is refused with one line before anything else reads it; error messages
+show at most `arena.errors.SHOWN_CHARS` (200) characters of any value (`arena.errors.shown`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_YAML_ALIASES = 100
 #: The most values (scalars, lists, mappings) a config may hold once its aliases are expanded.
 MAX_YAML_NODES = 100_000
+#: The deepest nesting of lists and mappings a config may have (the arena's own go 4 deep).
+MAX_YAML_DEPTH = 64
 
 T = TypeVar("T")
 
@@ -135,13 +137,23 @@ class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe loader counting aliases as it composes (it refuses the one over the limit)."""
 
     aliases = 0
+    depth = 0
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_YAML_ALIASES:
                 raise ConfigError(f"more than {MAX_YAML_ALIASES} YAML aliases (*name): write the values out")
-        return super().compose_node(parent, index)
+        # PyYAML composes nested values by recursion: refuse the depth before Python's stack runs out.
+        self.depth += 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise ConfigError(f"line {mark.line + 1}: lists and mappings nested more than {MAX_YAML_DEPTH} deep: "
+                                  "a config is a few levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _expanded_size(root: yaml.Node) -> int:
@@ -195,7 +207,10 @@ def load_yaml_text(text: str) -> Any:
         if node is None:
             return None
         _expanded_size(node)
-        return loader.construct_document(node)
+        try:
+            return loader.construct_document(node)
+        except ValueError as e:  # Python's int() limit: a number of more than 4,300 digits
+            raise ConfigError(f"a value cannot be read: {clipped(str(e), 120)}") from None
     finally:
         loader.dispose()
 

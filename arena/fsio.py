@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import hashlib
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -24,6 +26,29 @@ _SQLITE_IOERR = 10
 #: Below this many free bytes an SQLite "disk I/O error" is taken for a full disk: SQLite reports
 #: ENOSPC while growing its WAL index (-shm) as an I/O error, not as SQLITE_FULL.
 _NEARLY_FULL = 256 * 1024
+
+#: What a match id may look like: it names files (``<id>.jsonl.gz``, a game's ``<id>.SC2Replay``) and
+#: URLs, so an id read from a replay or a request is checked against this before it names either.
+MATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+def valid_match_id(match_id: object) -> bool:
+    """Whether `match_id` has the shape of a match id: letters, digits and ``_.:-``, at most 128
+    characters, no ``..`` (so, joined to a folder, it names a file in that folder)."""
+    return isinstance(match_id, str) and bool(MATCH_ID.match(match_id)) and ".." not in match_id
+
+
+def sha256_file(path: str | os.PathLike, max_bytes: int) -> str | None:
+    """The sha256 of a file read in 1 MiB chunks, or None when it is larger than `max_bytes` (it is
+    never read past that: memory stays at one chunk whatever the file)."""
+    h, seen = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            seen += len(chunk)
+            if seen > max_bytes:
+                return None
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _no_space_oserror(e: BaseException) -> OSError | None:

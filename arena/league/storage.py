@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from arena.errors import ConfigError, LeagueDatabaseError
+from arena.errors import ConfigError, LeagueDatabaseError, damaged_database
 from arena.fsio import disk_full_as_error
 from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
@@ -87,24 +87,19 @@ def check_rating_settings(elo_k: Any, payoff_decay: Any) -> None:
                           f"about the last 100 games of a pair), got {shown(payoff_decay)}")
 
 
-#: What SQLite says of a file it cannot read as a league database (truncated, overwritten, not one).
-_UNREADABLE = ("not a database", "malformed", "file is encrypted", "unable to open database")
-
-
 @contextlib.contextmanager
 def league_db_errors(db_path: str | Path) -> Iterator[None]:
     """Turn SQLite's "file is not a database" / "database disk image is malformed" (a truncated or
-    overwritten league.db) met inside the block into one line naming the file and what to do. Other
-    errors (a busy database, a full disk) pass unchanged."""
+    overwritten league.db) met inside the block into one line naming the file and what to do
+    (`arena.errors.damaged_database`). Other errors (a busy database, a full disk) pass unchanged."""
     try:
         yield
     except sqlite3.DatabaseError as e:
-        if not any(u in str(e).lower() for u in _UNREADABLE):
+        damaged = damaged_database(e, db_path)
+        if damaged is None:
             raise
-        raise LeagueDatabaseError(
-            f"{db_path}: SQLite cannot read this league database ({e}): it is damaged or not a league database; "
-            "restore it from a backup (with its league.db-wal file, if any), or start a new league in another --dir"
-        ) from None
+        raise damaged from None
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -49,6 +49,7 @@ database) see both forms.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -58,7 +59,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from arena.errors import ReplayError, ReplayRefused
+from arena.errors import ReplayError, ReplayRefused, damaged_database, unreadable_league_db
 
 FORMAT = "arena-replay"
 VERSION = 1
@@ -264,18 +265,34 @@ def _connect(db: Path):
         conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
         has = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (BLOB_TABLE,)).fetchone()
     except sqlite3.Error as e:
-        raise ReplayError(f"{db}: cannot be read as a league database ({e})") from e
+        damaged = damaged_database(e, db)
+        raise ReplayError(str(damaged) if damaged else f"{db}: cannot be read as a league database ({e})") from None
     if has is None:
         conn.close()
         return None
     return conn
 
 
+@contextlib.contextmanager
+def _damaged_as_replay_error(db: Path) -> Iterator[None]:
+    """A damaged database read inside the block is one line naming it (`arena.errors.damaged_database`)."""
+    import sqlite3
+
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        damaged = damaged_database(e, db)
+        if damaged is None:
+            raise
+        raise ReplayError(str(damaged)) from None
+
+
 def _read_blob(db: Path, match_id: str) -> bytes:
     conn = _connect(db)
     try:
-        row = conn.execute(f"SELECT length(data) <= ?, data FROM {BLOB_TABLE} WHERE match_id=?",
-                           (MAX_REPLAY_BYTES, match_id)).fetchone() if conn else None
+        with _damaged_as_replay_error(db):
+            row = conn.execute(f"SELECT length(data) <= ?, data FROM {BLOB_TABLE} WHERE match_id=?",
+                               (MAX_REPLAY_BYTES, match_id)).fetchone() if conn else None
     finally:
         if conn is not None:
             conn.close()
@@ -291,8 +308,11 @@ def league_db(directory: str | os.PathLike) -> Path | None:
     ``league.db``, or (for a league's ``replays`` folder) its parent's; None if there is none."""
     d = Path(directory)
     for cand in (d, d / LEAGUE_DB, d.parent / LEAGUE_DB if d.name == LEAGUE_REPLAYS else None):
-        if cand is not None and cand.is_file() and _is_db(cand):
-            return cand
+        if cand is not None and cand.is_file():
+            if _is_db(cand):
+                return cand
+            if cand.name == LEAGUE_DB:  # a league's database that is not one: never "no replays"
+                raise ReplayError(str(unreadable_league_db(cand, "file is not a database")))
     return None
 
 
@@ -432,11 +452,13 @@ def _blob_ids(db: Path, prefix: str | None = None) -> list[str]:
     if conn is None:
         return []
     try:
-        if prefix is None:
-            return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} ORDER BY match_id")]
-        # a prefix range over the primary key: no scan of a million ids
-        return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} WHERE match_id >= ? AND "
-                                           "match_id < ? ORDER BY match_id LIMIT 4", (prefix, prefix + "\U0010ffff"))]
+        with _damaged_as_replay_error(db):
+            if prefix is None:
+                return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} ORDER BY match_id")]
+            # a prefix range over the primary key: no scan of a million ids
+            return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} WHERE match_id >= ? AND "
+                                               "match_id < ? ORDER BY match_id LIMIT 4",
+                                               (prefix, prefix + "\U0010ffff"))]
     finally:
         conn.close()
 

@@ -4,6 +4,7 @@ that are files; and one writer per league folder, whoever runs it, with kills th
 attempts."""
 
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -58,6 +59,29 @@ def test_a_yaml_bomb_is_one_line(tmp_path):
     train.write_text("trainer: spiral\n" + bomb().split("\n", 1)[1])
     assert one_line(arena("train", train, "--dir", tmp_path / "t")) == (
         f"{train}: expands to more than 100,000 values through its aliases (*name): write the values out")
+
+
+@pytest.mark.parametrize("style", ["flow", "block"])
+def test_a_config_nested_500_deep_is_one_line(tmp_path, style):
+    cfg = tmp_path / "deep.yaml"
+    if style == "flow":
+        cfg.write_text("name: d\nplayers: " + "[" * 500 + "]" * 500 + "\n")
+    else:
+        cfg.write_text("name: d\n" + "".join("  " * i + f"k{i}:\n" for i in range(500)) + "  " * 500 + "v: 1\n")
+    line = 2 if style == "flow" else 65
+    for args in (["league", "run", cfg, "--dir", tmp_path / "l"], ["train", cfg, "--dir", tmp_path / "t"]):
+        assert one_line(arena(*args)) == (f"{cfg}: line {line}: lists and mappings nested more than 64 deep: "
+                                          "a config is a few levels deep")
+    assert not (tmp_path / "l").exists() and not (tmp_path / "t").exists()
+
+
+def test_a_5000_digit_value_is_one_short_line():
+    digits = "9" * 5000
+    for args in (["play", TTT, "-p", "random", "-p", "random", "-k", f"rows={digits}"],
+                 ["play", TTT, "-p", f"mcts:simulations={digits}", "-p", "random"],
+                 ["play", TTT, "-p", "random", "-p", "random", "-k", f"rows={digits[:4000]}"]):
+        message = one_line(arena(*args))
+        assert len(message) < 600 and "9" * 41 not in message, message
 
 
 def test_a_huge_or_non_utf8_config_is_one_line(tmp_path):
@@ -129,17 +153,25 @@ def damaged(data: bytes, how: str) -> bytes:
         return b"this is not a database\n" * 100
     if how == "zeroed pages":
         return data[:8192] + b"\0" * (len(data) - 8192)
+    if how == "random bytes":
+        return random.Random(0).randbytes(len(data))
+    if how == "flipped bytes":  # the pages stay, values inside them change (text that is no longer UTF-8)
+        flipped, rng = bytearray(data), random.Random(1)
+        for _ in range(400):
+            flipped[rng.randrange(4096, len(data))] ^= 0xFF
+        return bytes(flipped)
     return data[:int(len(data) * float(how)) // 4096 * 4096]  # truncated, at a page boundary
 
 
-@pytest.mark.parametrize("how", ["garbage", "0.5", "0.9", "zeroed pages"])
+@pytest.mark.parametrize("how", ["garbage", "random bytes", "0.5", "0.9", "zeroed pages", "flipped bytes"])
 def test_a_damaged_league_db_is_one_line_for_every_command(tmp_path, league_db, how):
     d = tmp_path / "league"
     d.mkdir()
     db = d / "league.db"
     cfg = league_yaml(tmp_path / "c.yaml")
-    for args in (["league", "status", d], ["ratings", d], ["league", "report", d], ["league", "run", cfg, "--dir", d],
-                 ["serve", d, "--port", "0"]):
+    readers = (["league", "status", d], ["ratings", d], ["replay", "list", d], ["replay", "verify", d])
+    writers = (["league", "report", d], ["league", "run", cfg, "--dir", d], ["serve", d, "--port", "0"])
+    for args in readers + (writers if how != "flipped bytes" else ()):
         db.write_bytes(damaged(league_db, how))
         message = one_line(arena(*args, timeout=120))
         assert message.startswith(f"{db}: SQLite cannot read this league database ("), (args, message)

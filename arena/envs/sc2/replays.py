@@ -20,11 +20,12 @@ command that plays it in the game.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from arena.envs.sc2.install import check_install
+from arena.errors import clipped
+from arena.fsio import sha256_file, valid_match_id
 
 
 def base_builds_here() -> list[int] | None:
@@ -41,12 +42,35 @@ def recorded_build(replay: Any) -> int | None:
     return int(build) if isinstance(build, int) and not isinstance(build, bool) else None
 
 
+#: The files the game makes beside a replay, by suffix: a header may name only these.
+ATTACHMENT_SUFFIXES = (".SC2Replay",)
+#: Largest game file that is hashed (a .SC2Replay of a long match is a few MB).
+MAX_ATTACHMENT_BYTES = 256 << 20
+
+
 def attachment_paths(replay: Any) -> dict[str, Path | None]:
     """Suffix -> where the game's file should lie (beside the replay file, named by the match id), or
-    None where the replay was not read from a file."""
+    None where the replay was not read from a file. Only the game's own suffixes, and only for a match
+    id of the arena's shape: a header cannot point these at another folder or file."""
     names = replay.header.get("attachments") or {}
+    if not isinstance(names, dict) or not valid_match_id(replay.header.get("match_id")):
+        return {}
     folder = Path(replay.source).parent if replay.source and "#" not in str(replay.source) else None
-    return {s: (folder / f"{replay.header['match_id']}{s}" if folder is not None else None) for s in names}
+    return {s: (folder / f"{replay.header['match_id']}{s}" if folder is not None else None)
+            for s in names if s in ATTACHMENT_SUFFIXES}
+
+
+def _attachment_problems(replay: Any) -> list[str]:
+    """What a header's attachments name that the arena never writes (read as differences, not files)."""
+    names = replay.header.get("attachments") or {}
+    if not isinstance(names, dict):
+        return [f"the header's attachments are not a table of files: {clipped(repr(names), 80)}"]
+    problems = [f"the header names a file {clipped(repr(s), 80)} that the game never makes (only "
+                f"{', '.join(ATTACHMENT_SUFFIXES)}): not read" for s in names if s not in ATTACHMENT_SUFFIXES]
+    if names and not valid_match_id(replay.header.get("match_id")):
+        problems.append(f"the match id {clipped(repr(replay.header.get('match_id')), 80)} is not a match id "
+                        "(letters, digits, _.:- ; no ..): its game files were not looked for")
+    return problems
 
 
 def build_note(replay: Any) -> str | None:
@@ -123,13 +147,17 @@ def check_replay(core: Any, replay: Any) -> dict[str, list[str]]:
             diffs.append(f"the result does not add up: returns {returns}, winner {r.get('winner')}")
         else:
             checks.append(f"the result adds up (returns {returns})")
+    diffs += _attachment_problems(replay)
     for suffix, path in attachment_paths(replay).items():
-        digest = (h.get("attachments") or {}).get(suffix)
+        digest = h["attachments"][suffix]
         if path is None:
             warnings.append(f"{suffix}: the replay was not read from a file, so its {suffix} was not looked for")
-        elif not path.is_file():
-            diffs.append(f"{path.name} is missing beside the replay")
-        elif hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        elif path.is_symlink() or not path.is_file():
+            diffs.append(f"{path.name} is missing beside the replay" + (" (a link is not followed)" if
+                                                                       path.is_symlink() else ""))
+        elif (got := sha256_file(path, MAX_ATTACHMENT_BYTES)) is None:
+            diffs.append(f"{path.name} is larger than {MAX_ATTACHMENT_BYTES >> 20} MiB: not the file the match saved")
+        elif got != digest:
             diffs.append(f"{path.name} is not the file the match saved (its sha256 differs)")
         else:
             checks.append(f"{path.name} is the file the match saved (sha256)")
