@@ -141,6 +141,8 @@ def _factory(core, seed, positional, **opts):
     threads = opts.pop("threads", None)  # this process's torch threads; left as they are unless given
     if threads is not None and torch.get_num_threads() != int(threads):
         torch.set_num_threads(int(threads))
+    if isinstance(opts.get("greedy"), str):  # greedy=true / greedy=false (an option's text)
+        opts["greedy"] = opts["greedy"].lower() == "true"
     expect = spec_from_core(core) if core is not None else None
     net, meta = load_cached(positional, expect)
     return PolicyAgent(net, meta, seed=opts.pop("seed", seed), path=positional, **opts)

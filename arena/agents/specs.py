@@ -82,6 +82,19 @@ def _int_at_least(lo: int):
     return (f"an integer >= {lo}", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= lo)
 
 
+def _int_in(lo: int, hi: int):
+    """An integer in ``[lo, hi]``; the message names the bound a value breaks (both for a non-integer)."""
+    def what(v: Any = None) -> str:
+        below = isinstance(v, int) and not isinstance(v, bool) and v < lo
+        return f"an integer >= {lo}" if below else f"an integer >= {lo} and at most {hi:,}"
+    return what, lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _bool():
+    # an option's value is read as a Python literal: ``greedy=True`` is a bool, ``greedy=true`` the text
+    return "true or false", lambda v: isinstance(v, bool) or (isinstance(v, str) and v.lower() in ("true", "false"))
+
+
 def _number_in(lo: float, hi: float | None, lo_open: bool = False):
     what = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]" if hi is not None else f"a number > {lo:g}"
 
@@ -92,19 +105,54 @@ def _number_in(lo: float, hi: float | None, lo_open: bool = False):
     return what, ok
 
 
-_SEED = _int_at_least(0)
-#: Option rules of the built-in kinds: option -> (what it must be, check). A kind listed here takes no
-#: other option; kinds not listed (tabular, llm, policy, rllib, your own) check their options themselves.
-OPTION_RULES: dict[str, dict[str, tuple[str, Callable[[Any], bool]]]] = {
+#: Upper bounds of the built-in agents' options: a config is data, and one option must not be able to
+#: block start-up (``cfr:iterations=1e9`` solves the game at start for ever) or a match (a search of a
+#: billion simulations a move). Each is far above what this project uses: CFR+ runs 40 to 300 iterations
+#: in the shipped configs (Leduc, 300: about 100 s on 2 cores; 10,000: about an hour); MCTS labels with
+#: up to 3,000 simulations (C++: 2.4 ms per 400 on Connect Four, so 100,000 is under a second a move;
+#: Python's about 20 times slower); a rollout count of 100 is 100 random games per leaf.
+MAX_CFR_ITERATIONS = 10_000
+MAX_SIMULATIONS = 100_000
+MAX_ROLLOUTS = 100
+MAX_UCT_C = 1_000.0
+#: Torch threads an agent may ask for (``policy:...,threads=N``), retries a person gets at the terminal.
+MAX_THREADS = 256
+MAX_TRIES = 1_000
+MAX_SEED = 2 ** 63 - 1
+_SEED = _int_in(0, MAX_SEED)
+
+
+def _number_above(lo: float, hi: float):
+    """A finite number > `lo` and at most `hi`; the message names the bound a value breaks."""
+    _, ok = _number_in(lo, hi, lo_open=True)
+
+    def what(v: Any = None) -> str:
+        below = isinstance(v, (int, float)) and not isinstance(v, bool) and v <= lo
+        return f"a number > {lo:g}" if below else f"a number > {lo:g} and at most {hi:g}"
+    return what, ok
+
+
+#: Option rules of the built-in kinds: option -> (what it must be: a text, or a function of the value
+#: giving one; check). A kind listed here takes no other option; kinds not listed (tabular, llm, rllib,
+#: your own) check their options themselves. The kinds of `POSITIONAL_KINDS` take a positional argument
+#: (a checkpoint) before their options.
+OPTION_RULES: dict[str, dict[str, tuple[Any, Callable[[Any], bool]]]] = {
     "random": {},
     "first": {},
     "trader": {},
-    "human": {"max_tries": _int_at_least(1)},
-    "mcts": {"simulations": _int_at_least(1), "rollouts": _int_at_least(1), "uct_c": _number_in(0, None),
+    "human": {"max_tries": _int_in(1, MAX_TRIES)},
+    "mcts": {"simulations": _int_in(1, MAX_SIMULATIONS), "rollouts": _int_in(1, MAX_ROLLOUTS),
+             "uct_c": _number_above(0, MAX_UCT_C),
              "backend": ("python or cpp", lambda v: v in ("python", "cpp")), "epsilon": _number_in(0, 1)},
     "tactics": {"epsilon": _number_in(0, 1)},
-    "cfr": {"iterations": _int_at_least(1)},
+    "cfr": {"iterations": _int_in(1, MAX_CFR_ITERATIONS)},
+    # (the policy's own factory says more of a temperature: > 0, and only for discrete moves)
+    "policy": {"greedy": _bool(), "temperature": _number_in(-1e9, 1e9), "threads": _int_in(1, MAX_THREADS)},
+    "policy_mcts": {"simulations": _int_in(2, MAX_SIMULATIONS), "uct_c": _number_above(0, MAX_UCT_C),
+                    "threads": _int_in(1, MAX_THREADS)},
 }
+#: Kinds of `OPTION_RULES` whose spec starts with a positional argument (``policy:runs/c4/best,greedy=true``).
+POSITIONAL_KINDS = frozenset({"policy", "policy_mcts"})
 
 
 def _check_options(kind: str, opts: dict[str, Any], spec: str) -> None:
@@ -118,6 +166,7 @@ def _check_options(kind: str, opts: dict[str, Any], spec: str) -> None:
             raise AgentSpecError(f"agent spec {shown(spec)}: unknown option {shown(name)} ({takes})")
         what, ok = rules[name]
         if not ok(value):
+            what = what(value) if callable(what) else what
             raise AgentSpecError(f"agent spec {shown(spec)}: bad option value: {name} must be {what}, got {shown(value)}")
 
 
@@ -138,7 +187,7 @@ def check_spec(spec: Any) -> None:
     spec, kind, rest = _split_spec(spec)
     if kind in _KINDS:
         positional, opts = parse_options(rest, spec)
-        if kind in OPTION_RULES and positional is not None:
+        if kind in OPTION_RULES and kind not in POSITIONAL_KINDS and positional is not None:
             raise AgentSpecError(f"agent kind {shown(kind)} takes only key=value options, got {shown(positional)}")
         _check_options(kind, opts, spec)
     elif not rest:

@@ -36,6 +36,10 @@ Termination
     Terminated when the pelvis falls below 0.6 m; truncated at the step limit (300 steps in
     round 1, 1000 in round 2). A SimTK integration failure ("Unable to advance time") truncates
     the episode with ``info["error"]`` saying so; the env is usable again after `reset`.
+Settings
+    ``frame_skip`` (1..`MAX_FRAME_SKIP`), ``integrator_accuracy`` (`ACCURACY_RANGE`, 1e-8..1e-1),
+    ``time_limit`` and ``max_episode_steps`` (1..`MAX_TIME_LIMIT` steps): ranges checked before anything
+    is built, by the registry for a replay header, ``-k`` or a config, and by the env itself.
 Seeding
     The simulation is deterministic. Round 2's target schedule comes from ``reset(seed)``: the
     target starts at 1.25 m/s straight ahead and changes at up to ten Poisson(300) times, by a
@@ -63,7 +67,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from arena.errors import ArenaError, require
+from arena.errors import ArenaError, require, shown
 
 MODEL_FILE = "gait14dof22musc_pros_20180507.osim"
 OSIM_RL = "osim-rl==3.0.11"
@@ -71,6 +75,13 @@ STEP_SIZE = 0.01
 INTEGRATOR_ACCURACY = 5e-5
 #: Steps of each round before the episode is truncated.
 TIME_LIMITS = {1: 300, 2: 1000}
+#: The settings' ranges (`ProstheticsEnv.game_setting_ranges`), checked before anything is built: the
+#: step limit at most ten times round 2's (100 s of simulated walking; the target schedule is one row a
+#: step), at most 100 integrations held per action (1 s), and an integrator accuracy from 1e-8 (tighter
+#: makes SimTK take ever smaller steps: 1e-300 runs for minutes a step) to 1e-1 (looser fails to advance).
+MAX_TIME_LIMIT = 10_000
+MAX_FRAME_SKIP = 100
+ACCURACY_RANGE = (1e-8, 1e-1)
 #: Pelvis height below which the body has fallen.
 FALL_HEIGHT = 0.6
 #: The bodies of the projected observation (osim-rl's order); the prosthetic model has no right toes or talus.
@@ -209,6 +220,24 @@ def load_model(osim: Any, path: Path) -> tuple[Any, list]:
     return model, [osim.Constant.safeDownCast(functions.get(j)) for j in range(functions.getSize())]
 
 
+def _whole(v: Any, lo: int, hi: int) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _number(v: Any, lo: float, hi: float) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v) \
+        and lo <= v <= hi
+
+
+def check_prosthetics_settings(**settings: Any) -> None:
+    """A one-line `ValueError` naming the first setting outside its range (`ProstheticsEnv.game_setting_ranges`),
+    its value (shown bounded) and the range; nothing is built before it."""
+    for name, value in settings.items():
+        what, ok = ProstheticsEnv.game_setting_ranges[name]
+        if not ok(value):
+            raise ValueError(f"{name} must be {what}, got {shown(value, 60)}")
+
+
 class IntegrationFailed(RuntimeError):
     pass
 
@@ -220,14 +249,25 @@ class ProstheticsEnv(gymnasium.Env):
     #: What a user, a config or a replay may set (`arena.envs.registry.game_settings`): the round is the
     #: id's (``arena/ProstheticsRound2-v0``) and the model file a local path, so neither is a setting.
     game_settings = ("frame_skip", "integrator_accuracy", "time_limit", "max_episode_steps")
+    #: Their ranges (`arena.envs.registry.setting_rules`): checked by the registry before the env is made,
+    #: and again here (`check_prosthetics_settings`) for an env made directly.
+    game_setting_ranges = {
+        "frame_skip": (f"a whole number in [1, {MAX_FRAME_SKIP}]", lambda v: _whole(v, 1, MAX_FRAME_SKIP)),
+        "time_limit": (f"a whole number in [1, {MAX_TIME_LIMIT:,}] or null (the round's: 300 or 1,000)",
+                       lambda v: v is None or _whole(v, 1, MAX_TIME_LIMIT)),
+        "max_episode_steps": (f"a whole number in [1, {MAX_TIME_LIMIT:,}] or null",
+                              lambda v: v is None or _whole(v, 1, MAX_TIME_LIMIT)),
+        "integrator_accuracy": (f"a number in [{ACCURACY_RANGE[0]:g}, {ACCURACY_RANGE[1]:g}] (default "
+                                f"{INTEGRATOR_ACCURACY:g})", lambda v: _number(v, *ACCURACY_RANGE)),
+    }
 
     def __init__(self, round: int = 1, render_mode: str | None = None, frame_skip: int = 1,
                  integrator_accuracy: float = INTEGRATOR_ACCURACY, time_limit: int | None = None,
                  model_file: str | None = None):
         if round not in TIME_LIMITS:
-            raise ValueError(f"round must be 1 or 2, got {round!r}")
-        if frame_skip < 1:
-            raise ValueError(f"frame_skip must be >= 1, got {frame_skip}")
+            raise ValueError(f"round must be 1 or 2, got {shown(round, 40)}")
+        check_prosthetics_settings(frame_skip=frame_skip, integrator_accuracy=integrator_accuracy,
+                                   time_limit=time_limit)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.opensim = require("opensim", "the OpenSim prosthetics task", "opensim")

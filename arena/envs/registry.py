@@ -22,21 +22,37 @@ attribute: names, or a function of the spec's kwargs) or else those of its signa
 say how a game is built (`CONSTRUCTION_KEYS`: ``core``, ``env_class``, ``entry_point``, ...)
 are never settings, and every value is plain JSON data, so a file can never name code to
 import. `make` refuses anything else with one line (`NotASetting`).
+
+Every setting has a range too (`setting_rules`), checked by the same `check_settings` before anything
+is built, so a 1 KB replay header cannot make a game allocate gigabytes or run for hours: what a game's
+entry point declares (``game_setting_ranges``: the skirmish's unit counts, map and steps, the
+prosthetics task's step limit, frame skip and integrator accuracy), OpenSpiel's and TextArena's
+parameters by what their names size (`parameter_rule`: board sides, players, card and dice counts,
+turns), and ``invalid_move_limit`` everywhere. Out of range is one line naming the setting, its value
+(shown bounded) and its range (`SettingOutOfRange`). A parameter naming a local file (OpenSpiel's
+``filename``, TextArena's ``data_path``) is not a setting at all.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import math
 import warnings
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
 from arena.envs.core import GameCore
 from arena.errors import ConfigError, DuplicateGameId, GameNotFound, NotASetting, shown
+
+
+class SettingOutOfRange(NotASetting):
+    """A declared setting whose value is outside the range its game declares for it (`setting_rules`):
+    refused by `check_settings` before anything is built (``red: 300000000m``, ``time_limit: 3e8``)."""
+
 
 ARENA_NAMESPACES = ("arena", "openspiel", "textarena", "sc2")
 
@@ -124,14 +140,43 @@ def openspiel_env(game: str, params: dict | None = None, game_id: str | None = N
     return GameAECEnv(OpenSpielCore(game, params, game_id), render_mode, invalid_move_limit)
 
 
-def _openspiel_settings(spec_kwargs: dict) -> set[str]:
+_openspiel_types: dict[str, Any] = {}
+
+
+def _openspiel_type(spec_kwargs: dict):
+    """The registered game type of the spec's OpenSpiel game (read without loading the game), or None."""
     import pyspiel
 
+    if not _openspiel_types:
+        _openspiel_types.update({t.short_name: t for t in pyspiel.registered_games()})
+    return _openspiel_types.get(spec_kwargs.get("game"))
+
+
+def _openspiel_parameters(spec_kwargs: dict) -> dict[str, Any]:
+    """The OpenSpiel game's parameters and their defaults (which say each one's type)."""
+    t = _openspiel_type(spec_kwargs)
+    return {} if t is None else dict(t.parameter_specification)
+
+
+def _openspiel_settings(spec_kwargs: dict) -> set[str]:
     names = {"params", "invalid_move_limit"}
-    game = spec_kwargs.get("game")
-    if game in pyspiel.registered_names():
-        names |= set(pyspiel.load_game(game).get_type().parameter_specification)
-    return names
+    return names | {k for k in _openspiel_parameters(spec_kwargs) if not _names_a_file(k)}
+
+
+def _openspiel_ranges(spec_kwargs: dict) -> dict[str, Any]:
+    """A range for each parameter of the OpenSpiel game (`parameter_rule`), and the same for the
+    parameters given through ``params``."""
+    t = _openspiel_type(spec_kwargs)
+    if t is None:
+        return {}
+    rules = {k: parameter_rule(k, v) for k, v in t.parameter_specification.items() if not _names_a_file(k)}
+    for k in ("players", "num_players"):
+        if k in rules:  # what the game itself supports (a default of 0 or -1: the game's own choice)
+            default = t.parameter_specification[k]
+            lo = min(t.min_num_players, default if _is_int(default) else 1)
+            rules[k] = int_range(lo, max(t.max_num_players, 1))
+    rules.update(OPENSPIEL_RANGES.get(spec_kwargs.get("game"), {}))
+    return {**rules, "params": dict(rules)}
 
 
 def textarena_env(env_id: str, game_id: str | None = None, render_mode=None, invalid_move_limit: int | None = 1,
@@ -159,12 +204,32 @@ def _textarena_settings(spec_kwargs: dict) -> set[str]:
     except Exception:
         cls = None
     if cls is not None:
-        names |= _keywords(cls) or set()
+        names |= {k for k in _keywords(cls) or set() if not _names_a_file(k)}
     return names
+
+
+def _textarena_ranges(spec_kwargs: dict) -> dict[str, Any]:
+    """A range for each keyword of the TextArena class (`parameter_rule`, by its name and default)."""
+    import inspect
+
+    from textarena.envs.registration import ENV_REGISTRY
+
+    cls_ref = spec_kwargs.get("env_class")
+    if cls_ref is None:
+        cls_ref = getattr(ENV_REGISTRY.get(spec_kwargs.get("env_id")), "entry_point", None)
+    try:
+        cls = load_env_creator(cls_ref) if isinstance(cls_ref, str) else cls_ref
+        params = inspect.signature(cls.__init__).parameters.values()
+    except Exception:
+        return {}
+    return {p.name: parameter_rule(p.name, None if p.default is p.empty else p.default) for p in params
+            if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 openspiel_env.game_settings = _openspiel_settings
 textarena_env.game_settings = _textarena_settings
+openspiel_env.game_setting_ranges = _openspiel_ranges
+textarena_env.game_setting_ranges = _textarena_ranges
 
 #: Keys that say how a game is built, not how it is played: only a registration sets them, never
 #: a replay, a config, a command-line setting or a web request.
@@ -177,6 +242,150 @@ VIEW_KEYS = frozenset({"render_mode"})
 _GYM_MAKE_KEYS = frozenset({"max_episode_steps"})
 #: Nesting and size bounds of a setting's value (plain JSON data).
 _MAX_SETTING_DEPTH, _MAX_SETTING_ITEMS, _MAX_SETTING_TEXT = 8, 10_000, 100_000
+
+
+# -- setting ranges ---------------------------------------------------------------------------------
+#: A setting's range: (what a value must be, in words; whether a value is in it). Checked by
+#: `check_settings` before anything is built, for a replay header, ``-k KEY=VALUE``, a league config
+#: and a web request alike. A mapping of rules instead of a rule: the value is a mapping whose items
+#: are checked by them (OpenSpiel's ``params``).
+SettingRule = tuple[str, Callable[[Any], bool]]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def int_range(lo: int, hi: int, *, none: bool = False) -> SettingRule:
+    """A whole number in ``[lo, hi]`` (bools are not numbers); ``none``: or null."""
+    what = f"a whole number in [{lo:,}, {hi:,}]" + (" or null" if none else "")
+    return what, lambda v: (none and v is None) or (_is_int(v) and lo <= v <= hi)
+
+
+def number_range(lo: float, hi: float, *, none: bool = False) -> SettingRule:
+    """A finite number in ``[lo, hi]``; ``none``: or null."""
+    what = f"a number in [{lo:g}, {hi:g}]" + (" or null" if none else "")
+    return what, lambda v: (none and v is None) or (_is_number(v) and lo <= v <= hi)
+
+
+def text_rule(max_chars: int) -> SettingRule:
+    return f"a text of at most {max_chars:,} characters", lambda v: isinstance(v, str) and len(v) <= max_chars
+
+
+def ints_rule(lo: int, hi: int, max_items: int = 8) -> SettingRule:
+    """A whole number in ``[lo, hi]``, or a list of at most `max_items` of them (a room's dimensions)."""
+    one = int_range(lo, hi)[1]
+    return (f"a whole number in [{lo:,}, {hi:,}] or a list of up to {max_items} of them",
+            lambda v: one(v) or (isinstance(v, (list, tuple)) and len(v) <= max_items and all(one(x) for x in v)))
+
+
+def _any_value(v: Any) -> bool:
+    return True
+
+
+#: Settings every game may take, with their ranges: ``invalid_move_limit`` (retries before a forfeit;
+#: null: never forfeit), and for a Gymnasium env the steps `gymnasium.make` cuts an episode at.
+MAX_INVALID_MOVES = 1_000
+MAX_EPISODE_STEPS = 1_000_000
+COMMON_RULES: dict[str, SettingRule] = {
+    "invalid_move_limit": int_range(0, MAX_INVALID_MOVES, none=True),
+    "max_episode_steps": int_range(1, MAX_EPISODE_STEPS, none=True),
+    "render_mode": ("null or the name of a render mode (a text of at most 40 characters)",
+                    lambda v: v is None or (isinstance(v, str) and len(v) <= 40)),
+}
+
+#: Game parameters (OpenSpiel's, TextArena's keywords) by what their name says they size, each with
+#: its range: a board side (memory grows with its square: a 100 x 100 board is 10,000 cells), the
+#: board's number of dimensions (gomoku's ``dims``: cells grow as side ** dims), players, the counts
+#: of cards, dice, items and symbols a game's tensors and action lists grow with, and the lengths of a
+#: game in turns, rounds or steps (time, not memory, but a replay must not be able to make a
+#: re-simulation last for hours). Any other whole number is within +-1,000,000, any other number
+#: finite and within +-1e9, any text at most 1,000 characters.
+MAX_BOARD_SIDE, MAX_BOARD_DIMS, MAX_PLAYERS, MAX_COUNT, MAX_GAME_LENGTH = 100, 3, 16, 100, 10_000
+_BOARD_NAMES = frozenset({"rows", "columns", "cols", "num_rows", "num_cols", "num_columns", "board_size",
+                          "board_height", "board_width", "height", "width", "grid_size", "size", "n", "m", "k", "N", "x_in_row",
+                          "connect", "dim_room", "sense_size", "obs_front", "obs_back", "obs_side"})
+_PLAYER_NAMES = frozenset({"players", "num_players", "numPlayers", "default_num_players", "jury_size", "imposters"})
+_SEED_NAMES = frozenset({"seed", "rng_seed"})
+_COUNT_WORDS = ("card", "dice", "die", "rank", "suit", "item", "symbol", "color", "colour", "coin", "field", "state",
+                "message", "action", "chance", "house", "seed", "disk", "box", "apple", "cup", "hole", "mine",
+                "letter", "word", "number", "guess", "unit", "shot", "token", "clue", "hand", "pile",
+                "sides", "outcomes", "length", "utterance", "wall", "redeal", "trick", "instance")
+_LENGTH_WORDS = ("turn", "round", "step", "horizon", "moves", "game_length", "episode_length", "depth", "allowance",
+                 "repetition", "no_progress", "num_hands", "time_step")
+MAX_INT_PARAMETER, MAX_NUMBER_PARAMETER, MAX_TEXT_PARAMETER = 1_000_000, 1e9, 1_000
+
+
+def parameter_rule(name: str, default: Any = None) -> SettingRule:
+    """The range of a game parameter named `name` whose default is `default` (its type, where the game
+    says it): see the table above (`_BOARD_NAMES`, ...)."""
+    low = name.lower()
+    if isinstance(default, bool):
+        return "true or false", lambda v: isinstance(v, bool)
+    if isinstance(default, str):
+        return text_rule(MAX_TEXT_PARAMETER)
+    if isinstance(default, dict):  # a nested game's parameters (OpenSpiel's game transforms): plain data
+        return "a mapping of parameters", lambda v: isinstance(v, dict)
+    if isinstance(default, float):
+        return number_range(-MAX_NUMBER_PARAMETER, MAX_NUMBER_PARAMETER)
+    if isinstance(default, (list, tuple)):
+        return ints_rule(1, MAX_BOARD_SIDE) if name in _BOARD_NAMES else ("plain data", _any_value)
+    if not (default is None or _is_int(default)):
+        return "plain data", _any_value
+    if name in _BOARD_NAMES:
+        rule = int_range(1, MAX_BOARD_SIDE)
+        return rule if default is not None else _or_not_a_number(rule)
+    if low == "dims":
+        return int_range(1, MAX_BOARD_DIMS)
+    lo = min(default, 0) if default is not None else 0  # -1 is "the game's default" in some OpenSpiel games
+    if name in _PLAYER_NAMES:
+        rule = int_range(min(lo, 1), MAX_PLAYERS)
+    elif name in _SEED_NAMES:
+        rule = int_range(-(2 ** 31), 2 ** 31 - 1)
+    elif "tile" in low:  # a tile's value (2048's target 16,384): no size
+        rule = int_range(-MAX_INT_PARAMETER, MAX_INT_PARAMETER)
+    elif low.startswith("max_") or any(w in low for w in _LENGTH_WORDS):
+        rule = int_range(lo, MAX_GAME_LENGTH)
+    elif low.startswith("num") or low.endswith("_count") or any(w in low for w in _COUNT_WORDS):
+        rule = int_range(lo, MAX_COUNT)
+    else:
+        rule = int_range(-MAX_INT_PARAMETER, MAX_INT_PARAMETER)
+    return rule if default is not None else _or_not_a_number(rule)
+
+
+def _or_not_a_number(rule: SettingRule) -> SettingRule:
+    """`rule` for a parameter whose type the game does not say (a default of None): a whole number in
+    its range, a finite number within +-1e9, a text of at most 1,000 characters, or other plain data."""
+    what, ok = rule
+
+    def check(v: Any) -> bool:
+        if _is_int(v):
+            return ok(v)
+        if isinstance(v, float):
+            return math.isfinite(v) and abs(v) <= MAX_NUMBER_PARAMETER
+        if isinstance(v, str):
+            return len(v) <= MAX_TEXT_PARAMETER
+        return True
+    return f"{what} (or a text, a list, true or false)", check
+
+
+#: OpenSpiel parameters whose product, not each alone, sizes the game: Blotto lists every way of
+#: spreading its coins over its fields at load (100 coins on 100 fields does not fit in memory).
+OPENSPIEL_RANGES: dict[str, dict[str, Any]] = {
+    "blotto": {"coins": int_range(1, 30), "fields": int_range(1, 5)},
+}
+
+
+def _names_a_file(name: str) -> bool:
+    """A parameter that names a local file or folder (OpenSpiel's ``filename``, TextArena's ``data_path``):
+    like ``model_file``, a path is the person's to give (in the registration), never a setting a replay or
+    a config may set."""
+    low = name.lower()
+    return low in ("filename", "jury_class") or low.endswith(("_file", "_path", "_root", "filename"))
 
 
 def _keywords(fn: Any) -> set[str] | None:
@@ -224,9 +433,52 @@ def game_settings(game_id: str) -> frozenset[str] | None:
     return out
 
 
+_rules_cache: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+
+def setting_rules(game_id: str) -> dict[str, Any]:
+    """The range of each setting of `game_id` (a `SettingRule`, or a mapping of them for a mapping
+    setting): `COMMON_RULES`, then what the entry point declares (a ``game_setting_ranges`` attribute: a
+    mapping of setting name -> rule, or a function of the spec's kwargs giving one; OpenSpiel's and
+    TextArena's are worked out from their parameters' names and defaults, `parameter_rule`). A setting
+    with no rule is still plain data of bounded size, and a number must be finite."""
+    spec = _spec(game_id)
+    hit = _rules_cache.get(game_id)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    ep = spec.entry_point
+    creator = load_env_creator(ep) if isinstance(ep, str) else ep
+    declared = getattr(creator, "game_setting_ranges", None)
+    if callable(declared):
+        declared = declared(dict(spec.kwargs))
+    rules = {**COMMON_RULES, **dict(declared or {})}
+    _rules_cache[game_id] = (spec, rules)
+    return rules
+
+
+def _out_of_range(rule: Any, value: Any, path: str) -> tuple[str, Any, str] | None:
+    """(the setting's name, its value, what it must be) where `value` is outside `rule`; else None."""
+    if isinstance(rule, dict):
+        if not isinstance(value, dict):
+            return path, value, "a mapping of parameters"
+        for k, v in value.items():
+            why = _out_of_range(rule.get(k), v, f"{path}.{k}")
+            if why:
+                return why
+        return None
+    if rule is None:
+        if isinstance(value, float) and not math.isfinite(value):
+            return path, value, "a finite number"
+        return None
+    what, ok = rule
+    return None if ok(value) else (path, value, what)
+
+
 def check_settings(game_id: str, kwargs: dict | None) -> None:
-    """Nothing if every key of `kwargs` is a setting `game_id` declares and every value is plain JSON
-    data of bounded size; else `NotASetting` naming the first key that is not (see `game_settings`)."""
+    """Nothing if every key of `kwargs` is a setting `game_id` declares, every value is plain JSON data
+    of bounded size and within the setting's range (`setting_rules`); else `NotASetting` naming the first
+    key that is not (see `game_settings`), or `SettingOutOfRange` naming the setting, its value (shown
+    bounded) and its range. Nothing of the game is built before this check."""
     if not kwargs:
         return
     allowed = game_settings(game_id)
@@ -239,6 +491,13 @@ def check_settings(game_id: str, kwargs: dict | None) -> None:
         why = _not_data(value)
         if why:
             raise NotASetting(key, game_id, f"{game_id}: the value of setting {key!r} {why}", f"its value {why}")
+    rules = setting_rules(game_id)
+    for key, value in kwargs.items():
+        bad = _out_of_range(rules.get(key), value, key)
+        if bad:
+            name, v, what = bad
+            detail = f"{name} must be {what}, got {shown(v, 60)}"
+            raise SettingOutOfRange(key, game_id, f"{game_id}: {detail}", detail)
 
 
 def _not_data(value: Any, depth: int = 0, budget: list | None = None) -> str | None:

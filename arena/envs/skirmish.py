@@ -13,7 +13,9 @@ Settings (each checked; a bad value is a one-line ``ValueError`` saying what to 
     ``red``, ``blue``: each side's units as counts and letters (``"2s3z"``: m marine, r marauder,
     s stalker, z zealot; 1 to `MAX_UNITS` units); ``width``, ``height``: the map in game units
     (`MIN_SIZE`..`MAX_SIZE`; the width also fits the spawn gap); ``max_steps``: the episode length
-    (1..`MAX_STEPS`).
+    (1..`MAX_STEPS`). The same ranges are declared to the registry (``skirmish_env.game_setting_ranges``),
+    which checks a replay header's, a config's or ``-k``'s values before anything is built; a side's
+    unit count is read from its text (``"300000000m"`` is refused without making a unit).
 Players
     Two, ``red`` and ``blue``, zero-sum, moving at once (`SIMULTANEOUS`, `apply_joint`).
 Time
@@ -108,6 +110,7 @@ from gymnasium import spaces
 from arena.envs.actions import ActionModel, Part
 from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore, int_setting
 from arena.envs.parallel import GameParallelEnv
+from arena.errors import shown
 
 STEP_SECONDS = 0.5
 SUBSTEPS = 4
@@ -166,22 +169,43 @@ SCALARS = 4
 SCENARIOS = {"3m": ("3m", "3m", 60), "5m_vs_6m": ("5m", "6m", 70), "2s3z": ("2s3z", "2s3z", 120)}
 
 _COMPOSITION = re.compile(r"^(\d+[mrsz])+$")
+#: The longest composition text read (``"16m"``, ``"2m2r2s2z"``: a few characters; one of a side's
+#: at most `MAX_UNITS` units per letter needs no more than 2 digits).
+MAX_COMPOSITION_CHARS = 32
+UNITS_WHAT = (f"1 to {MAX_UNITS} units as counts and letters, each letter once (m marine, r marauder, s stalker, "
+              "z zealot), e.g. 2s3z")
+
+
+def count_units(text: Any) -> int | None:
+    """How many units the composition `text` names, or None where it is not one (not a text, too long,
+    malformed, a letter twice); reads the counts without making a unit, so ``"300000000m"`` costs
+    nothing (`parse_units` and the registry's range check use it before anything is built)."""
+    if not isinstance(text, str) or len(text) > MAX_COMPOSITION_CHARS or not _COMPOSITION.match(text):
+        return None
+    pairs = re.findall(r"(\d+)([mrsz])", text)
+    if len({letter for _, letter in pairs}) != len(pairs):
+        return None
+    return sum(int(count) for count, _ in pairs)  # at most 32 characters: small numbers
 
 
 def parse_units(name: str, text: Any) -> list[int]:
-    """A side's units as type indices, in the order written (``"2s3z"`` -> stalker, stalker, zealot x 3)."""
+    """A side's units as type indices, in the order written (``"2s3z"`` -> stalker, stalker, zealot x 3).
+    The count is checked (1 to `MAX_UNITS`) before any unit is made."""
     hint = f"{name}: give counts and letters, e.g. {name}=2s3z (m marine, r marauder, s stalker, z zealot)"
-    if not isinstance(text, str) or not _COMPOSITION.match(text):
-        raise ValueError(f"{hint}; got {text!r}")
-    out: list[int] = []
+    if not isinstance(text, str) or len(text) > MAX_COMPOSITION_CHARS or not _COMPOSITION.match(text):
+        raise ValueError(f"{hint}; got {shown(text, 60)}")
+    pairs = re.findall(r"(\d+)([mrsz])", text)
     seen = set()
-    for count, letter in re.findall(r"(\d+)([mrsz])", text):
+    for _count, letter in pairs:
         if letter in seen:
             raise ValueError(f"{hint}; {letter!r} appears twice in {text!r}")
         seen.add(letter)
+    total = count_units(text)
+    if not 1 <= total <= MAX_UNITS:
+        raise ValueError(f"{name}: a side has 1 to {MAX_UNITS} units, {text!r} has {total}")
+    out: list[int] = []
+    for count, letter in pairs:
         out += [TYPE_INDEX[letter]] * int(count)
-    if not 1 <= len(out) <= MAX_UNITS:
-        raise ValueError(f"{name}: a side has 1 to {MAX_UNITS} units, {text!r} has {len(out)}")
     return out
 
 
@@ -708,3 +732,22 @@ def skirmish_env(game_id: str = "arena/Skirmish-3m-v0", red: str = "3m", blue: s
 #: What a user, a config or a replay may set (`arena.envs.registry.game_settings`); the scenario's id
 #: is the registration's.
 skirmish_env.game_settings = ("red", "blue", "width", "height", "max_steps", "invalid_move_limit")
+
+
+def _side_in_range(text: Any) -> bool:
+    n = count_units(text)
+    return n is not None and 1 <= n <= MAX_UNITS
+
+
+def _whole(lo: int, hi: int) -> tuple[str, Any]:
+    return (f"a whole number in [{lo}, {hi}]",
+            lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lo <= v <= hi)
+
+
+#: Each setting's range (`arena.envs.registry.setting_rules`), checked before anything is built: a side
+#: of at most `MAX_UNITS` units (the scenarios field 3 to 6; the simulation's pairwise arrays grow with
+#: the square of the units), a map of `MIN_SIZE`..`MAX_SIZE` game units, at most `MAX_STEPS` steps.
+skirmish_env.game_setting_ranges = {
+    "red": (UNITS_WHAT, _side_in_range), "blue": (UNITS_WHAT, _side_in_range),
+    "width": _whole(MIN_SIZE, MAX_SIZE), "height": _whole(MIN_SIZE // 2, MAX_SIZE), "max_steps": _whole(1, MAX_STEPS),
+}

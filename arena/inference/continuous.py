@@ -71,7 +71,9 @@ def _bounds(low: Bound, high: Bound, action_dim: int) -> tuple[Tensor, Tensor]:
     """``low`` and ``high`` as float32 tensors of shape ``[action_dim]`` (scalars broadcast)."""
     out = []
     for name, v in (("low", low), ("high", high)):
-        t = torch.as_tensor(np.asarray(v.detach().cpu() if isinstance(v, Tensor) else v, dtype=np.float32))
+        # on the CPU whatever the default device (a checkpoint's size check builds the net on "meta")
+        t = torch.as_tensor(np.asarray(v.detach().cpu() if isinstance(v, Tensor) else v, dtype=np.float32),
+                            device="cpu")
         if t.dim() == 0:
             t = t.expand(action_dim)
         if t.shape != (action_dim,):

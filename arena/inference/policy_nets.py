@@ -421,25 +421,207 @@ def policy_file(path: str | Path) -> Path:
     return p
 
 
+#: Bounds of a checkpoint (`load_policy`): a policy file comes from a run folder, a league or another
+#: person, and its recorded sizes say how much memory building its network takes (a 370 KB file
+#: declaring hidden layers of 30,000 units asks for gigabytes). The largest networks this project
+#: trains have under 1M parameters (Connect Four's conv net, 64 channels, 2 blocks, hidden [256]: about
+#: 0.8M; the SC2 and skirmish structured nets less); 50M is far above them and 200 MB of float32.
+MAX_POLICY_PARAMS = 50_000_000
+#: The file, and what its zip archive holds once unpacked (50M float64 parameters and the pickle).
+MAX_CHECKPOINT_BYTES = 512 * 2 ** 20
+#: Structural bounds read before the parameter count is worked out: hidden layers, units of a layer,
+#: residual blocks and transformer layers, attention heads, a tensor's elements (observation, inputs,
+#: actions), observation inputs and action parts.
+MAX_HIDDEN_LAYERS, MAX_WIDTH, MAX_BLOCKS, MAX_HEADS = 32, 65_536, 64, 256
+MAX_ELEMENTS, MAX_INPUTS, MAX_PARTS = 2 ** 24, 64, 64
+
+
+def _whole(v: Any, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _elements(shape: Any, what: str, f: Path) -> int:
+    """The element count of a recorded shape, or a one-line refusal."""
+    from arena.errors import shown
+
+    if not isinstance(shape, (list, tuple)) or len(shape) > 8 or not all(_whole(x, 0, MAX_ELEMENTS) for x in shape):
+        raise AgentSpecError(f"{f}: refused: {what} {shown(shape, 80)} is not a shape (at most 8 sizes, each at most "
+                             f"{MAX_ELEMENTS:,})")
+    n = math.prod(shape)
+    if n > MAX_ELEMENTS:
+        raise AgentSpecError(f"{f}: refused: {what} {shown(shape, 80)} has {n:,} elements (at most {MAX_ELEMENTS:,})")
+    return n
+
+
+def _check_recorded_sizes(blob: dict, f: Path) -> None:
+    """The sizes a checkpoint records (its spec's shapes and its architecture's sizes), each within the
+    bounds above, before anything is built from them; a one-line `AgentSpecError` for the first that is
+    not."""
+    from arena.errors import shown
+
+    spec, sizes = blob.get("spec"), blob.get("sizes")
+    if not isinstance(spec, dict) or not isinstance(sizes, dict) or not isinstance(blob.get("arch"), str) \
+            or not isinstance(blob.get("state_dict"), dict):
+        raise AgentSpecError(f"{f} is not a policy checkpoint (its spec, arch, sizes or state_dict is missing)")
+    unknown = [k for k in sizes if k not in DEFAULT_SIZES]
+    if unknown:
+        raise AgentSpecError(f"{f}: refused: unknown policy size {shown(unknown[0], 60)} "
+                             f"(known: {', '.join(DEFAULT_SIZES)})")
+
+    def bad(name: str, value: Any, what: str) -> AgentSpecError:
+        return AgentSpecError(f"{f}: refused: recorded size {name} = {shown(value, 80)}, expected {what}")
+
+    hidden = sizes.get("hidden", DEFAULT_SIZES["hidden"])
+    if not isinstance(hidden, (list, tuple)) or not 1 <= len(hidden) <= MAX_HIDDEN_LAYERS \
+            or not all(_whole(h, 1, MAX_WIDTH) for h in hidden):
+        raise bad("hidden", hidden, f"1 to {MAX_HIDDEN_LAYERS} layers of 1 to {MAX_WIDTH:,} units")
+    for name, lo, hi in (("channels", 1, MAX_WIDTH), ("d_model", 1, MAX_WIDTH), ("value_hidden", 1, MAX_WIDTH),
+                         ("blocks", 0, MAX_BLOCKS), ("layers", 0, MAX_BLOCKS), ("heads", 1, MAX_HEADS)):
+        v = sizes.get(name, DEFAULT_SIZES[name])
+        if not _whole(v, lo, hi):
+            raise bad(name, v, f"a whole number in [{lo}, {hi:,}]")
+    if sizes.get("continuous", "gaussian") not in ("gaussian", "beta"):
+        raise bad("continuous", sizes.get("continuous"), "gaussian or beta")
+    log_std = sizes.get("init_log_std", -0.5)
+    if isinstance(log_std, bool) or not isinstance(log_std, (int, float)) or not math.isfinite(log_std):
+        raise bad("init_log_std", log_std, "a finite number")
+    if not isinstance(sizes.get("obs_norm", False), bool):
+        raise bad("obs_norm", sizes.get("obs_norm"), "true or false")
+
+    _elements(spec.get("obs_shape") or (), "its observation shape", f)
+    act = _elements(spec.get("action_shape") or (), "its action shape", f)
+    for k in ("low", "high"):
+        v = spec.get(k) or ()
+        if not isinstance(v, (list, tuple)) or len(v) > max(act, 1):
+            n = len(v) if isinstance(v, (list, tuple)) else "?"
+            raise AgentSpecError(f"{f}: refused: its action box's {k} has {n} components for an action of {act}")
+    for k, hi in (("n_actions", MAX_ELEMENTS), ("privileged_dim", MAX_ELEMENTS), ("players", 64)):
+        v = spec.get(k, 0)
+        if not _whole(v, 0, hi):
+            raise AgentSpecError(f"{f}: refused: its {k} {shown(v, 80)} is not a whole number in [0, {hi:,}]")
+    inputs = spec.get("inputs") or ()
+    if not isinstance(inputs, (list, tuple)) or len(inputs) > MAX_INPUTS:
+        raise AgentSpecError(f"{f}: refused: its observation has more than {MAX_INPUTS} inputs")
+    for item in inputs:
+        if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], str):
+            raise AgentSpecError(f"{f}: refused: its inputs are not (key, shape) pairs")
+        _elements(item[1], f"its input {shown(item[0], 40)}'s shape", f)
+    action = spec.get("action")
+    if action is not None:
+        parts = action.get("parts") if isinstance(action, dict) else None
+        uses = action.get("uses") if isinstance(action, dict) else None
+        if not isinstance(parts, (list, tuple)) or not 1 <= len(parts) <= MAX_PARTS \
+                or (uses is not None and (not isinstance(uses, (list, tuple)) or len(uses) > 4096)):
+            raise AgentSpecError(f"{f}: refused: its action model is not 1 to {MAX_PARTS} parts")
+        for part in parts:
+            if not isinstance(part, dict) or not _whole(part.get("n", 0), 0, MAX_ELEMENTS):
+                raise AgentSpecError(f"{f}: refused: an action part of more than {MAX_ELEMENTS:,} choices")
+            n = _elements(part.get("shape") or (), "an action part's shape", f)
+            for k in ("low", "high", "labels"):
+                v = part.get(k) or ()
+                if not isinstance(v, (list, tuple)) or len(v) > max(n, part.get("n", 0), 1):
+                    raise AgentSpecError(f"{f}: refused: an action part's {k} is longer than the part")
+
+
+def _parameter_count_and_shapes(spec: PolicySpec, arch: str, sizes: dict) -> tuple[int, dict[str, tuple]]:
+    """(parameters and buffers, each state-dict entry's shape) of the network `build_policy` would make,
+    worked out on torch's meta device: no memory is allocated for them."""
+    torch = _torch()
+    with torch.device("meta"):
+        net = build_policy(spec, arch, **sizes)
+    shapes = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    count = sum(p.numel() for p in net.parameters()) + sum(b.numel() for b in net.buffers())
+    return int(count), shapes
+
+
+def _check_archive(f: Path) -> None:
+    """The file and, for the zip archive `torch.save` writes, what it unpacks to, within
+    `MAX_CHECKPOINT_BYTES` (an entry may be compressed: the archive's own sizes are read, not trusted
+    to the file's)."""
+    import zipfile
+
+    size = f.stat().st_size
+    if size > MAX_CHECKPOINT_BYTES:
+        raise AgentSpecError(f"{f}: refused: the file is {size:,} bytes (a policy checkpoint is at most "
+                             f"{MAX_CHECKPOINT_BYTES:,})")
+    if zipfile.is_zipfile(f):
+        try:
+            with zipfile.ZipFile(f) as z:
+                infos = z.infolist()
+        except (zipfile.BadZipFile, OSError, ValueError) as e:
+            raise AgentSpecError(f"{f} is not a readable policy checkpoint (BadZipFile: {e})") from None
+        total = sum(i.file_size for i in infos)
+        if total > MAX_CHECKPOINT_BYTES or len(infos) > 100_000:
+            raise AgentSpecError(f"{f}: refused: the checkpoint unpacks to {total:,} bytes in {len(infos):,} records "
+                                 f"(at most {MAX_CHECKPOINT_BYTES:,})")
+
+
 def load_policy(path: str | Path, expect: PolicySpec | None = None):
     """(net in eval mode, `PolicyMeta`) of a checkpoint. A missing checkpoint, another format, or one
-    trained for other spaces than `expect` is an `AgentSpecError` naming the path and what was expected."""
+    trained for other spaces than `expect` is an `AgentSpecError` naming the path and what was expected.
+
+    A checkpoint is data from anywhere: it is read with ``weights_only=True`` (tensors and plain data,
+    never a pickled object), its file and unpacked size are bounded (`MAX_CHECKPOINT_BYTES`), the sizes
+    it records are checked (`_check_recorded_sizes`) and the parameter count of the network they
+    describe worked out without allocating it (`MAX_POLICY_PARAMS`) before the network is built, and
+    every tensor of its state dict must have the shape that network gives it: each refusal one line."""
     torch = _torch()
     f = policy_file(path)
     if not f.exists():
         hint = " (a run folder? use its best or latest checkpoint, e.g. runs/c4/best)" \
             if Path(path).is_dir() and ((Path(path) / "best").exists() or (Path(path) / "latest").exists()) else ""
         raise AgentSpecError(f"no policy checkpoint at {path}: expected a folder with {FILE}{hint}")
+    _check_archive(f)
     try:
         blob = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise AgentSpecError(f"{f} is not a readable policy checkpoint ({type(e).__name__}: {e})") from None
+        msg = " ".join(str(e).split())
+        raise AgentSpecError(f"{f} is not a readable policy checkpoint ({type(e).__name__}: {msg[:300]})") from None
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise AgentSpecError(f"{f} is not a policy checkpoint (format {blob.get('format') if isinstance(blob, dict) else type(blob).__name__!r})")
-    spec = PolicySpec.from_dict(blob["spec"])
+        from arena.errors import shown
+
+        raise AgentSpecError(f"{f} is not a policy checkpoint (format "
+                             f"{shown(blob.get('format'), 60) if isinstance(blob, dict) else type(blob).__name__!r})")
+    _check_recorded_sizes(blob, f)
+    try:
+        spec = PolicySpec.from_dict(blob["spec"])
+    except (TypeError, ValueError, KeyError) as e:
+        raise AgentSpecError(f"{f}: refused: its spec is not a policy spec "
+                             f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     if expect is not None and (spec.game_id != expect.game_id or not spec.same_interface(expect)):
         raise AgentSpecError(f"policy {path} was trained for {spec.describe()}; this game is {expect.describe()}")
-    net = build_policy(spec, blob["arch"], **blob["sizes"])
-    net.load_state_dict(blob["state_dict"])
+    arch, sizes = blob["arch"], blob["sizes"]
+    try:
+        count, shapes = _parameter_count_and_shapes(spec, arch, sizes)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise AgentSpecError(f"{f}: refused: its sizes do not make a network ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())[:200]})") from None
+    if count > MAX_POLICY_PARAMS:
+        raise AgentSpecError(f"{f}: refused: its recorded sizes make a network of {count:,} parameters (at most "
+                             f"{MAX_POLICY_PARAMS:,}); arch {arch}, sizes {_sizes_text(sizes)}")
+    state = blob["state_dict"]
+    for k, shape in shapes.items():
+        t = state.get(k)
+        if not isinstance(t, torch.Tensor):
+            raise AgentSpecError(f"{f}: refused: its state dict has no tensor {k!r} (the network its sizes "
+                                 "describe has one)")
+        if tuple(t.shape) != shape:
+            raise AgentSpecError(f"{f}: refused: tensor {k!r} has shape {tuple(t.shape)}, but its recorded sizes give "
+                                 f"{shape}")
+    extra = [k for k in state if k not in shapes]
+    if extra:
+        from arena.errors import shown
+
+        raise AgentSpecError(f"{f}: refused: its state dict has {len(extra)} tensor(s) the network has not, e.g. "
+                             f"{shown(extra[0], 80)}")
+    net = build_policy(spec, arch, **sizes)
+    net.load_state_dict(state)
     net.eval()
-    return net, PolicyMeta(spec, blob["arch"], blob["sizes"], blob.get("info", {}))
+    return net, PolicyMeta(spec, arch, sizes, blob.get("info", {}))
+
+
+def _sizes_text(sizes: dict) -> str:
+    from arena.errors import shown
+
+    return shown({k: v for k, v in sizes.items() if k in ("hidden", "channels", "blocks", "d_model", "layers", "heads",
+                                                             "value_hidden")}, 120)

@@ -204,8 +204,11 @@ class LeagueConfig:
                 check_spec(p.agent)
             except AgentSpecError as e:
                 raise ValueError(f"player {shown(p.name)}: {e}") from None
-        if self.workers < 1 or self.in_flight < 1 or self.matches < 0:
-            raise ValueError("workers and in_flight must be >= 1 and matches >= 0")
+        from arena.workers import MAX_RAY_WORKERS, MAX_WORKERS, check_workers
+
+        check_workers(self.workers, "workers", MAX_RAY_WORKERS if self.backend == "ray" else MAX_WORKERS)
+        if self.in_flight < 1 or self.matches < 0:
+            raise ValueError("in_flight must be >= 1 and matches >= 0")
         if self.seeds < 1:
             raise ValueError(f"seeds: must be >= 1 (episodes per player in a round of a one-player game), got {self.seeds}")
         if not isinstance(self.seat_balance, bool):

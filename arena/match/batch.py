@@ -59,6 +59,9 @@ def play_matches(
     `only` plays just those of the `n` matches (by index, each with the seed and seats it has among
     all `n`): a run stopped part-way plays the rest.
     """
+    from arena.workers import check_workers
+
+    check_workers(workers, "workers")  # before the game is made or a process started
     policy = policy or InvalidMovePolicy()
     core = make_core(game, **(game_kwargs or {}))
     check_agent_count(core, len(specs))

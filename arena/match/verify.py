@@ -78,7 +78,7 @@ def replay_game_kwargs(replay: Replay) -> dict[str, Any]:
     passed on, so nothing a replay names is imported), and for a malformed header. Every reader of
     a header takes its game kwargs from here: show, verify, --render, the web replay page,
     imitation from replays."""
-    from arena.envs.registry import check_settings, is_registered
+    from arena.envs.registry import SettingOutOfRange, check_settings, is_registered
     from arena.errors import NotASetting
 
     h = replay.header
@@ -106,8 +106,8 @@ def replay_game_kwargs(replay: Replay) -> dict[str, Any]:
             check_settings(gid, kwargs)
         except NotASetting as e:
             key = e.key if isinstance(e.key, str) and len(e.key) <= 60 else _clip(e.key, 60)
-            raise ReplayRefused(f"replay {mid}: header field game_kwargs.{key} is not a game setting of {gid} "
-                              f"({e.detail})") from None
+            what = "is out of range for" if isinstance(e, SettingOutOfRange) else "is not a game setting of"
+            raise ReplayRefused(f"replay {mid}: header field game_kwargs.{key} {what} {gid} ({e.detail})") from None
     return dict(kwargs)
 
 

@@ -81,7 +81,7 @@ CASES = [
     (["train", "{yaml:trainer: spiral\nlearner: {lr: fast}}", "--dir", "{tmp}/t4"], "learner.lr: expected a number"),
     (["train", "{yaml:trainer: spiral\nlr: 1.0e-4}", "--dir", "{tmp}/t6"], "lr: this key moved to learner.lr"),
     (["replay", "show", "{tmp}/nope.jsonl"], "nope.jsonl"),
-    (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "frame_skip=0"], "frame_skip must be >= 1"),
+    (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "frame_skip=0"], "arena/Prosthetics-v0: frame_skip must be a whole number in [1, 100], got 0"),
     (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "bogus=1"], "arena/Prosthetics-v0 has no setting 'bogus' (its settings: frame_skip, integrator_accuracy, "),
     (["play", "arena/Prosthetics-v0", "-p", "random", "-k", "frame_skip"], "expected KEY=VALUE"),
     (["play", "arena/Prosthetics-v0", "-p", "random", "--render", "{tmp}/x.avi"], "must end in .gif or .mp4"),

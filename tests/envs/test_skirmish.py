@@ -261,9 +261,9 @@ def test_the_bots_rise_in_strength():
 @pytest.mark.parametrize("kwargs, words", [
     ({"max_steps": 0}, "max_steps must be a whole number in [1, 1000]"),
     ({"max_steps": 2.5}, "max_steps must be a whole number"),
-    ({"red": "3x"}, "red: give counts and letters, e.g. red=2s3z"),
-    ({"blue": "20m"}, "blue: a side has 1 to 16 units"),
-    ({"blue": "2m3m"}, "'m' appears twice"),
+    ({"red": "3x"}, "red must be 1 to 16 units as counts and letters, each letter once"),
+    ({"blue": "20m"}, "blue must be 1 to 16 units"),
+    ({"blue": "2m3m"}, "each letter once (m marine, r marauder, s stalker, z zealot), e.g. 2s3z, got '2m3m'"),
     ({"width": 10}, "width must be a whole number in [24, 128]"),
     ({"height": 11}, "height must be a whole number in [12, 128]"),
 ])

@@ -34,6 +34,10 @@ class ParallelConfig:
         if self.mode != "none" and self.world_size < 2:
             raise ValueError(f"world_size must be >= 2 with mode {self.mode}, got {self.world_size} "
                              "(mode: none trains on one process)")
+        if self.mode != "none":  # a process each
+            from arena.workers import check_workers
+
+            check_workers(self.world_size, "world_size", least=2)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         if self.microbatches < 1 or self.threads < 1 or self.timeout_s <= 0:

@@ -87,8 +87,11 @@ class ImitationConfig:
             raise ValueError(f"il.val_fraction must be in (0, 1), got {self.val_fraction}")
         if self.epochs < 1 or self.batch_size < 1 or self.patience < 1:
             raise ValueError("il.epochs, il.batch_size and il.patience must be >= 1")
-        if self.matches < 0 or self.workers < 1:
-            raise ValueError("il.matches must be >= 0 and il.workers >= 1")
+        from arena.workers import check_workers
+
+        check_workers(self.workers, "il.workers")
+        if self.matches < 0:
+            raise ValueError("il.matches must be >= 0")
 
 
 @dataclass
@@ -211,8 +214,9 @@ class SCCConfig(TrainerConfig):
             raise ValueError("iterations >= 0 and games_per_iter >= 1 are required")
         if not 0.0 <= self.fixed_share <= 1.0:
             raise ValueError(f"fixed_share must be in [0, 1], got {self.fixed_share}")
-        if self.actors < 0:
-            raise ValueError(f"actors must be >= 0, got {self.actors}")
+        from arena.workers import MAX_RAY_WORKERS, MAX_WORKERS, check_workers
+
+        check_workers(self.actors, "actors", MAX_RAY_WORKERS if self.actors_backend == "ray" else MAX_WORKERS, least=0)
         if self.shaping < 0:
             raise ValueError(f"shaping must be >= 0, got {self.shaping}")
         if not self.opponents:

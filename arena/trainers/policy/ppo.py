@@ -119,6 +119,10 @@ class PPOConfig(TrainerConfig):
     def __post_init__(self):
         if self.envs < 1 or self.steps_per_env < 1 or self.iterations < 0:
             raise ValueError("envs >= 1, steps_per_env >= 1 and iterations >= 0 are required")
+        if self.processes:  # each env is a worker process
+            from arena.workers import check_workers
+
+            check_workers(self.envs, "envs (with processes: true, one process each)")
 
     def lr_at(self, iteration: int) -> float:
         from arena.trainers.common.schedules import lr_at
