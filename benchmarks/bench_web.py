@@ -9,8 +9,17 @@ The server (`arena serve`) runs in a child process; the clients are threads of t
 with its own keep-alive connection on loopback. Per endpoint: median and p99 latency and the
 requests a second over all clients.
 
+With ``--writer``: the leaderboard while a league writes. The league is copied (or built) into a
+temporary folder, served, and `arena league run` writes to that same folder in a third process
+(loopback only, and for ``--seconds`` a phase): the clients load the leaderboard page (``/``, then
+``/api/players``) for ``--seconds`` without the writer, then for ``--seconds`` with it. ``--code
+DIR`` runs the server from another checkout's ``arena`` package (e.g. ``git archive COMMIT arena |
+tar -x -C DIR``, the code before a change), so one command measures before and after on the same
+league and machine.
+
 Run:  .venv/bin/python benchmarks/bench_web.py --league DIR      # e.g. a league bench_scale.py --dir DIR kept
       .venv/bin/python benchmarks/bench_web.py --players 50 --matches 2000   # builds a small league first
+      .venv/bin/python benchmarks/bench_web.py --writer --seconds 20 [--code /tmp/before]
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from _common import markdown_table, versions as _versions  # noqa: E402
 import argparse  # noqa: E402
 import http.client  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
 import socket  # noqa: E402
 import sqlite3  # noqa: E402
 import statistics  # noqa: E402
@@ -44,7 +55,9 @@ def build_league(d: Path, players: int, matches: int) -> None:
     cfg = LeagueConfig(games=[GameEntry("openspiel/tic_tac_toe-v0")], name="bench-web", matches=matches,
                        players=[PlayerEntry(f"p{i:04d}", "random" if i % 2 else "first") for i in range(players)],
                        pairing="uniform", in_flight=64, record="actions")
-    League(cfg, d, backend="inline").run()
+    league = League(cfg, d, backend="inline")
+    league.run()
+    league.close()  # its writer lock too: the writer process of --writer takes it next
 
 
 def free_port() -> int:
@@ -109,6 +122,148 @@ def hammer(port: int, path: str, clients: int, requests: int) -> tuple[list[floa
     return lat, time.perf_counter() - t0, errors[0]
 
 
+def hammer_for(port: int, paths: list[str], clients: int, seconds: float) -> tuple[dict, dict, float]:
+    """`clients` threads each GET `paths` in turn (a page load) until `seconds` have passed:
+    (latencies in s per path, errors per path, wall time)."""
+    lat: dict[str, list[float]] = {p: [] for p in paths}
+    errors = {p: 0 for p in paths}
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+    deadline = [0.0]
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        mine: dict[str, list[float]] = {p: [] for p in paths}
+        bad = {p: 0 for p in paths}
+        start.wait()
+        while time.perf_counter() < deadline[0]:
+            for path in paths:
+                t0 = time.perf_counter()
+                try:
+                    conn.request("GET", path)
+                    r = conn.getresponse()
+                    r.read()
+                    ok = r.status == 200
+                except OSError:
+                    ok = False
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                mine[path].append(time.perf_counter() - t0)
+                bad[path] += not ok
+        with lock:
+            for p in paths:
+                lat[p].extend(mine[p])
+                errors[p] += bad[p]
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    deadline[0] = time.perf_counter() + seconds
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return lat, errors, time.perf_counter() - t0
+
+
+def results_in(d: Path) -> int:
+    db = sqlite3.connect(f"file:{d / 'league.db'}?mode=ro", uri=True, timeout=60)
+    try:
+        return db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    finally:
+        db.close()
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait: float = 30.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(wait)
+
+
+def writer_main(args) -> None:
+    """The leaderboard page under `args.clients` clients, without and then with a league writing."""
+    tmp = tempfile.TemporaryDirectory()
+    d = Path(tmp.name) / "league"
+    if args.league is not None:
+        shutil.copytree(args.league, d)  # the writer adds matches: never to the league given
+    else:
+        t0 = time.perf_counter()
+        build_league(d, args.players, args.matches)
+        print(f"built a league of {args.players} players, {args.matches} matches in {time.perf_counter() - t0:.1f}s")
+    db = sqlite3.connect(f"file:{d / 'league.db'}?mode=ro", uri=True)
+    (cfg_json,) = db.execute("SELECT value FROM meta WHERE key='config'").fetchone()
+    n_players = db.execute("SELECT COUNT(*) FROM players").fetchone()[0]
+    db.close()
+    cfg = json.loads(cfg_json)
+    cfg["matches"] = results_in(d) + 10_000_000  # writes until it is stopped
+    cfg["workers"] = args.writer_workers
+    config = Path(tmp.name) / "writer.yaml"
+    config.write_text(json.dumps(cfg))  # JSON is YAML
+    n_results = results_in(d)
+    port = free_port()
+    code = args.code.resolve() if args.code is not None else Path(__file__).resolve().parents[1]
+    env = dict(_os.environ, COLUMNS="200", PYTHONPATH=str(code))
+    server = subprocess.Popen([sys.executable, "-m", "arena.cli", "serve", str(d), "--port", str(port)], env=env,
+                              cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    writer = None
+    paths = ["/", "/api/players"]
+    names = {"/": "leaderboard page (/)", "/api/players": "/api/players"}
+    rows, figures = [], []
+    try:
+        wait_up(port, server)
+        for path in paths:  # warm: the first table computed
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            c.request("GET", path)
+            c.getresponse().read()
+            c.close()
+        for phase in ("no writer", "league writing"):
+            commits = 0
+            if phase == "league writing":
+                writer = subprocess.Popen([sys.executable, "-m", "arena.cli", "league", "run", str(config), "--dir",
+                                           str(d)], env=dict(_os.environ, COLUMNS="200"), stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE, text=True)
+                deadline = time.monotonic() + 120
+                while results_in(d) == n_results:  # it writes before the clients start
+                    if writer.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(f"the league writer did not start: {writer.stderr.read()[-2000:]}")
+                    time.sleep(0.2)
+            before = results_in(d)
+            lat, errors, wall = hammer_for(port, paths, args.clients, args.seconds)
+            commits = results_in(d) - before
+            for path in paths:
+                xs = lat[path]
+                med, tail = statistics.median(xs) * 1e3, p99(xs) * 1e3
+                figures.append({"phase": phase, "endpoint": path, "requests": len(xs), "errors": errors[path],
+                                "median_ms": med, "p99_ms": tail, "max_ms": max(xs) * 1e3, "rps": len(xs) / wall,
+                                "commits_per_s": commits / wall})
+                rows.append([phase, names[path], f"{len(xs)}", f"{errors[path]}", f"{med:.1f}", f"{tail:.1f}",
+                             f"{max(xs) * 1e3:.0f}", f"{len(xs) / wall:.0f}", f"{commits / wall:.0f}",
+                             "yes" if tail < GOAL_P99_MS else "no"])
+    finally:
+        if writer is not None:
+            stop(writer, signal.SIGINT)
+        stop(server)
+        tmp.cleanup()
+    print()
+    print(f"League: {n_players} players, {n_results} results at the start; {args.clients} concurrent clients (threads "
+          f"of a second process, keep-alive, loopback), each loading / then /api/players for {args.seconds:g}s a "
+          f"phase; the writer: `arena league run` with {args.writer_workers} worker(s) on the same folder; server "
+          f"code: {code}.")
+    print()
+    print(markdown_table(["phase", "endpoint", "requests", "errors", "median (ms)", "p99 (ms)", "max (ms)", "req/s",
+                          "commits/s", f"p99 < {GOAL_P99_MS:.0f} ms"], rows, {2, 3, 4, 5, 6, 7, 8}))
+    print()
+    print(_versions(("fastapi", "uvicorn", "starlette")))
+    if args.json:
+        args.json.write_text(json.dumps({"players": n_players, "results": n_results, "clients": args.clients,
+                                         "seconds": args.seconds, "code": str(code), "figures": figures}, indent=2))
+
+
 def p99(xs: list[float]) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(round(0.99 * (len(s) - 1))))]
@@ -122,7 +277,14 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--requests", type=int, default=2000, help="requests per endpoint")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--writer", action="store_true", help="the leaderboard page without, then with, a league writing "
+                    "to the same folder (`arena league run` in a third process)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="with --writer: seconds of each phase")
+    ap.add_argument("--writer-workers", type=int, default=1, help="with --writer: the writer's worker processes")
+    ap.add_argument("--code", type=Path, help="with --writer: run the server from this folder's arena package")
     args = ap.parse_args()
+    if args.writer:
+        return writer_main(args)
     tmp = None
     d = args.league
     if d is None:

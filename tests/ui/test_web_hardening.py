@@ -1,6 +1,7 @@
 """The web server against strangers: bounded database connections, slow clients, the play cap and
 rate limit, range-checked queries, a league database deleted under the server, the Host check, the
-token from a file or the environment, the offline /docs, and web matches of a killed server."""
+token from a file or the environment, the offline /docs, web matches of a killed server, request
+heads over 16 KiB, and a start while `league run --serve` is still making the league."""
 
 from __future__ import annotations
 
@@ -410,3 +411,140 @@ def test_a_web_match_is_claimed_in_the_transaction_that_schedules_it(league, mon
     with start_in_background(league, port=0, play=play) as srv:
         status, _ = request(srv.url + "/api/play", {**START, "name": "claimed"})
     assert status == 200 and len(notes) == 1 and notes[0].startswith(WEB_NOTE), notes
+
+
+# -- 8. request heads over 16 KiB -----------------------------------------------------------------
+def raw_exchange(port: int, head: bytes, piece: int | None = None) -> tuple[int | None, dict, bytes]:
+    """Send `head` on a socket (at once, or `piece` bytes at a time) and read the answer: (status,
+    headers, body); status None when the connection was closed without one."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        for i in range(0, len(head), piece or len(head)):
+            s.sendall(head[i:i + (piece or len(head))])
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                return None, {}, data
+            data += chunk
+        top, _, body = data.partition(b"\r\n\r\n")
+        lines = top.decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+        while len(body) < int(headers.get("content-length", 0)):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return int(lines[0].split()[1]), headers, body
+    finally:
+        s.close()
+
+
+def head_of(size: int) -> bytes:
+    """A GET whose head (request line and headers) is `size` bytes, most of it one cookie."""
+    start = b"GET /api/league HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: a="
+    return start + b"x" * (size - len(start) - 4) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+def test_request_heads_over_16_kib_are_413(league, monkeypatch, http):
+    """docs/security.md promises 413 for request headers over 16 KiB: a 70 KB head sent at once (h11
+    parsed and answered it: it measures only what it holds incomplete) or a piece at a time is refused
+    with one JSON line and the connection closed; a 15 KiB head is answered."""
+    if http == "httptools":
+        pytest.importorskip("httptools")
+    else:
+        monkeypatch.setitem(sys.modules, "httptools", None)  # uvicorn's h11 protocol, as without httptools
+    with start_in_background(league, port=0) as srv:
+        assert any(c.__module__.endswith(f"{http}_impl") for c in srv.server.config.http.__mro__)
+        assert len(head_of(70_000)) == 70_000
+        # at once; a piece at a time; 17 KiB of a head that has not ended, a piece at a time (the server
+        # answers when it holds more than 16 KiB: the client sends no more than that, so no reset can
+        # overtake the answer)
+        for head, piece in ((head_of(70_000), None), (head_of(17 * 1024), 1024), (head_of(17 * 1024)[:-4], 1024)):
+            status, headers, body = raw_exchange(srv.port, head, piece)
+            assert status == 413, (len(head), piece, status, body[:200])
+            assert headers["content-type"] == "application/json" and headers.get("connection") == "close"
+            error = json.loads(body)["error"]
+            assert error.startswith("request headers over 16384 bytes") and "\n" not in error
+        status, headers, body = raw_exchange(srv.port, head_of(15 * 1024))
+        assert status == 200 and json.loads(body)["name"]
+        status, headers, body = raw_exchange(srv.port, head_of(15 * 1024), 1024)
+        assert status == 200 and json.loads(body)["name"]
+
+
+# -- 9. the league being made under `league run --serve` ----------------------------------------------
+def request_headers(url: str, payload=None) -> tuple[int, dict, object]:
+    req = urllib.request.Request(url, data=None if payload is None else json.dumps(payload).encode(),
+                                 method="GET" if payload is None else "POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            body, headers, status = r.read(), r.headers, r.status
+    except urllib.error.HTTPError as e:
+        body, headers, status = e.read(), e.headers, e.code
+    return status, headers, json.loads(body) if headers.get_content_type() == "application/json" else body
+
+
+def test_play_while_the_league_is_being_made_is_a_503_with_retry_after(tmp_path):
+    """`league run --serve` serves the league from the moment its database exists; its players and
+    config are written after. A start in that window was a 500 (TypeError: no config to open the
+    league by); now it is a 503 with Retry-After and one line, and every page answers."""
+    from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
+    from arena.league.storage import LeagueStore
+
+    d = tmp_path / "L"
+    LeagueStore(d).close()  # what `league run --serve` makes before it starts the server
+    with start_in_background(d, port=0) as srv:
+        status, headers, body = request_headers(srv.url + "/api/play", {**START, "name": "early"})
+        assert status == 503, body
+        assert int(headers["Retry-After"]) >= 1
+        assert list(body) == ["error"] and "is starting" in body["error"] and "\n" not in body["error"]
+        for path in ("/", "/matches", "/play", "/api/league", "/api/games", "/api/players", "/api/roster",
+                     "/api/payoff", "/api/history", "/api/matches", "/api/play/options"):
+            assert request_headers(srv.url + path)[0] == 200, path
+        # the league writes its players, then its config (as `League` does when `league run` starts it)
+        cfg = LeagueConfig(games=[GameEntry(TTT)], players=[PlayerEntry("random", "random")], matches=0)
+        League(cfg, d, backend="inline").close()
+        status, headers, body = request_headers(srv.url + "/api/play", {**START, "name": "early"})
+        assert status == 200 and body["players"] == ["human:early", "random"], body
+        assert request_headers(srv.url + f"/api/play/{body['session']}/resign", {})[0] == 200
+
+
+def test_league_run_serve_never_answers_play_with_a_500(tmp_path):
+    """From the first answer of `arena league run --serve` on, starting a match is a 503 with
+    Retry-After until the league is made, then the match (a run with no server up yet is a refused
+    connection, not an answer)."""
+    config = tmp_path / "league.yaml"
+    config.write_text(json.dumps({"name": "early", "games": [{"id": TTT}], "matches": 100_000, "workers": 1,
+                                  "players": [{"name": "random", "agent": "random"},
+                                              {"name": "first", "agent": "first"}]}))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "arena.cli", "league", "run", str(config), "--dir",
+                             str(tmp_path / "L"), "--serve", "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"})
+    answers = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                status, headers, body = request_headers(f"http://127.0.0.1:{port}/api/play",
+                                                        {**START, "name": f"early{len(answers)}"})
+            except OSError:  # not listening yet
+                time.sleep(0.02)
+                continue
+            answers.append((status, headers.get("Retry-After"), body))
+            if status != 503:
+                break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+    assert answers and answers[-1][0] == 200, (answers[-3:], proc.stderr.read()[-2000:])
+    assert all(status == 503 and int(retry) >= 1 and "is starting" in body["error"]
+               for status, retry, body in answers[:-1]), answers

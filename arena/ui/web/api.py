@@ -23,7 +23,6 @@ from __future__ import annotations
 import gzip
 import hmac
 import json
-import re
 import threading
 from collections import OrderedDict
 from datetime import datetime, timezone
@@ -37,12 +36,11 @@ from arena.errors import ArenaError, ReplayError
 from arena.league.play import BadName, check_name
 from arena.league.storage import OVERALL
 
+from arena.fsio import valid_match_id
 from arena.ui.web.data import MAX_PAGE, OUTCOMES, LeagueData
-from arena.ui.web.play import PlayManager, RateLimit, SessionGone, TooBusy
+from arena.ui.web.play import LeagueStarting, PlayManager, RateLimit, SessionGone, TooBusy, league_starting
 from arena.ui.web.replays import replay_json
 
-#: What a match id may look like before it is looked up (the league's are m00000042).
-MATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 #: Longest move a person may send (the replay format keeps this much of a move verbatim).
 MAX_MOVE = 4096
 #: Longest name a request may carry (a longer one is a 422; the name rules, `arena.league.play.check_name`,
@@ -57,11 +55,6 @@ REPLAY_CACHE = 32
 MAX_CURSOR = 2**62
 #: Dates the match list's filters accept, in Unix seconds (years 1970 to 9999).
 MAX_DATE = 253402300799.0
-
-
-def valid_match_id(match_id: str) -> bool:
-    """Whether `match_id` has the shape of a match id (before it is looked up in the store)."""
-    return bool(MATCH_ID.match(match_id)) and ".." not in match_id
 
 
 class StartPlay(BaseModel):
@@ -263,10 +256,13 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
                                         "there is nothing to play against it")
                 req.game = two[0]
         try:
+            if not data.ready():  # before the rate limit: a start refused for this costs the client none
+                raise league_starting(data.dir)
             starts.take(request.client.host if request.client else "?")
             s = plays.start(req.game, req.player, req.seat, name, req.seed)
         except TooBusy as e:
-            return JSONResponse({"error": str(e)}, status_code=429,
+            # the league being made: the server's state, not the client's (503); a limit: the client's (429)
+            return JSONResponse({"error": str(e)}, status_code=503 if isinstance(e, LeagueStarting) else 429,
                                 headers={"Retry-After": str(max(1, round(e.retry_after)))})
         except ArenaError as e:
             raise HTTPException(400, str(e)) from None

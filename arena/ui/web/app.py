@@ -11,7 +11,9 @@ Strangers: the server answers only to the Host names of the address it is bound 
 default 127.0.0.1: localhost and 127.0.0.1), so a page of another site cannot reach it through
 DNS rebinding; a client must send a whole request within `ServerLimits.request_timeout` seconds
 or its connection is closed (slow-loris), and when `ServerLimits.max_connections` are open a new
-one closes the oldest that has not sent a whole request. Every error is JSON with one line.
+one closes the oldest that has not sent a whole request. A request's head (request line and
+headers) over `MAX_HEAD` and its body over `MAX_BODY` are refused with 413. Every error is JSON
+with one line.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from arena.errors import ArenaError
 
-from arena.ui.web.api import build_router, valid_match_id
+from arena.fsio import valid_match_id
+from arena.ui.web.api import build_router
 from arena.ui.web.data import LeagueData
 from arena.ui.web.play import PlayManager, PlaySettings
 
@@ -46,6 +49,9 @@ STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
 #: Largest request body accepted (a move, a start request: a few hundred bytes).
 MAX_BODY = 16 * 1024
+#: Largest request head accepted: the request line and the headers (a browser's are under 2 KiB;
+#: the name cookie and a token a few dozen bytes more).
+MAX_HEAD = 16 * 1024
 PAGES = {"leaderboard": "Leaderboard", "matches": "Matches", "replay": "Replay", "play": "Play"}
 #: The Host names a server bound to a loopback address answers to.
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -175,11 +181,48 @@ async def _too_large(send, limit: int) -> None:
     await _json_error(send, 413, f"request body over {limit} bytes")
 
 
-async def _json_error(send, status: int, message: str) -> None:
+def head_size(scope) -> int:
+    """Bytes of a request's head as it was sent: ``METHOD TARGET HTTP/1.1`` and each ``Name: value`` line."""
+    size = len(scope.get("method", "")) + len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + 12
+    return size + sum(len(k) + len(v) + 4 for k, v in scope.get("headers", []))
+
+
+def head_too_large(limit: int = MAX_HEAD) -> str:
+    return (f"request headers over {limit} bytes (the request line and headers): send fewer or shorter "
+            "headers (a cookie of another site on this host name counts too)")
+
+
+class HeadLimit:
+    """ASGI middleware: a request whose head (request line and headers) is over `limit` bytes is
+    refused with 413 and its connection closed.
+
+    The HTTP protocol refuses a head that grows past the limit before it is whole (`_HeadLimitH11`,
+    `_HeadLimitHttptools`); this refuses one that came whole in one read (h11 measures only what it
+    holds incomplete, so a 70 KB head sent at once was parsed and answered)."""
+
+    def __init__(self, app, limit: int = MAX_HEAD):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and head_size(scope) > self.limit:
+            return await _json_error(send, 413, head_too_large(self.limit), close=True)
+        return await self.app(scope, receive, send)
+
+
+async def _json_error(send, status: int, message: str, close: bool = False) -> None:
     body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _raw_413(limit: int) -> bytes:
+    """A whole 413 answer as bytes, for the HTTP protocol to write before the request reaches the app."""
+    body = json.dumps({"error": head_too_large(limit)}).encode()
+    return (b"HTTP/1.1 413 Content Too Large\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
 
 
 def _page(name: str, title: str, league: str, **extra: str) -> HTMLResponse:
@@ -232,7 +275,8 @@ def create_app(directory: str | Path, token: Optional[str] = None, play: PlaySet
                   description="Read a league (ratings, matches, replays) and play its players.")
     app.state.data, app.state.plays = data, plays
     app.add_middleware(BodyLimit)
-    app.add_middleware(HostCheck, allowed=hosts)  # outermost: checked before anything else
+    app.add_middleware(HostCheck, allowed=hosts)
+    app.add_middleware(HeadLimit)  # outermost: checked before anything else
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -371,14 +415,62 @@ class _RequestDeadline:
         victim.transport.close()
 
 
+class _HeadLimitH11:
+    """Mixed into uvicorn's h11 protocol: h11 refuses a head still incomplete past
+    ``h11_max_incomplete_event_size`` (`MAX_HEAD`, set in `_config`) as any bad request, and uvicorn
+    answers 400; a head that is too large is answered 413, as the app answers one that came whole."""
+
+    def send_400_response(self, msg: str) -> None:
+        buffered, _ = self.conn.trailing_data
+        if len(buffered) > MAX_HEAD and b"\r\n\r\n" not in buffered[:MAX_HEAD + 4]:
+            self.transport.write(_raw_413(MAX_HEAD))
+            self.transport.close()
+            return
+        super().send_400_response(msg)
+
+
+class _HeadLimitHttptools:
+    """Mixed into uvicorn's httptools protocol, which has no limit of its own (it keeps a header it has
+    not seen the end of, however long): the bytes of a request's head are counted as they come, up to
+    its blank line, and past `MAX_HEAD` the request is answered 413 and the connection closed."""
+
+    _in_head = True  # from the connection's start, and after each request, until a head's blank line
+    _head = 0
+    _tail = b""  # the last bytes of the head so far: its blank line may straddle two reads
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            seen = self._tail + data
+            end = seen.find(b"\r\n\r\n")
+            self._head += len(data) if end < 0 else end + 4 - len(self._tail)
+            if self._head > MAX_HEAD:
+                self._in_head = False
+                self.transport.write(_raw_413(MAX_HEAD))
+                self.transport.close()
+                return
+            self._tail = seen[-3:]
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_head, self._head, self._tail = True, 0, b""
+        super().on_message_complete()
+
+
 def _protocol(limits: ServerLimits) -> type:
-    """uvicorn's HTTP protocol (the one its "auto" picks) with `_RequestDeadline` mixed in."""
+    """uvicorn's HTTP protocol (the one its "auto" picks) with `_RequestDeadline` and the head's limit
+    mixed in."""
     try:
         import httptools  # noqa: F401
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+        head = _HeadLimitHttptools
     except ImportError:
         from uvicorn.protocols.http.h11_impl import H11Protocol as base
-    return type("ArenaHttpProtocol", (_RequestDeadline, base), {"limits": limits})
+        head = _HeadLimitH11
+    return type("ArenaHttpProtocol", (_RequestDeadline, head, base), {"limits": limits})
 
 
 def _config(app, host: str, port: int, limits: ServerLimits | None = None):
@@ -390,7 +482,7 @@ def _config(app, host: str, port: int, limits: ServerLimits | None = None):
     return uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                           timeout_graceful_shutdown=5, timeout_keep_alive=limits.keep_alive,
                           limit_concurrency=2 * limits.max_connections, backlog=2048, http=_protocol(limits),
-                          h11_max_incomplete_event_size=16 * 1024)
+                          h11_max_incomplete_event_size=MAX_HEAD)
 
 
 def serve(directory: str | Path, host: str = "127.0.0.1", port: int = 8000, token: Optional[str] = None,

@@ -9,9 +9,16 @@ the database file is checked to be the one the server opened: deleted or replace
 running server, every read is a `LeagueGone` (a 503 with one line), never an answer from the
 old file. Views of
 the whole league (the leaderboard, the payoff with its alpha-rank, the rating curves) are
-cached under the league's version (its last commit and its players), and one that is under a
-second old is served while a newer one is computed: a running league commits many times a
-second, and fifty pages polling it must not recompute the leaderboard fifty times.
+cached under the league's version (its last commit, its players, its config): a table is reused
+until the league's data changes. A running league commits hundreds of times a second and a fitted
+table takes a good part of a second to compute, so each view is computed by one request at a time
+(single flight): the requests that come while it runs are answered with the previous table (a
+computation behind), or, where there is none yet, wait for that computation and take its result;
+and a table is reused for `REUSE_FOR` times as long as it took to compute even if the league moved
+on, so a league that never stops committing does not keep the server computing. Recomputing once
+per waiting request, as the first version did, made ``/api/players``' p99 14 s under 50 clients
+while a league wrote; now 0.25 s (``benchmarks/bench_web.py --writer``). Each table says the
+version it is of, so the page knows to ask again.
 
 Matches are listed with SQL and keyset paging on the results' commit order (``before`` /
 ``after`` a commit number): a page costs the same at the first result as at the millionth.
@@ -23,6 +30,7 @@ order).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -42,8 +50,12 @@ from arena.league.storage import OVERALL, LeagueStore, _result
 
 #: Most matches one page of the list holds.
 MAX_PAGE = 200
-#: Seconds a cached view stays in use after the league moved on (while a fresh one is computed).
-STALE_OK = 1.0
+#: A table is reused this many times as long as it took to compute after it was made, even if the
+#: league moved on meanwhile: a league that commits all the time would keep the server computing
+#: tables back to back (a fitted table of 50 players takes 0.4 s; of 1,000 players and a million
+#: results, 11 s), taking the CPU from the requests. The server spends at most 1 / (1 + this) of its
+#: time on each view.
+REUSE_FOR = 4.0
 #: Players drawn in the rating curves and the payoff heatmap by default (best by Elo).
 CURVE_PLAYERS = 8
 HISTORY_POINTS = 300
@@ -83,14 +95,29 @@ def _num(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+class _Flight:
+    """One computation of a view, running: those who wait for it take its result (or its error)."""
+
+    __slots__ = ("done", "value", "error")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
 class _Cached:
-    __slots__ = ("key", "value", "at", "lock")
+    """A view of the league: the last table computed (`value`, at the league's version `key`) and the
+    computation of a newer one running now (`flight`), if any."""
+
+    __slots__ = ("key", "value", "flight", "until")
 
     def __init__(self):
         self.key: Any = None
         self.value: Any = None
-        self.at = 0.0
-        self.lock = threading.Lock()
+        self.flight: _Flight | None = None
+        #: Until when (monotonic) the table is reused even though the league moved on (`REUSE_FOR`).
+        self.until = 0.0
 
 
 class LeagueData:
@@ -112,7 +139,10 @@ class LeagueData:
         self._loop_store: LeagueStore | None = None
         self._cache: dict[tuple, _Cached] = {}
         self._cache_lock = threading.Lock()
+        #: Views computed, by name (``"leaderboard"``, ``"payoff"``, ...): what the single flight saves.
+        self.computed: collections.Counter[str] = collections.Counter()
         self._wide: bool | None = None  # are there results of more than two players?
+        self._ready = False  # the league's config is written (once it is, it stays)
 
     # -- connections and the version ---------------------------------------------------------
     def _file_identity(self) -> tuple[int, int] | None:
@@ -241,26 +271,75 @@ class LeagueData:
 
     @_reads
     def version(self) -> list[int]:
-        """Moves when a result is committed or a player is added or changed."""
+        """Moves when a result is committed, a player is added or changed, or the league's config is
+        first written (`arena league run` writes it after its players: until then there is nothing to play)."""
         row = self.store.conn.execute(
             "SELECT (SELECT IFNULL(MAX(commit_seq), 0) FROM results), (SELECT COUNT(*) FROM players), "
-            "(SELECT IFNULL(SUM(version + active), 0) FROM players)").fetchone()
+            "(SELECT IFNULL(SUM(version + active), 0) FROM players), "
+            "(SELECT COUNT(*) FROM meta WHERE key='config')").fetchone()
         return [int(x) for x in row]
 
     def cached(self, name: tuple, compute: Callable[[], Any]) -> Any:
+        """The view `name` at the league's version: `compute()` (run holding a read connection) once per
+        version, and by one request at a time. While it runs, the others take the previous table, or
+        where there is none, wait for this computation and take its result (or its error)."""
         key = tuple(self.version())
+        nested = getattr(self._local, "store", None) is not None  # inside another view's computation
+        lead = False
         with self._cache_lock:
-            entry = self._cache.setdefault(name, _Cached())
-        if entry.key == key:
-            return entry.value
-        if entry.key is not None and time.monotonic() - entry.at < STALE_OK and entry.lock.locked():
-            return entry.value  # being recomputed: the one from a moment ago
-        with entry.lock:  # waited for without a connection (unless the caller holds one)
-            if entry.key != key:
-                with self.reading():
-                    entry.value = compute()
-                entry.key, entry.at = key, time.monotonic()
-            return entry.value
+            entry = self._cache.get(name)
+            if entry is None:
+                entry = self._cache[name] = _Cached()
+            if entry.key == key:
+                return entry.value
+            flight = entry.flight
+            if entry.key is not None and (flight is not None or time.monotonic() < entry.until):
+                return entry.value  # a newer one is being computed, or was just now: the previous table
+            if flight is None:
+                flight = entry.flight = _Flight()
+                lead = True
+        if not lead:
+            if not nested:
+                return self._join(flight)
+            # Never wait for another thread while holding a read connection (that thread may be waiting
+            # for one): the first table of this view is computed here too, unshared.
+            with self._cache_lock:
+                self.computed[name[0]] += 1
+            return compute()
+        began = time.monotonic()
+        try:
+            with self.reading():
+                value = compute()
+        except BaseException as e:
+            flight.error = e
+            raise
+        else:
+            flight.value = value
+            now = time.monotonic()
+            with self._cache_lock:
+                entry.key, entry.value, entry.until = key, value, now + REUSE_FOR * (now - began)
+        finally:
+            with self._cache_lock:
+                self.computed[name[0]] += 1
+                entry.flight = None
+            flight.done.set()
+        return value
+
+    @staticmethod
+    def _join(flight: _Flight) -> Any:
+        """The result of a computation another request runs (waited for without a read connection)."""
+        flight.done.wait()
+        if flight.error is not None:
+            raise flight.error
+        return flight.value
+
+    def ready(self) -> bool:
+        """Whether the league is made: its config is written (`arena league run` writes it after its
+        players; `league run --serve` serves the league from before that)."""
+        if not self._ready:
+            with self.reading() as s:
+                self._ready = s.get_meta("config") is not None
+        return self._ready
 
     # -- the league ----------------------------------------------------------------------------
     @_reads
@@ -297,13 +376,16 @@ class LeagueData:
         return self.cached(("leaderboard", game, sort), lambda: self._leaderboard(game, sort))
 
     def _leaderboard(self, game: str, sort: str) -> dict:
+        # `version`: the league's version the table is of (at least): a page that saw a newer one while
+        # this table was served (a computation behind) asks again (static/app.js)
         s = self.store
+        version = self.version()
         kinds = {p.name: (p.kind, p.role, p.active) for p in s.players()}
         if game in s.one_player_games():
             rows = [{"player": r.player, "kind": kinds.get(r.player, ("?",))[0], "mean": _num(r.mean),
                      "std": _num(r.std), "episodes": r.episodes, "common_seeds": r.common_seeds,
                      "forfeits": r.forfeits} for r in return_rows(s, game)]
-            return {"game": game, "label": game_label(game), "kind": "returns", "rows": rows}
+            return {"game": game, "label": game_label(game), "kind": "returns", "rows": rows, "version": version}
         from arena.ui.views import fitted_board
 
         pay = self.payoff(game)
@@ -336,7 +418,7 @@ class LeagueData:
                 if f.nash is not None:
                     row.update({"nash": _num(f.nash.mean), "nash_lo": _num(f.nash.lo), "nash_hi": _num(f.nash.hi)})
             rows.append(row)
-        return {"game": game, "label": game_label(game), "kind": "rated", "rows": rows,
+        return {"game": game, "label": game_label(game), "kind": "rated", "rows": rows, "version": version,
                 "alpharank_note": pay["note"], "alpharank_error": pay["alpharank_error"],
                 "scoring": board.scoring, "fit": {"note": board.note(), "anchor": board.anchor,
                                                   "anchor_value": board.anchor_value, "stability": board.stability,

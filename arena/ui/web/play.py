@@ -70,6 +70,20 @@ class TooBusy(ArenaError):
         self.retry_after = retry_after
 
 
+class LeagueStarting(TooBusy):
+    """The league is still being made: `arena league run --serve` serves it from its first moment, and
+    writes its config after its players, so until then there is no league to schedule a match in."""
+
+
+#: Seconds a request made while the league is being made is told to wait (``Retry-After``).
+STARTING_RETRY = 2.0
+
+
+def league_starting(directory: Path) -> LeagueStarting:
+    return LeagueStarting(f"the league in {directory} is starting (its players and config are being written): "
+                          f"try again in {STARTING_RETRY:g}s", retry_after=STARTING_RETRY)
+
+
 class RateLimit:
     """A token bucket per client: `rate` starts a minute, in bursts of up to `rate`."""
 
@@ -387,7 +401,6 @@ class PlayManager:
               seed: int | None = None) -> PlaySession:
         """Start a match of the person called `name` (None: a new guest name; `arena.league.play`'s
         rules) against league player `opponent`. ArenaError (BadName for a name) when it cannot be."""
-        from arena.league.manager import League
         from arena.league.play import person_of, schedule_human_match
 
         cap = self.settings.max_sessions if self.settings.max_sessions is not None else MAX_SESSIONS
@@ -399,7 +412,7 @@ class PlayManager:
             self._starting += 1
             self._forget_finished()
         try:
-            league = League.open(self.dir)
+            league = self._open_league()
             try:
                 # claimed as it is scheduled (one transaction): a server killed at any moment after
                 # leaves no match that the next server cannot close
@@ -422,6 +435,20 @@ class PlayManager:
                                     name=f"arena-play-{match.match_id}")
         s.thread.start()
         return s
+
+    def _open_league(self):
+        """The league as a passive client (`League.open`); `LeagueStarting` while it has no config yet."""
+        from arena.league.manager import League, league_config_of
+        from arena.league.storage import LeagueStore
+
+        store = LeagueStore(self.dir, create=False)
+        try:
+            if store.get_meta("config") is None:
+                raise league_starting(self.dir)
+            return League(league_config_of(store), self.dir, passive=True, store=store)
+        except BaseException:
+            store.close()
+            raise
 
     def _claim_note(self) -> str | None:
         """The note that claims a match for this server (after taking the server's lock, once); None

@@ -37,13 +37,16 @@
 
   // -- live status (every page) -------------------------------------------------------------
   let lastVersion = null;
+  // The table shown is of an older version than the league's (the server answers with the previous
+  // table while it computes the next): ask again at the next poll even if the league stays still.
+  let behind = false;
   const onChange = [];
   async function pollLeague() {
     try {
       const s = await api("/api/league");
       const v = JSON.stringify(s.version);
       $("live").textContent = `${s.last_commit} results \u00b7 ${s.running} running \u00b7 ${new Date().toLocaleTimeString()}`;
-      if (lastVersion !== null && v !== lastVersion) onChange.forEach(f => f(s));
+      if (lastVersion !== null && (v !== lastVersion || behind)) { behind = false; onChange.forEach(f => f(s)); }
       lastVersion = v;
     } catch (e) { $("live").textContent = "offline: " + e.message; }
   }
@@ -74,6 +77,7 @@
       const [b, p, h] = await Promise.all([api(`/api/players?game=${encodeURIComponent(game)}&sort=${sort}`),
         api(`/api/payoff?game=${encodeURIComponent(game)}`).catch(() => null),
         api(`/api/history?game=${encodeURIComponent(game)}`).catch(() => null)]);
+      if (b.version && lastVersion !== null && JSON.stringify(b.version) !== lastVersion) behind = true;
       $("board-title").textContent = `Leaderboard: ${b.label}`;
       $("summary").textContent = `${b.rows.length} players`;
       const t = clear($("board"));
