@@ -41,3 +41,22 @@ def run_with_progress(cfg: LeagueConfig, directory: str | Path, *, backend: str 
     finally:
         console.print()  # whatever stops the run (Ctrl-C, an error) prints below the table, not on its last row
     return summary
+
+
+def learning_signals(m: dict) -> str:
+    """The few figures that explain an RL stall, for a training run's progress line: each action part's
+    normalised entropy (0: the part never explores), the value's explained variance, the KL to the
+    anchor and to the behaviour policy, and the share of each order type played ("" where a trainer
+    logs none of them)."""
+    out = []
+    parts = [f"{k.rsplit('/', 1)[-1]} {v:.2f}" for k, v in m.items() if k.startswith("train/entropy/")]
+    if parts:
+        out.append("H " + " ".join(parts))
+    for key, label in (("train/explained_variance", "EV"), ("train/kl_anchor", "KL-anchor"),
+                       ("train/kl_behaviour", "KL-behaviour")):
+        if key in m:
+            out.append(f"{label} {m[key]:.3f}")
+    orders = [f"{k.rsplit('/', 1)[-1]} {v:.2f}" for k, v in m.items() if k.startswith("train/orders/")]
+    if orders:
+        out.append("orders " + " ".join(orders))
+    return " | ".join(out)

@@ -193,6 +193,22 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
                         torch.tensor([t.version for t in trajs], dtype=torch.long))
 
 
+def order_shares(trajs: Sequence[Trajectory], action: dict | None) -> dict[str, float]:
+    """The share of each choice of a structured move's first labelled part among the moves played
+    (Skirmish's order types: ``orders/move`` 0.0 says the policy never walks), for the progress and the
+    metrics; {} for a game with no labelled part."""
+    if not action or not trajs or not isinstance(trajs[0].actions, dict):
+        return {}
+    from arena.envs.actions import ActionModel
+
+    part = next((p for p in ActionModel.from_dict(action).parts if p.kind == "categorical" and p.labels), None)
+    if part is None:
+        return {}
+    chosen = np.concatenate([np.asarray(t.actions[part.name]).reshape(-1) for t in trajs])
+    counts = np.bincount(chosen.astype(np.int64).clip(0, part.n - 1), minlength=part.n)
+    return {f"orders/{label}": float(c / max(1, counts.sum())) for label, c in zip(part.labels, counts)}
+
+
 # -- the pool's work ---------------------------------------------------------------------------------
 _NETS: dict[str, tuple[tuple, Any]] = {}
 

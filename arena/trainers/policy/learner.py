@@ -184,7 +184,7 @@ class PolicyLearner:
                     j = perm[i:i + s.minibatch]
                     idx = flat[j]
                     self._minibatch(b, idx, stats, kl_coef, adv=a_norm[j], ret=ret.reshape(-1)[idx],
-                                    upgo=upgo_adv[j])
+                                    upgo=upgo_adv[j], raw_adv=a_flat[j])
                     if s.target_kl is not None and stats["approx_kl"][-1] > 1.5 * s.target_kl:
                         stopped = True
                         break
@@ -254,6 +254,32 @@ class PolicyLearner:
         kl = anchor.kl(dist) if self.s.kl_direction == "anchor_to_policy" else dist.kl(anchor)
         return ent, (kl * w).sum() / n
 
+    def _diagnostics(self, dist, logp, old_logp, adv, valid=None) -> dict[str, float]:
+        """What explains a stall, measured on the minibatch (no gradient): each action part's entropy
+        normalised by its legal choices (``entropy/<part>``, 0 = one choice certain, 1 = uniform: a part
+        the policy never explores reads 0), the KL from the behaviour policy that played to the current
+        one (``kl_behaviour``, the k3 estimator), and the advantages' mean and spread."""
+        torch = self.torch
+        out: dict[str, float] = {}
+        with torch.no_grad():
+            ok = torch.ones_like(logp, dtype=torch.bool) if valid is None else valid.reshape(logp.shape).bool()
+            if ok.any():
+                log_ratio = (logp.detach() - old_logp)[ok]
+                out["kl_behaviour"] = float((log_ratio.exp() - 1 - log_ratio).mean())
+                a = adv.detach().reshape(logp.shape)[ok]
+                out["adv_mean"], out["adv_std"] = float(a.mean()), float(a.std()) if a.numel() > 1 else 0.0
+            for name in getattr(dist, "names", ()) if getattr(dist, "parts", None) else ():
+                used = (dist.used[name] > 0) & ok.reshape(-1)
+                if used.any():
+                    part = dist.parts[name]
+                    h = normalized_entropy(part, "legal")
+                    if hasattr(part, "active"):  # a selection: summed over its steps; per step
+                        h = h / part.active.sum(-1).clamp(min=1)
+                    if h.dim() > 1:  # a continuous part: per component; its mean
+                        h = h.reshape(h.shape[0], -1).mean(-1)
+                    out[f"entropy/{name}"] = float(h[used].mean())
+        return out
+
     def _part(self, n: int) -> tuple[slice, bool]:
         """This process's share of a minibatch of ``n`` rows, and whether it is empty (all of it here;
         a data-parallel learner, `arena.trainers.parallel.policy`, takes a slice per rank)."""
@@ -272,11 +298,11 @@ class PolicyLearner:
             if math.isfinite(v):
                 stats.setdefault(k, []).append(v)
 
-    def _minibatch(self, b, idx, stats, kl_coef, *, adv, ret, upgo) -> None:
+    def _minibatch(self, b, idx, stats, kl_coef, *, adv, ret, upgo, raw_adv) -> None:
         s = self.s
         n = len(idx)
         part, empty = self._part(n)
-        idx, adv, ret, upgo = idx[part], adv[part], ret[part], upgo[part]
+        idx, adv, ret, upgo, raw_adv = idx[part], adv[part], ret[part], upgo[part], raw_adv[part]
         weight = 0.0 if empty else len(idx) / n  # the losses are means over the moves
         dist, value, act, anchor = self._forward(b, idx)
         m = b.inputs.get("mask")
@@ -292,7 +318,7 @@ class PolicyLearner:
         self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
                     approx_kl=pst["approx_kl"], clip_frac=pst["clip_frac"],
-                    explained_variance=vst["explained_variance"])
+                    explained_variance=vst["explained_variance"], **self._diagnostics(dist, logp, old, raw_adv))
 
     def _vtrace_minibatch(self, b, cols, stats, kl_coef) -> None:
         torch = self.torch
@@ -333,7 +359,9 @@ class PolicyLearner:
         n = valid.sum().clamp(min=1)
         self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
-                    rho_mean=float((vt.rhos * valid).sum() / n), explained_variance=vst["explained_variance"])
+                    rho_mean=float((vt.rhos * valid).sum() / n), explained_variance=vst["explained_variance"],
+                    **self._diagnostics(dist, logp.reshape(-1), sub.behaviour_logp.reshape(-1),
+                                        vt.pg_advantages.reshape(-1), sub.valid.reshape(-1)))
 
     # -- state ----------------------------------------------------------------------------------
     def optimizer_names(self) -> list[str]:

@@ -57,7 +57,7 @@ from arena.match.loop import MatchResult
 from arena.trainers.common.base import Trainer
 from arena.trainers.common.checkpoints import checkpoint_path
 from arena.trainers.common.stopping import owner_name
-from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, play_pairings, to_batch
+from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, order_shares, play_pairings, to_batch
 from arena.trainers.policy.config import SCCConfig
 from arena.trainers.policy.learner import PolicyLearner, UniformMagnet
 from arena.trainers.policy.make import make_policy_learner
@@ -708,6 +708,7 @@ class SCCTrainer(Trainer):
                                       shaping=cfg.shaping), kl, gen)
             prefix = "train" if name == self.main else f"train_{name}"
             line.update({f"{prefix}/{k}": v for k, v in stats.items()})
+            line.update({f"{prefix}/{k}": v for k, v in order_shares(mine, self.spec.action).items()})
             line[f"{prefix}/return"] = float(np.mean([t.ret for t in mine]))
         t_learn = time.perf_counter() - t1
         line.update(self._win_rates(pairings, results))

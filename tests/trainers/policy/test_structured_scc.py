@@ -196,3 +196,34 @@ def test_one_learner_step_on_structured_moves(algo):
     stats = lrn.step(batch, kl_coef=0.1, generator=torch.Generator().manual_seed(0))
     assert all(np.isfinite(v) for v in stats.values()), stats
     assert stats["entropy"] > 0 and stats["kl_anchor"] < 0.05 and lrn.version == 1
+
+
+def test_a_step_reports_what_explains_a_stall():
+    # per-part entropies in [0, 1] (an untrained net explores every part), the KL to the behaviour policy
+    # (0 before the first update: the batch was played by these very weights), the advantages' spread,
+    # and the order types played, which add up to 1
+    from arena.envs.actions import ActionModel
+    from arena.inference.distributions import MaskedCategorical
+    from arena.inference.policy_nets import build_policy, spec_from_core
+    from arena.trainers.policy.actors import Pairing, Seat, order_shares, play_pairings, to_batch
+    from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+
+    torch.manual_seed(0)
+    spec = spec_from_core(make_core(GAME))
+    net = build_policy(spec, hidden=[32], d_model=16, heads=2, layers=1, channels=4)
+    pairings = [Pairing([Seat("main", trained=True), Seat("main", trained=True)], ["main", "main"]) for _ in range(4)]
+    _, trajs = play_pairings(GAME, pairings, {"main": net}, seed=5)
+    lrn = PolicyLearner(net, LearnerSettings(algo="vtrace", epochs=1, minibatch=10_000), lr=1e-3)
+    stats = lrn.step(to_batch(trajs, gamma=1.0), generator=torch.Generator().manual_seed(0))
+    parts = [p.name for p in ActionModel.from_dict(spec.action).parts]
+    assert {f"entropy/{p}" for p in parts} <= set(stats), stats
+    assert all(0.3 < stats[f"entropy/{p}"] <= 1.0 for p in parts), stats
+    assert abs(stats["kl_behaviour"]) < 1e-5 and stats["adv_std"] > 0, stats
+    shares = order_shares(trajs, spec.action)
+    labels = ActionModel.from_dict(spec.action).parts[0].labels
+    assert set(shares) == {f"orders/{x}" for x in labels} and abs(sum(shares.values()) - 1) < 1e-9
+    played = np.concatenate([t.actions["type"] for t in trajs])
+    assert shares[f"orders/{labels[0]}"] == pytest.approx(float((played == 0).mean()))
+    # a part with one certain choice reads 0: the measure a stalled exploration shows
+    certain = MaskedCategorical(torch.tensor([[9.0, -9.0, -9.0]]) * 10)
+    assert float(certain.normalized_entropy("legal")) < 1e-3
