@@ -522,8 +522,11 @@ def replay_verify(
 def league_run(
     config: Path = typer.Argument(..., help="League YAML, e.g. configs/leagues/quickstart.yaml"),
     directory: Path = typer.Option(..., "--dir", help="League directory (created, or resumed if it exists)."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="local (process pool) or ray."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (with --backend ray)."),
+    backend: Optional[str] = typer.Option(
+        None, "--backend", help="local (process pool) or ray (a Ray of this run, on 127.0.0.1 only, unless --address)."),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="With --backend ray: join the Ray cluster at this address instead. A Ray cluster "
+        "runs the code its drivers send, unencrypted: use it on a trusted network only (docs/security.md)."),
     matches: Optional[int] = typer.Option(None, "--matches", help="Total results to reach (overrides the config)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (overrides the config)."),
     serve: bool = typer.Option(False, "--serve", help="Serve the live web pages while the league runs (as `arena serve`)."),
@@ -789,6 +792,8 @@ def train(
     entry, cfg = read_train_config(config, model=model, learner={"loss": loss} if loss is not None else None,
                                    iterations=iterations, parallel=par)
     trainer = entry.make(cfg, directory)
+    from arena.ui.progress import learning_signals
+
     pcfg = getattr(cfg, "parallel", None)
     if pcfg is not None and pcfg.mode != "none":
         what = (f"schedule {pcfg.schedule}" if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
@@ -827,7 +832,8 @@ def train(
                         info += f" eval {m['eval/return']:+.1f}"
                     if "train/samples_per_s" in m:
                         info += f" {m['train/samples_per_s']:.0f} samples/s"
-                progress.update(task, description="train", completed=it, info=info)
+                signals = learning_signals(m)
+                progress.update(task, description="train", completed=it, info=f"{info} | {signals}" if signals else info)
 
             milestones: set[tuple[str, int]] = set()
 

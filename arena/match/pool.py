@@ -13,7 +13,8 @@ picklable data) under a key and `recv`s whatever has finished, from one of three
 ``inline``     in the caller's process (tests, exact-order runs, a trainer with ``actors: 0``)
 ``local``      a pool of worker processes that die with the caller (`arena.procs`); a worker that dies
                loses only the work it held (reported as `WorkerLost`) and the pool is rebuilt
-``ray``        Ray tasks, on a local Ray started for the run or on a cluster at an address
+``ray``        Ray tasks, on a local Ray started for the run (loopback only, dying with the caller:
+               `arena.procs.start_local_ray`) or on a cluster at an address (``address``, joined only then)
 =============  =====================================================================================
 
 Work is anything with ``run() -> output`` that pickles: `JobsWork` (scheduled `MatchJob`\\ s: the
@@ -37,6 +38,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -50,7 +52,7 @@ from arena.envs.registry import load_plugin, make_core
 from arena.errors import DiskFull
 from arena.match.loop import InvalidMovePolicy, Match, MatchResult, record_mode, run_matches
 from arena.match.runner import MatchJob, finish_job, job_record, run_match_job
-from arena.procs import die_with, forkserver_preload
+from arena.procs import die_with, forkserver_preload, start_local_ray, stop_local_ray
 
 BACKENDS = ("inline", "local", "ray")
 
@@ -320,16 +322,21 @@ class _Ray:
         from arena.errors import require
 
         self.ray = ray = require("ray", "the Ray backend", "ray")
-        self._started = False
+        self._started = self._local = False
+        self._own_temp: str | None = None
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False}
-            if address:
-                kwargs["address"] = address
+            if address and address != "local":
+                # Joining a cluster, only when asked for: its nodes trust each other (docs/security.md).
+                ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
             else:
-                kwargs["num_cpus"] = workers or os.cpu_count() or 1
-                # Ray's socket paths must stay short: keep its session files under a short temp path.
-                kwargs["_temp_dir"] = temp_dir or tempfile.mkdtemp(prefix="arena-ray-")
-            ray.init(**kwargs)
+                # A Ray of this run only: on the loopback interface, dying with this process (arena.procs).
+                # Ray's socket paths must stay short: its session files go under a short temp path. Ray makes
+                # that folder writable by everyone (0777, for a machine shared by its users): it goes inside a
+                # folder of ours (0700) that nobody else may enter.
+                self._own_temp = None if temp_dir else tempfile.mkdtemp(prefix="arena-ray-")
+                start_local_ray(ray, num_cpus=workers or os.cpu_count() or 1, include_dashboard=False,
+                                log_to_driver=False, _temp_dir=temp_dir or os.path.join(self._own_temp, "r"))
+                self._local = True
             self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_run)
         self._refs: dict[Any, Any] = {}
@@ -365,7 +372,12 @@ class _Ray:
                 pass
         self._refs.clear()
         if self._started:
-            self.ray.shutdown()
+            if self._local:
+                stop_local_ray(self.ray)
+                if self._own_temp is not None:  # its session logs: nothing reads them once Ray is down
+                    shutil.rmtree(self._own_temp, ignore_errors=True)
+            else:
+                self.ray.shutdown()
             self._started = False
 
 

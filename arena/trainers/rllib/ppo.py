@@ -59,6 +59,7 @@ import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 
 from arena.errors import ConfigError
+from arena.procs import start_local_ray, stop_local_ray
 from arena.trainers.common.base import Trainer, TrainerConfig
 from arena.trainers.common.checkpoints import checkpoint_path, link
 
@@ -121,8 +122,9 @@ class RLlibPPOConfig(TrainerConfig):
                      "num_envs_per_env_runner"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_env_runners < 0:
-            raise ValueError(f"num_env_runners must be >= 0, got {self.num_env_runners}")
+        from arena.workers import check_workers
+
+        check_workers(self.num_env_runners, "num_env_runners", least=0)  # each a Ray worker process
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ValueError(f"hidden must list positive layer sizes, got {self.hidden}")
         if self.lr <= 0 or not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
@@ -339,16 +341,17 @@ def start_ray(run_folder: str | Path, num_cpus: int = 2) -> tuple[bool, str | No
         return False, None
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # Ray's workers inherit it: no busy-waiting threads
     temp, throwaway = _ray_temp_dir(Path(run_folder))
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-             _temp_dir=temp)
+    # loopback only, and none of its processes outlives this one (arena.procs.start_local_ray)
+    start_local_ray(ray, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                    _temp_dir=temp)
     return True, temp if throwaway else None
 
 
 def stop_ray(started: bool, temp: str | None) -> None:
     import ray
 
-    if started and ray.is_initialized():
-        ray.shutdown()
+    if started:
+        stop_local_ray(ray)
     if temp is not None:
         shutil.rmtree(temp, ignore_errors=True)
 
