@@ -52,8 +52,16 @@ def load_cached(path: str | Path, expect: Any = None) -> tuple[Any, Any]:
 
 class PolicyAgent(BaseAgent):
     def __init__(self, net: Any, meta: Any = None, *, greedy: bool = False, temperature: float = 1.0,
-                 seed: int | None = None, path: str | None = None):
+                 seed: int | None = None, path: str | None = None, explore: float = 0.0):
         import torch
+
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {explore}")
+        #: Training rollouts: the chance that a move's first part (its only one, or a structured move's
+        #: order type) is drawn uniformly from its legal choices instead of from the policy; the rest of
+        #: the move follows the policy given it, and the log-probability returned is the mixture's (the
+        #: behaviour policy's), which V-trace's importance weights correct for.
+        self.explore = float(explore)
 
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature} (use greedy=true for the best move)")
@@ -97,7 +105,7 @@ class PolicyAgent(BaseAgent):
         estimates (``[B]`` tensors)."""
         torch = self._torch
         from arena.inference.policy_nets import policy_inputs
-        from arena.inference.trees import tree_map, tree_row, tree_stack, tree_torch
+        from arena.inference.trees import tree_stack, tree_torch
 
         spec = self.net.spec
         x = tree_torch(tree_stack([policy_inputs(o.raw, o.player, spec) for o in observations]))
@@ -111,6 +119,11 @@ class PolicyAgent(BaseAgent):
 
                     dist = MaskedCategorical(dist.logits / self.temperature, x.get("mask"))
                 gens = [self._seats.get((id(o.core), o.player)) for o in observations] if self._seats else None
+                if self.explore > 0 and spec.action_kind in ("discrete", "structured"):
+                    a, logp = self._explored(dist)
+                    return self._moves(a, len(observations)), {"inputs": x, "obs": x.get("obs"),
+                                                               "mask": x.get("mask"), "action": a, "logp": logp,
+                                                               "value": value}
                 if gens and all(g is not None for g in gens) and spec.action_kind == "discrete":
                     probs = dist.probs  # each row from its match's generator, exactly as a one-row batch draws
                     a = torch.cat([torch.multinomial(probs[i:i + 1], 1, generator=g).squeeze(-1)
@@ -118,17 +131,44 @@ class PolicyAgent(BaseAgent):
                 else:
                     a = dist.sample(self._gen)
             logp = dist.log_prob(a)
-        kind = spec.action_kind
+        return self._moves(a, len(observations)), {"inputs": x, "obs": x.get("obs"), "mask": x.get("mask"),
+                                                   "action": a, "logp": logp, "value": value}
+
+    def _moves(self, a: Any, n: int) -> list[Any]:
+        """The network's action arrays as the game's moves, one per observation."""
+        from arena.inference.trees import tree_map, tree_row
+
+        kind = self.net.spec.action_kind
         if kind == "discrete":
-            moves = [int(v) for v in a.tolist()]
-        elif kind == "structured":
-            model = self.net.model
+            return [int(v) for v in a.tolist()]
+        if kind == "structured":
             arrays = tree_map(lambda t: t.numpy(), a)
-            moves = [model.from_arrays(tree_row(arrays, i)) for i in range(len(observations))]
+            return [self.net.model.from_arrays(tree_row(arrays, i)) for i in range(n)]
+        return [row for row in a.numpy().astype(np.float32)]
+
+    def _explored(self, dist: Any) -> tuple[Any, Any]:
+        """A draw from the behaviour policy mu = (1 - e) pi + e uniform(legal) on the move's first part
+        (`explore`), the rest from pi given it; returns the actions and log mu of each move."""
+        torch, e = self._torch, self.explore
+        structured = not hasattr(dist, "logits")
+        if structured:
+            dist.sample(self._gen)  # builds the first part's distribution
+            first = dist.names[0]
+            head = dist.parts[first]
         else:
-            moves = [row for row in a.numpy().astype(np.float32)]
-        return moves, {"inputs": x, "obs": x.get("obs"), "mask": x.get("mask"), "action": a, "logp": logp,
-                       "value": value}
+            head = dist
+        probs = head.probs
+        legal = head.mask.bool() if head.mask is not None else torch.ones_like(probs, dtype=torch.bool)
+        uniform = legal.float() / legal.float().sum(-1, keepdim=True).clamp(min=1)
+        mixed = (1 - e) * probs + e * uniform
+        pick = torch.multinomial(mixed, 1, generator=self._gen).squeeze(-1)
+        if not structured:
+            return pick, mixed.gather(-1, pick.unsqueeze(-1)).squeeze(-1).log()
+        a = dist.sample_given({first: pick}, self._gen)
+        logp = dist.log_prob(a)
+        lp_first = dist.parts[first].log_probs.gather(-1, pick.unsqueeze(-1)).squeeze(-1)
+        mu_first = mixed.gather(-1, pick.unsqueeze(-1)).squeeze(-1)
+        return a, logp - lp_first + mu_first.log()
 
 
 def _factory(core, seed, positional, **opts):

@@ -162,6 +162,14 @@ class Composite:
         with torch.no_grad():
             return self._run(None, None, True)
 
+    def sample_given(self, first: dict, generator: Any = None) -> dict:
+        """A move whose parts in `first` are those given and whose other parts are drawn, each
+        conditioned on the choices before it (an explorer that picks the first part itself)."""
+        import torch
+
+        with torch.no_grad():
+            return self._run(first, generator)
+
     def condition(self, actions: dict) -> "Composite":
         """Rebuild the parts along the chain `actions` (no-op when already conditioned on them)."""
         if actions is not self.actions:

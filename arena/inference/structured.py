@@ -203,7 +203,7 @@ class StructuredPolicyNet(nn.Module):
             head = self.heads["to_" + p.name]
             mask = self._mask(p, inputs, kind)
             use = self.uses[kind, i] if kind is not None else z.new_ones(B)
-            a_given = given[p.name] if given is not None else None
+            a_given = given.get(p.name) if given is not None else None  # a part not given is drawn
             if p.kind == "select":
                 d, a, emb = self._select(p, head, z, ctx, mask, a_given, gen, greedy)
             else:

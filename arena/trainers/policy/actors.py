@@ -70,12 +70,13 @@ class LearnerSeat:
     """A batched agent that plays one network for every seat given to it and keeps, per (match, seat),
     the tensors of its moves (observation, mask, action, log-probability, value)."""
 
-    def __init__(self, net: Any, name: str, *, seed: int, greedy: bool = False, record: bool = True):
+    def __init__(self, net: Any, name: str, *, seed: int, greedy: bool = False, record: bool = True,
+                 explore: float = 0.0):
         from arena.agents.neural import PolicyAgent
 
         self.name = name
         self.spec = f"learner:{name}"
-        self.agent = PolicyAgent(net, greedy=greedy, seed=seed)
+        self.agent = PolicyAgent(net, greedy=greedy, seed=seed, explore=explore)
         self.record = record
         self.priv = bool(net.spec.privileged_dim)
         self.steps: dict[tuple[int, int], list[tuple]] = {}
@@ -107,8 +108,10 @@ class LearnerSeat:
 
 def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], *, seed: int, version: int = 0,
                   game_kwargs: dict | None = None, policy: InvalidMovePolicy | None = None, record: str = "actions",
-                  greedy: bool = False, index_offset: int = 0) -> tuple[list[MatchResult], list[Trajectory]]:
-    """Play every pairing in lock step; match i has seed ``derive_seed(seed, i + index_offset)``."""
+                  greedy: bool = False, index_offset: int = 0,
+                  explore: float = 0.0) -> tuple[list[MatchResult], list[Trajectory]]:
+    """Play every pairing in lock step; match i has seed ``derive_seed(seed, i + index_offset)``. The seats
+    that are trained explore (`arena.agents.neural.PolicyAgent.explore`); the others play the policy."""
     seats_for: dict[tuple[str, bool], LearnerSeat] = {}
 
     def seat_agent(name: str, rec: bool) -> LearnerSeat:
@@ -116,7 +119,7 @@ def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], 
         if key not in seats_for:
             k = sorted(nets).index(name)
             seats_for[key] = LearnerSeat(nets[name], name, seed=derive_seed(seed, 1_000_000 + 2 * k + int(rec)),
-                                         greedy=greedy, record=rec)
+                                         greedy=greedy, record=rec, explore=explore if rec else 0.0)
         return seats_for[key]
 
     cores = [make_core(game, **(game_kwargs or {})) for _ in pairings]
@@ -249,6 +252,7 @@ class PairingsWork:
     greedy: bool
     offset: int
     nets: dict | None = None
+    explore: float = 0.0
     weights: dict | None = None
     blueprint: tuple | None = None
 
@@ -258,7 +262,7 @@ class PairingsWork:
             nets = {name: worker_net(name, sd, self.blueprint) for name, sd in self.weights.items()}
         return play_pairings(self.game, self.pairings, nets, seed=self.seed, version=self.version,
                              game_kwargs=self.game_kwargs, policy=self.policy, record=self.record, greedy=self.greedy,
-                             index_offset=self.offset)
+                             index_offset=self.offset, explore=self.explore)
 
 
 class PolicyActors:
@@ -288,11 +292,12 @@ class PolicyActors:
         return self._pool
 
     def submit(self, pairings: Sequence[Pairing], nets: dict[str, Any], *, seed: int, version: int,
-               policy: InvalidMovePolicy | None = None, record: str = "actions", greedy: bool = False) -> None:
+               policy: InvalidMovePolicy | None = None, record: str = "actions", greedy: bool = False,
+               explore: float = 0.0) -> None:
         """Start playing (in the workers: returns at once; `collect` waits)."""
         pool = self._ensure_pool()
         common = dict(game=self.game, seed=seed, version=version, game_kwargs=self.game_kwargs, policy=policy,
-                      record=record, greedy=greedy)
+                      record=record, greedy=greedy, explore=explore)
         if self.workers <= 0:
             pool.send(0, PairingsWork(pairings=list(pairings), offset=0, nets=nets, **common))
             return

@@ -193,6 +193,13 @@ class SCCConfig(TrainerConfig):
     #: Weight of a game's dense per-move reward (`shaped_rewards`: Skirmish's damage dealt minus damage
     #: taken) added to the outcome; 0 learns from the outcome alone. Games without one ignore it.
     shaping: float = 0.0
+    #: Exploration in the training rollouts: the chance that a trained seat draws a move's first part
+    #: (a structured move's order type) uniformly from its legal choices rather than from its policy,
+    #: the rest of the move from the policy given it. The behaviour log-probabilities are the mixture's,
+    #: so V-trace (and PPO's ratio) see the policy that played. 0: the policy alone. Imitation leaves a
+    #: first part the teacher never varies with almost no entropy (Skirmish: the move order's share is
+    #: 0.000 through a whole run), and a choice that is never sampled is never learned.
+    explore: float = 0.0
     eval: EvalConfig = field(default_factory=EvalConfig)
     #: Every learner's step data parallel over ranks (mode odc or fsdp; `arena.trainers.parallel.policy`).
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
@@ -219,6 +226,8 @@ class SCCConfig(TrainerConfig):
         check_workers(self.actors, "actors", MAX_RAY_WORKERS if self.actors_backend == "ray" else MAX_WORKERS, least=0)
         if self.shaping < 0:
             raise ValueError(f"shaping must be >= 0, got {self.shaping}")
+        if not 0.0 <= self.explore <= 0.5:
+            raise ValueError(f"explore must be in [0, 0.5] (a chance per move), got {self.explore}")
         if not self.opponents:
             raise ValueError("opponents: at least one fixed player is required (random is a good first one)")
         if self.kl_coef < 0 or self.kl_end < 0:

@@ -456,7 +456,8 @@ class SCCTrainer(Trainer):
 
     def _submit(self, it: int, pairings: list[Pairing]) -> None:
         version = self.learners[self.main].version
-        self.actors.submit(pairings, self._nets(), seed=self.cfg.seed * 100_003 + it, version=version)
+        self.actors.submit(pairings, self._nets(), seed=self.cfg.seed * 100_003 + it, version=version,
+                           explore=self.cfg.explore)
 
     def _roles(self, it: int) -> tuple[list[dict], list[dict]]:
         """Snapshots and resets the role rules call for after iteration `it`'s updates (applied to the
@@ -745,7 +746,8 @@ class SCCTrainer(Trainer):
             net = build_policy(self.spec, self.cfg.arch, **self.cfg.sizes)
             net.load_state_dict(sd)
             nets[n] = net.eval()
-        self.actors.submit(inflight["pairings"], nets, seed=inflight["seed"], version=inflight["version"])
+        self.actors.submit(inflight["pairings"], nets, seed=inflight["seed"], version=inflight["version"],
+                           explore=self.cfg.explore)
 
     def _win_rates(self, pairings: list[Pairing], results: list[MatchResult]) -> dict[str, float]:
         """The main's training win rate per kind of opponent (fixed by name, learners, snapshots)."""

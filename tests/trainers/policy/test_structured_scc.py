@@ -227,3 +227,40 @@ def test_a_step_reports_what_explains_a_stall():
     # a part with one certain choice reads 0: the measure a stalled exploration shows
     certain = MaskedCategorical(torch.tensor([[9.0, -9.0, -9.0]]) * 10)
     assert float(certain.normalized_entropy("legal")) < 1e-3
+
+
+def test_exploration_draws_the_first_part_from_the_mixture_and_says_so():
+    # a policy made near-certain of one order type: explore=0.3 plays the others about 0.3 x (k-1)/k of the
+    # time, and the log-probability recorded is the behaviour mixture's, part by part
+    from arena.agents.neural import PolicyAgent
+    from arena.envs.actions import ActionModel
+    from arena.inference.policy_nets import build_policy, spec_from_core
+    from arena.inference.trees import tree_stack, tree_torch
+    from arena.inference.policy_nets import policy_inputs
+
+    torch.manual_seed(0)
+    core = make_core(GAME)
+    spec = spec_from_core(core)
+    net = build_policy(spec, hidden=[32], d_model=16, heads=2, layers=1, channels=4)
+    head = net.heads["to_" + ActionModel.from_dict(spec.action).parts[0].name]["logits"]
+    with torch.no_grad():
+        last = [m for m in head.modules() if isinstance(m, torch.nn.Linear)][-1]
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([-20.0] + [20.0] + [-20.0] * (last.bias.numel() - 2)))  # always the 2nd
+    core.reset(3)
+    obs = [type("O", (), {"raw": core.observation(0), "player": 0, "core": core})()] * 400
+    for e, lo, hi in ((0.0, 0.0, 0.0), (0.3, 0.12, 0.28)):
+        agent = PolicyAgent(net, seed=1, explore=e)
+        _, x = agent.decide(obs)
+        other = float((x["action"]["type"] != 1).float().mean())
+        assert lo <= other <= hi, (e, other)
+        x_in = tree_torch(tree_stack([policy_inputs(o.raw, 0, spec) for o in obs[:50]]))
+        with torch.no_grad():
+            dist, _ = net(x_in, actions={k: v[:50] for k, v in x["action"].items()})
+            pi = dist.log_prob({k: v[:50] for k, v in x["action"].items()})
+            first = dist.parts["type"]
+            legal = first.mask.float()
+            mu = (1 - e) * first.probs + e * legal / legal.sum(-1, keepdim=True)
+            a0 = x["action"]["type"][:50].unsqueeze(-1)
+            want = pi - first.log_probs.gather(-1, a0).squeeze(-1) + mu.gather(-1, a0).squeeze(-1).log()
+        assert torch.allclose(x["logp"][:50], want, atol=1e-4), (x["logp"][:5], want[:5])
