@@ -60,23 +60,33 @@ def read_metrics(path: str | Path) -> list[dict]:
 def plot_curves(metrics_path: str | Path, out: str | Path,
                 keys: tuple[str, ...] = ("eval/win_rate/random", "eval/invalid_rate", "train/win_rate/random",
                                          "train/return", "train/mask_frac", "train/entropy", "train/loss")) -> Path:
-    """One PNG with a panel per metric (learning curves)."""
+    """One PNG with a panel per metric (learning curves). A key ending in ``/*`` is one panel with a line
+    for every metric under that prefix (``train/entropy/*``: each action part's entropy)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
     rows = read_metrics(metrics_path)
-    present = [k for k in keys if any(k in r for r in rows)]
-    fig = Figure(figsize=(4.0 * max(1, min(3, len(present))), 3.2 * math.ceil(max(1, len(present)) / 3)))
-    for i, k in enumerate(present):
-        ax = fig.add_subplot(math.ceil(len(present) / 3), min(3, len(present)), i + 1)
+    seen = {k for r in rows for k in r}
+    panels = []
+    for k in keys:
+        lines = sorted(m for m in seen if m.startswith(k[:-1])) if k.endswith("/*") else [k] if k in seen else []
+        if lines:
+            panels.append((k, lines))
+    fig = Figure(figsize=(4.0 * max(1, min(3, len(panels))), 3.2 * math.ceil(max(1, len(panels)) / 3)))
+    for i, (k, lines) in enumerate(panels):
+        ax = fig.add_subplot(math.ceil(len(panels) / 3), min(3, len(panels)), i + 1)
         # imitation metrics are logged per epoch (at step 0): drawn against the epoch
         xkey = "il/epoch" if k.startswith("il/") else "step"
-        pts = [(r.get(xkey, r["step"]), r[k]) for r in rows if k in r and isinstance(r[k], (int, float))]
-        if pts:
-            xs, ys = zip(*pts)
-            ax.plot(xs, ys, marker="." if len(pts) < 30 else None)
+        for m in lines:
+            pts = [(r.get(xkey, r["step"]), r[m]) for r in rows if m in r and isinstance(r[m], (int, float))]
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, marker="." if len(pts) < 30 else None,
+                        label=m[len(k) - 1:] if k.endswith("/*") else None)
+        if k.endswith("/*"):
+            ax.legend(fontsize=7)
         ax.set_title(k, fontsize=9)
         ax.set_xlabel("imitation epoch" if xkey == "il/epoch" else "iteration", fontsize=8)
         ax.grid(alpha=0.3)

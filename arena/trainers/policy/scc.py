@@ -101,9 +101,10 @@ class SCCTrainer(Trainer):
 
         validate(cfg)
         super().__init__(cfg, directory)
-        self.curve_keys = ("eval/win_rate/" + _slug(cfg.eval.opponents[0]), "eval/nash_conv", "train/return",
-                           "train/entropy", "train/kl_anchor", "train/value_loss", "train/upgo_loss", "il/val_acc",
-                           "il/val_loss", "train/env_steps_per_s")
+        # the learning curves, and beside them what explains a stall (docs/learning.md)
+        self.curve_keys = ("eval/win_rate/*", "eval/nash_conv", "train/return", "train/entropy/*", "train/orders/*",
+                           "train/kl_anchor", "train/kl_behaviour", "train/explained_variance", "train/value_loss",
+                           "train/upgo_loss", "il/val_acc", "il/val_loss", "train/env_steps_per_s")
         torch.set_num_threads(cfg.threads)
         self.spec = spec_from_core(make_core(cfg.game, **cfg.game_kwargs))
         self.main = next(e.name for e in cfg.learners if e.role == "main")
