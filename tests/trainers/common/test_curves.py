@@ -21,5 +21,5 @@ def test_a_prefix_panel_draws_every_metric_under_it(tmp_path, monkeypatch):
     assert out.stat().st_size > 1000
     # four lines: the return (no legend), and the two entropies and the one order share under their prefixes;
     # a prefix or a key with no metric draws nothing
-    assert sorted(str(label) for _, label, _ in drawn) == ["/move", "/type", "/units", "None"]
-    assert [ys for _, label, ys in drawn if label == "/units"] == [[0.3] * 4]
+    assert sorted(str(label) for _, label, _ in drawn) == ["None", "move", "type", "units"]
+    assert [ys for _, label, ys in drawn if label == "units"] == [[0.3] * 4]
