@@ -327,6 +327,28 @@ def upgo_advantages(
     return adv
 
 
+@torch.no_grad()
+def self_imitation_advantages(rewards: Tensor, values: Tensor, discounts: Tensor | float) -> Tensor:
+    """Self-imitation learning's advantages (Oh et al. 2018, "Self-Imitation Learning"):
+    ``max(R_t - V(x_t), 0)`` with ``R_t = r_t + gamma_t R_{t+1}`` the trajectory's own discounted return
+    (complete episodes: 0 after the last step).
+
+    The loss ``policy_gradient_loss(logp, self_imitation_advantages(...))`` raises the log-probability of
+    a move that was followed by more than the value expected, whoever's policy chose it, and no
+    importance weight shrinks it: a move the policy gives almost no probability (one an explorer
+    chose) is learned at full strength when it paid off, where a weighted policy gradient moves it in
+    proportion to that tiny probability. Moves that went worse than expected are left alone.
+    Detached, ``[T, B]``.
+    """
+    r, v, _, d, _ = _time_major("self_imitation_advantages", rewards, values, 0.0, discounts)
+    g = torch.empty_like(v)
+    acc = torch.zeros_like(v[0])
+    for t in range(r.shape[0] - 1, -1, -1):
+        acc = r[t] + _at(d, t) * acc
+        g[t] = acc
+    return (g - v).clamp(min=0.0)
+
+
 # --------------------------------------------------------------------------- #
 # GAE
 # --------------------------------------------------------------------------- #

@@ -88,6 +88,10 @@ class LearnerSettings:
     entropy_coef: float = 0.01
     #: UPGO's policy-gradient term (AlphaStar), added to the main term with this weight.
     upgo_coef: float = 0.5
+    #: Self-imitation (Oh et al. 2018): ``-log pi(a) max(R - V, 0)`` with the move's own discounted return,
+    #: no importance weight, added with this weight (0: off). It learns a rare move that paid off (one an
+    #: explorer chose, `explore`) at full strength, where the importance-weighted terms scale it by pi/mu.
+    sil_coef: float = 0.0
     #: "policy_to_anchor" KL(pi || pi_IL) (mode-seeking: the policy may sharpen inside the imitation
     #: policy's support) or "anchor_to_policy" KL(pi_IL || pi) (mass-covering).
     kl_direction: Literal["policy_to_anchor", "anchor_to_policy"] = "anchor_to_policy"
@@ -110,6 +114,8 @@ class LearnerSettings:
             raise ValueError("epochs >= 1 and minibatch >= 1 are required")
         if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
             raise ValueError("gamma must be in (0, 1] and lam in [0, 1]")
+        if self.sil_coef < 0:
+            raise ValueError(f"sil_coef must be >= 0, got {self.sil_coef}")
 
 
 class UniformMagnet:
@@ -176,6 +182,7 @@ class PolicyLearner:
             a_flat = adv.reshape(-1)[flat]
             a_norm = (a_flat - a_flat.mean()) / (a_flat.std() + 1e-8) if a_flat.numel() > 1 else a_flat
             upgo_adv = (upgo_target - b.behaviour_value).reshape(-1)[flat]
+            sil_adv = rl.self_imitation_advantages(b.rewards, b.behaviour_value, b.discounts).reshape(-1)[flat]
             n = flat.numel()
             passes, stopped = 0, False
             for _ in range(s.epochs):
@@ -184,7 +191,7 @@ class PolicyLearner:
                     j = perm[i:i + s.minibatch]
                     idx = flat[j]
                     self._minibatch(b, idx, stats, kl_coef, adv=a_norm[j], ret=ret.reshape(-1)[idx],
-                                    upgo=upgo_adv[j], raw_adv=a_flat[j])
+                                    upgo=upgo_adv[j], raw_adv=a_flat[j], sil=sil_adv[j])
                     if s.target_kl is not None and stats["approx_kl"][-1] > 1.5 * s.target_kl:
                         stopped = True
                         break
@@ -298,11 +305,11 @@ class PolicyLearner:
             if math.isfinite(v):
                 stats.setdefault(k, []).append(v)
 
-    def _minibatch(self, b, idx, stats, kl_coef, *, adv, ret, upgo, raw_adv) -> None:
+    def _minibatch(self, b, idx, stats, kl_coef, *, adv, ret, upgo, raw_adv, sil) -> None:
         s = self.s
         n = len(idx)
         part, empty = self._part(n)
-        idx, adv, ret, upgo, raw_adv = idx[part], adv[part], ret[part], upgo[part], raw_adv[part]
+        idx, adv, ret, upgo, raw_adv, sil = idx[part], adv[part], ret[part], upgo[part], raw_adv[part], sil[part]
         weight = 0.0 if empty else len(idx) / n  # the losses are means over the moves
         dist, value, act, anchor = self._forward(b, idx)
         m = b.inputs.get("mask")
@@ -314,8 +321,11 @@ class PolicyLearner:
         upgo_loss, _ = rl.policy_gradient_loss(logp, rho * upgo)
         vloss, vst = rl.value_loss(value, ret)
         ent, kl = self._terms(dist, anchor, mask, kl_coef)
-        loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
+        sil_loss, _ = rl.policy_gradient_loss(logp, sil)
+        loss = (pg + s.upgo_coef * upgo_loss + s.sil_coef * sil_loss + s.value_coef * vloss - s.entropy_coef * ent
+                + kl_coef * kl)
         self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
+                    sil_loss=float(sil_loss.detach()), sil_share=float((sil > 0).float().mean()),
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
                     approx_kl=pst["approx_kl"], clip_frac=pst["clip_frac"],
                     explained_variance=vst["explained_variance"], **self._diagnostics(dist, logp, old, raw_adv))
@@ -355,9 +365,13 @@ class PolicyLearner:
         m = sub.inputs.get("mask")
         mask = m.reshape(-1, m.shape[-1]) if m is not None else None
         ent, kl = self._terms(dist, anchor, mask, kl_coef, sub.valid.reshape(-1))
-        loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
+        sil = rl.self_imitation_advantages(sub.rewards, values.detach() * valid, sub.discounts)
+        sil_loss, _ = rl.policy_gradient_loss(logp, sil, sub.valid)
+        loss = (pg + s.upgo_coef * upgo_loss + s.sil_coef * sil_loss + s.value_coef * vloss - s.entropy_coef * ent
+                + kl_coef * kl)
         n = valid.sum().clamp(min=1)
         self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
+                    sil_loss=float(sil_loss.detach()), sil_share=float(((sil > 0) & sub.valid).sum() / n),
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
                     rho_mean=float((vt.rhos * valid).sum() / n), explained_variance=vst["explained_variance"],
                     **self._diagnostics(dist, logp.reshape(-1), sub.behaviour_logp.reshape(-1),

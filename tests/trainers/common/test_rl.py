@@ -439,3 +439,21 @@ def test_anneal() -> None:
     assert rl.anneal(1.0, 9, 5, "linear") == approx(0.0)  # past the end stays at end
     with pytest.raises(ValueError, match="kind"):
         rl.anneal(1.0, 1, 5, "cosin")
+
+
+def test_self_imitation_advantages_by_hand():
+    # R = [0 + 0.5 * 0.5, 0 + 0.5 * 1, 1] = [0.25, 0.5, 1]; V = [0.5, 0.2, 1.5]: only the middle move beat
+    # its value (by 0.3); the others are left alone (0), not pushed down
+    r = torch.tensor([[0.0], [0.0], [1.0]])
+    v = torch.tensor([[0.5], [0.2], [1.5]])
+    d = torch.tensor([[0.5], [0.5], [0.0]])
+    adv = rl.self_imitation_advantages(r, v, d)
+    assert torch.allclose(adv, torch.tensor([[0.0], [0.3], [0.0]]))
+    # a discount of 0 ends the return: the next episode's reward never reaches back
+    two = rl.self_imitation_advantages(torch.tensor([[1.0], [5.0]]), torch.zeros(2, 1), torch.tensor([[0.0], [0.0]]))
+    assert torch.allclose(two, torch.tensor([[1.0], [5.0]]))
+    # its loss on a rare move: d loss / d logp = -adv / n, whatever the move's probability
+    logp = torch.log(torch.tensor([[0.9], [0.001], [0.5]])).requires_grad_()
+    loss, _ = rl.policy_gradient_loss(logp, adv)
+    loss.backward()
+    assert torch.allclose(logp.grad, torch.tensor([[0.0], [-0.1], [0.0]]))
