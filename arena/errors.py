@@ -71,6 +71,26 @@ def damaged_database(e: BaseException, db_path) -> "LeagueDatabaseError | None":
     return unreadable_league_db(db_path, str(e))
 
 
+def database_errors(db_path, error: type[ArenaError] | None = None):
+    """A context manager: SQLite's "not a database" / "malformed" / an undecodable text value met
+    inside the block (a damaged league.db) becomes the one line of `damaged_database`, raised as
+    `error` (default `LeagueDatabaseError`); other errors (busy, a full disk) pass unchanged."""
+    import contextlib
+    import sqlite3
+
+    @contextlib.contextmanager
+    def block():
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            damaged = damaged_database(e, db_path)
+            if damaged is None:
+                raise
+            raise (damaged if error is None else error(str(damaged))) from None
+
+    return block()
+
+
 def unreadable_league_db(db_path, why: str) -> LeagueDatabaseError:
     """The one line for a league database that cannot be read, and what to do."""
     why = clipped(" ".join(why.split()), 80)

@@ -48,6 +48,21 @@ from pathlib import Path  # noqa: E402
 GOAL_P99_MS = 200.0
 
 
+
+def _timed_get(conn, path: str, port: int, timeout: float):
+    """(answered 200, seconds, the connection to use next: a new one after a broken one) of one GET."""
+    t0 = time.perf_counter()
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        r.read()
+        ok = r.status == 200
+    except OSError:
+        ok = False
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    return ok, time.perf_counter() - t0, conn
+
 def build_league(d: Path, players: int, matches: int) -> None:
     from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
     from arena.league.manager import League
@@ -94,17 +109,8 @@ def hammer(port: int, path: str, clients: int, requests: int) -> tuple[list[floa
         mine = []
         start.wait()
         for _ in range(n):
-            t0 = time.perf_counter()
-            try:
-                conn.request("GET", path)
-                r = conn.getresponse()
-                r.read()
-                ok = r.status == 200
-            except OSError:
-                ok = False
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            mine.append(time.perf_counter() - t0)
+            ok, seconds, conn = _timed_get(conn, path, port, 60)
+            mine.append(seconds)
             if not ok:
                 with lock:
                     errors[0] += 1
@@ -138,17 +144,8 @@ def hammer_for(port: int, paths: list[str], clients: int, seconds: float) -> tup
         start.wait()
         while time.perf_counter() < deadline[0]:
             for path in paths:
-                t0 = time.perf_counter()
-                try:
-                    conn.request("GET", path)
-                    r = conn.getresponse()
-                    r.read()
-                    ok = r.status == 200
-                except OSError:
-                    ok = False
-                    conn.close()
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-                mine[path].append(time.perf_counter() - t0)
+                ok, seconds, conn = _timed_get(conn, path, port, 120)
+                mine[path].append(seconds)
                 bad[path] += not ok
         with lock:
             for p in paths:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from arena.errors import ConfigError, LeagueDatabaseError, damaged_database
+from arena.errors import ConfigError, LeagueDatabaseError, database_errors
 from arena.fsio import disk_full_as_error
 from arena.league.payoff import Payoff, decayed_update
 from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
@@ -87,18 +87,9 @@ def check_rating_settings(elo_k: Any, payoff_decay: Any) -> None:
                           f"about the last 100 games of a pair), got {shown(payoff_decay)}")
 
 
-@contextlib.contextmanager
-def league_db_errors(db_path: str | Path) -> Iterator[None]:
-    """Turn SQLite's "file is not a database" / "database disk image is malformed" (a truncated or
-    overwritten league.db) met inside the block into one line naming the file and what to do
-    (`arena.errors.damaged_database`). Other errors (a busy database, a full disk) pass unchanged."""
-    try:
-        yield
-    except sqlite3.DatabaseError as e:
-        damaged = damaged_database(e, db_path)
-        if damaged is None:
-            raise
-        raise damaged from None
+#: A damaged league.db met inside the block is one line naming it and what to do
+#: (`arena.errors.database_errors`): ``with league_db_errors(path): ...``.
+league_db_errors = database_errors
 
 
 _SCHEMA = """

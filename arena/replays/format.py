@@ -49,7 +49,6 @@ database) see both forms.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import json
@@ -59,7 +58,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from arena.errors import ReplayError, ReplayRefused, damaged_database, unreadable_league_db
+from arena.errors import ReplayError, ReplayRefused, damaged_database, database_errors, unreadable_league_db
 
 FORMAT = "arena-replay"
 VERSION = 1
@@ -273,24 +272,10 @@ def _connect(db: Path):
     return conn
 
 
-@contextlib.contextmanager
-def _damaged_as_replay_error(db: Path) -> Iterator[None]:
-    """A damaged database read inside the block is one line naming it (`arena.errors.damaged_database`)."""
-    import sqlite3
-
-    try:
-        yield
-    except sqlite3.DatabaseError as e:
-        damaged = damaged_database(e, db)
-        if damaged is None:
-            raise
-        raise ReplayError(str(damaged)) from None
-
-
 def _read_blob(db: Path, match_id: str) -> bytes:
     conn = _connect(db)
     try:
-        with _damaged_as_replay_error(db):
+        with database_errors(db, ReplayError):
             row = conn.execute(f"SELECT length(data) <= ?, data FROM {BLOB_TABLE} WHERE match_id=?",
                                (MAX_REPLAY_BYTES, match_id)).fetchone() if conn else None
     finally:
@@ -452,7 +437,7 @@ def _blob_ids(db: Path, prefix: str | None = None) -> list[str]:
     if conn is None:
         return []
     try:
-        with _damaged_as_replay_error(db):
+        with database_errors(db, ReplayError):
             if prefix is None:
                 return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} ORDER BY match_id")]
             # a prefix range over the primary key: no scan of a million ids
