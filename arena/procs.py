@@ -270,7 +270,7 @@ def _writes_below(pid: int, folders: list[str]) -> bool:
     for fd in fds:
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if not any(target.startswith(f) for f in folders):
+            if not any(target == f or target.startswith(f.rstrip(os.sep) + os.sep) for f in folders):
                 continue
             with open(f"/proc/{pid}/fdinfo/{fd}") as f:
                 flags = next(int(line.split()[1], 8) for line in f if line.startswith("flags:"))
