@@ -60,7 +60,9 @@ class PolicyAgent(BaseAgent):
         #: Training rollouts: the chance that a move's first part (its only one, or a structured move's
         #: order type) is drawn uniformly from its legal choices instead of from the policy; the rest of
         #: the move follows the policy given it, and the log-probability returned is the mixture's (the
-        #: behaviour policy's), which V-trace's importance weights correct for.
+        #: behaviour policy's), which V-trace's importance weights correct for. Explored moves draw from
+        #: the agent's one generator (not a seat's own, `seat_match`): a training batch plays the same for
+        #: the same pairings and seed, but a match is no longer the same beside other matches as alone.
         self.explore = float(explore)
 
         if temperature <= 0:

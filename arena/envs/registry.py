@@ -415,21 +415,29 @@ def game_settings(game_id: str) -> frozenset[str] | None:
     """The settings `game_id` declares (module docstring): the kwargs that anyone but its registration
     may give. None: a plug-in whose entry point takes any keyword (``**kwargs`` it does not name); then
     every key but the `CONSTRUCTION_KEYS` is a setting."""
+    def declared_settings(spec: Any, creator: Any) -> frozenset[str] | None:
+        declared = getattr(creator, "game_settings", None)
+        if declared is not None:
+            names = set(declared(dict(spec.kwargs)) if callable(declared) else declared)
+        else:
+            names = _keywords(creator)
+            if names is not None and isinstance(creator, type) and issubclass(creator, gymnasium.Env):
+                names |= _GYM_MAKE_KEYS
+        return None if names is None else frozenset((names | VIEW_KEYS) - CONSTRUCTION_KEYS)
+
+    return _per_registration(_settings_cache, game_id, declared_settings)
+
+
+def _per_registration(cache: dict[str, tuple[Any, Any]], game_id: str, make: Callable[[Any, Any], Any]) -> Any:
+    """``make(spec, entry point)`` for the game's registration as it is now, worked out once per
+    registration (a plug-in that registers the id again gets it worked out again)."""
     spec = _spec(game_id)
-    hit = _settings_cache.get(game_id)
+    hit = cache.get(game_id)
     if hit is not None and hit[0] is spec:
         return hit[1]
     ep = spec.entry_point
-    creator = load_env_creator(ep) if isinstance(ep, str) else ep
-    declared = getattr(creator, "game_settings", None)
-    if declared is not None:
-        names = set(declared(dict(spec.kwargs)) if callable(declared) else declared)
-    else:
-        names = _keywords(creator)
-        if names is not None and isinstance(creator, type) and issubclass(creator, gymnasium.Env):
-            names |= _GYM_MAKE_KEYS
-    out = None if names is None else frozenset((names | VIEW_KEYS) - CONSTRUCTION_KEYS)
-    _settings_cache[game_id] = (spec, out)
+    out = make(spec, load_env_creator(ep) if isinstance(ep, str) else ep)
+    cache[game_id] = (spec, out)
     return out
 
 
@@ -442,18 +450,13 @@ def setting_rules(game_id: str) -> dict[str, Any]:
     mapping of setting name -> rule, or a function of the spec's kwargs giving one; OpenSpiel's and
     TextArena's are worked out from their parameters' names and defaults, `parameter_rule`). A setting
     with no rule is still plain data of bounded size, and a number must be finite."""
-    spec = _spec(game_id)
-    hit = _rules_cache.get(game_id)
-    if hit is not None and hit[0] is spec:
-        return hit[1]
-    ep = spec.entry_point
-    creator = load_env_creator(ep) if isinstance(ep, str) else ep
-    declared = getattr(creator, "game_setting_ranges", None)
-    if callable(declared):
-        declared = declared(dict(spec.kwargs))
-    rules = {**COMMON_RULES, **dict(declared or {})}
-    _rules_cache[game_id] = (spec, rules)
-    return rules
+    def declared_ranges(spec: Any, creator: Any) -> dict[str, Any]:
+        declared = getattr(creator, "game_setting_ranges", None)
+        if callable(declared):
+            declared = declared(dict(spec.kwargs))
+        return {**COMMON_RULES, **dict(declared or {})}
+
+    return _per_registration(_rules_cache, game_id, declared_ranges)
 
 
 def _out_of_range(rule: Any, value: Any, path: str) -> tuple[str, Any, str] | None:

@@ -66,18 +66,24 @@ def _cmdline(pid: int) -> str:
         return "?"
 
 
+def _wait_until_running(proc: subprocess.Popen, ready, what: str, timeout: float = 120,
+                        poll: float = 0.3) -> dict[int, int]:
+    """Poll `proc`'s descendants until ``ready(them)``; fails if `proc` ends first or `timeout` passes."""
+    procs: dict[int, int] = {}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        time.sleep(poll)
+        assert proc.poll() is None, f"{what} ended early: {proc.stderr.read()[-3000:]}"
+        procs = _descendants(proc.pid)
+        if ready(procs):
+            return procs
+    pytest.fail(f"{what} never had its workers running: {[_cmdline(p) for p in procs]}")
+
+
 def _kill_9_and_check(proc: subprocess.Popen, ready, what: str) -> None:
     procs: dict[int, int] = {}
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            time.sleep(0.3)
-            assert proc.poll() is None, f"{what} ended early: {proc.stderr.read()}"
-            procs = _descendants(proc.pid)
-            if ready(procs):
-                break
-        else:
-            pytest.fail(f"{what} never had its workers running: {[_cmdline(p) for p in procs]}")
+        _wait_until_running(proc, ready, what)
         procs = _descendants(proc.pid)  # all of them, just before the kill
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

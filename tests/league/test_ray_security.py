@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from league.test_league import ARENA, write_cfg
-from league.test_processes import SLOW, _alive, _cmdline, _descendants, _stat
+from league.test_processes import SLOW, _alive, _cmdline, _descendants, _stat, _wait_until_running
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None or importlib.util.find_spec("psutil") is None,
@@ -257,25 +257,19 @@ def test_kill_9_of_a_ray_league_leaves_no_ray_process(tmp_path):
     env = dict(os.environ, TMPDIR=temp)  # the league's Ray session folder goes there
     proc = subprocess.Popen([ARENA, "league", "run", str(c), "--dir", str(d), "--backend", "ray"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    def playing_on_ray(procs: dict[int, int]) -> bool:
+        names = " ".join(_cmdline(p) for p in procs)
+        if "ray::DashboardAgent" not in names or "ray::RuntimeEnvAgent" not in names or not (d / "league.db").exists():
+            return False
+        try:
+            with sqlite3.connect(d / "league.db", timeout=1) as conn:
+                return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] > 0
+        except sqlite3.Error:
+            return False
+
     procs: dict[int, int] = {}
     try:
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            time.sleep(0.5)
-            assert proc.poll() is None, f"the league ended early: {proc.stderr.read()[-3000:]}"
-            procs = _descendants(proc.pid)
-            names = " ".join(_cmdline(p) for p in procs)
-            if "ray::DashboardAgent" not in names or "ray::RuntimeEnvAgent" not in names \
-                    or not (d / "league.db").exists():
-                continue
-            try:
-                with sqlite3.connect(d / "league.db", timeout=1) as conn:
-                    if conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] > 0:
-                        break
-            except sqlite3.Error:
-                pass
-        else:
-            pytest.fail(f"the league never played on Ray: {[_cmdline(p) for p in procs]}")
+        procs = _wait_until_running(proc, playing_on_ray, "the league on Ray", timeout=180, poll=0.5)
         procs = {**_descendants(proc.pid), **_of_session(temp)}
         procs.pop(proc.pid, None)
         assert any("raylet" in _cmdline(p) for p in procs)

@@ -182,7 +182,8 @@ class PolicyLearner:
             a_flat = adv.reshape(-1)[flat]
             a_norm = (a_flat - a_flat.mean()) / (a_flat.std() + 1e-8) if a_flat.numel() > 1 else a_flat
             upgo_adv = (upgo_target - b.behaviour_value).reshape(-1)[flat]
-            sil_adv = rl.self_imitation_advantages(b.rewards, b.behaviour_value, b.discounts).reshape(-1)[flat]
+            sil_adv = (rl.self_imitation_advantages(b.rewards, b.behaviour_value, b.discounts).reshape(-1)[flat]
+                       if s.sil_coef > 0 else None)
             n = flat.numel()
             passes, stopped = 0, False
             for _ in range(s.epochs):
@@ -191,7 +192,7 @@ class PolicyLearner:
                     j = perm[i:i + s.minibatch]
                     idx = flat[j]
                     self._minibatch(b, idx, stats, kl_coef, adv=a_norm[j], ret=ret.reshape(-1)[idx],
-                                    upgo=upgo_adv[j], raw_adv=a_flat[j], sil=sil_adv[j])
+                                    upgo=upgo_adv[j], raw_adv=a_flat[j], sil=None if sil_adv is None else sil_adv[j])
                     if s.target_kl is not None and stats["approx_kl"][-1] > 1.5 * s.target_kl:
                         stopped = True
                         break
@@ -309,7 +310,7 @@ class PolicyLearner:
         s = self.s
         n = len(idx)
         part, empty = self._part(n)
-        idx, adv, ret, upgo, raw_adv, sil = idx[part], adv[part], ret[part], upgo[part], raw_adv[part], sil[part]
+        idx, adv, ret, upgo, raw_adv = idx[part], adv[part], ret[part], upgo[part], raw_adv[part]
         weight = 0.0 if empty else len(idx) / n  # the losses are means over the moves
         dist, value, act, anchor = self._forward(b, idx)
         m = b.inputs.get("mask")
@@ -321,11 +322,14 @@ class PolicyLearner:
         upgo_loss, _ = rl.policy_gradient_loss(logp, rho * upgo)
         vloss, vst = rl.value_loss(value, ret)
         ent, kl = self._terms(dist, anchor, mask, kl_coef)
-        sil_loss, _ = rl.policy_gradient_loss(logp, sil)
-        loss = (pg + s.upgo_coef * upgo_loss + s.sil_coef * sil_loss + s.value_coef * vloss - s.entropy_coef * ent
-                + kl_coef * kl)
-        self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
-                    sil_loss=float(sil_loss.detach()), sil_share=float((sil > 0).float().mean()),
+        loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
+        extra = {}
+        if sil is not None:  # self-imitation, where it is on
+            sil = sil[part]
+            sil_loss, _ = rl.policy_gradient_loss(logp, sil)
+            loss = loss + s.sil_coef * sil_loss
+            extra = {"sil_loss": float(sil_loss.detach()), "sil_share": float((sil > 0).float().mean())}
+        self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()), **extra,
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
                     approx_kl=pst["approx_kl"], clip_frac=pst["clip_frac"],
                     explained_variance=vst["explained_variance"], **self._diagnostics(dist, logp, old, raw_adv))
@@ -365,13 +369,15 @@ class PolicyLearner:
         m = sub.inputs.get("mask")
         mask = m.reshape(-1, m.shape[-1]) if m is not None else None
         ent, kl = self._terms(dist, anchor, mask, kl_coef, sub.valid.reshape(-1))
-        sil = rl.self_imitation_advantages(sub.rewards, values.detach() * valid, sub.discounts)
-        sil_loss, _ = rl.policy_gradient_loss(logp, sil, sub.valid)
-        loss = (pg + s.upgo_coef * upgo_loss + s.sil_coef * sil_loss + s.value_coef * vloss - s.entropy_coef * ent
-                + kl_coef * kl)
+        loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
         n = valid.sum().clamp(min=1)
-        self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()),
-                    sil_loss=float(sil_loss.detach()), sil_share=float(((sil > 0) & sub.valid).sum() / n),
+        extra = {}
+        if s.sil_coef > 0:  # self-imitation, where it is on
+            sil = rl.self_imitation_advantages(sub.rewards, values.detach() * valid, sub.discounts)
+            sil_loss, _ = rl.policy_gradient_loss(logp, sil, sub.valid)
+            loss = loss + s.sil_coef * sil_loss
+            extra = {"sil_loss": float(sil_loss.detach()), "sil_share": float(((sil > 0) & sub.valid).sum() / n)}
+        self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()), **extra,
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
                     rho_mean=float((vt.rhos * valid).sum() / n), explained_variance=vst["explained_variance"],
                     **self._diagnostics(dist, logp.reshape(-1), sub.behaviour_logp.reshape(-1),

@@ -264,3 +264,21 @@ def test_exploration_draws_the_first_part_from_the_mixture_and_says_so():
             a0 = x["action"]["type"][:50].unsqueeze(-1)
             want = pi - first.log_probs.gather(-1, a0).squeeze(-1) + mu.gather(-1, a0).squeeze(-1).log()
         assert torch.allclose(x["logp"][:50], want, atol=1e-4), (x["logp"][:5], want[:5])
+
+
+@pytest.mark.parametrize("algo", ["ppo", "vtrace"])
+def test_self_imitation_is_a_term_only_where_it_is_on(algo):
+    from arena.inference.policy_nets import build_policy, spec_from_core
+    from arena.trainers.policy.actors import Pairing, Seat, play_pairings, to_batch
+    from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
+
+    torch.manual_seed(0)
+    net = build_policy(spec_from_core(make_core(GAME)), hidden=[32], d_model=16, heads=2, layers=1, channels=4)
+    pairings = [Pairing([Seat("main", trained=True), Seat("main", trained=True)], ["main", "main"]) for _ in range(4)]
+    _, trajs = play_pairings(GAME, pairings, {"main": net}, seed=6)
+    batch = to_batch(trajs, gamma=1.0)
+    off = PolicyLearner(net, LearnerSettings(algo=algo, epochs=1, minibatch=64), lr=1e-3).step(batch)
+    on = PolicyLearner(net, LearnerSettings(algo=algo, epochs=1, minibatch=64, sil_coef=1.0), lr=1e-3).step(batch)
+    assert "sil_loss" not in off and "sil_share" not in off
+    # the winners' moves beat a fresh value (about 0) in about half the games: a share strictly inside (0, 1)
+    assert 0.0 < on["sil_share"] < 1.0 and on["sil_loss"] != 0.0, on
