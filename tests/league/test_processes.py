@@ -101,6 +101,17 @@ def _kill_9_and_check(proc: subprocess.Popen, ready, what: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _has_results(league: Path) -> bool:
+    """Whether the league in folder `league` has recorded a result yet (its database may not exist yet)."""
+    if not (league / "league.db").exists():
+        return False
+    try:
+        with sqlite3.connect(league / "league.db", timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] > 0
+    except sqlite3.Error:
+        return False
+
+
 def _workers_of_forkserver(procs: dict[int, int]) -> int:
     """How many processes in `procs` are children of another process in `procs` (the forkserver's)."""
     return sum(1 for pid in procs if (st := _stat(pid)) is not None and st[1] in procs)
@@ -116,13 +127,7 @@ def test_kill_9_of_a_league_leaves_no_process(tmp_path):
 
     def ready(procs):
         # the forkserver's two workers are up and matches are being played (one is recorded)
-        if _workers_of_forkserver(procs) < 2 or not (d / "league.db").exists():
-            return False
-        try:
-            with sqlite3.connect(d / "league.db", timeout=1) as conn:
-                return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] > 0
-        except sqlite3.Error:
-            return False
+        return _workers_of_forkserver(procs) >= 2 and _has_results(d)
 
     _kill_9_and_check(proc, ready, "arena league run")
 

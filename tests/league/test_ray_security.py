@@ -13,7 +13,6 @@ import ipaddress
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from league.test_league import ARENA, write_cfg
-from league.test_processes import SLOW, _alive, _cmdline, _descendants, _stat, _wait_until_running
+from league.test_processes import SLOW, _alive, _cmdline, _descendants, _has_results, _stat, _wait_until_running
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None or importlib.util.find_spec("psutil") is None,
@@ -257,15 +256,10 @@ def test_kill_9_of_a_ray_league_leaves_no_ray_process(tmp_path):
     env = dict(os.environ, TMPDIR=temp)  # the league's Ray session folder goes there
     proc = subprocess.Popen([ARENA, "league", "run", str(c), "--dir", str(d), "--backend", "ray"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
     def playing_on_ray(procs: dict[int, int]) -> bool:
         names = " ".join(_cmdline(p) for p in procs)
-        if "ray::DashboardAgent" not in names or "ray::RuntimeEnvAgent" not in names or not (d / "league.db").exists():
-            return False
-        try:
-            with sqlite3.connect(d / "league.db", timeout=1) as conn:
-                return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] > 0
-        except sqlite3.Error:
-            return False
+        return "ray::DashboardAgent" in names and "ray::RuntimeEnvAgent" in names and _has_results(d)
 
     procs: dict[int, int] = {}
     try:
