@@ -4,15 +4,17 @@ given the same seconds, every figure exact (OpenSpiel's best responses over all 
     python benchmarks/leduc_curve.py                              # 20 minutes each: docs/leduc_curve.png
     python benchmarks/leduc_curve.py --seconds 180 --out /tmp/leduc_curve.png --dir /tmp/leduc_curve
     python benchmarks/leduc_curve.py --run runs/leduc             # an SCC run already trained: its metrics
+    python benchmarks/leduc_curve.py --run runs/leduc --run runs/leduc_selfplay --goal 0.3   # several runs
 
 CFR and CFR+ (`open_spiel.python.algorithms.cfr`) run one after the other in this process; their
 clock counts the solver's iterations only, not the NashConv measurements of the average policy
 (taken at geometrically spaced iterations). The SCC run is trained here (``--config``, in ``--dir``)
 until ``--seconds`` have passed (it finishes the iteration under way) or its iterations are done;
 its clock is the wall time from the start of the run (teacher matches, imitation, RL and its own
-evaluations), its points the ``eval/nash_conv`` lines of ``metrics.jsonl``. With ``--run``, an
-existing run folder is read instead (its clock starts at ``curve.json``'s start if this script
-trained it, else at its first metrics line, after the teacher matches).
+evaluations), its points the ``eval/nash_conv`` lines of ``metrics.jsonl``. With ``--run`` (once or
+more), existing run folders are read instead (each clock starts at ``curve.json``'s start if this
+script trained it, else at its first metrics line, after any teacher matches). ``--goal`` is the
+NashConv the table's last column and the plot's dashed line mark.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def first_below(points: list[tuple[float, int, float]], goal: float, seconds: fl
     return "-" if hit is None else f"{hit[0]:.0f} s (iteration {hit[1]})"
 
 
-def plot(curves: dict[str, list[tuple[float, int, float]]], path: Path, seconds: float) -> None:
+def plot(curves: dict[str, list[tuple[float, int, float]]], path: Path, seconds: float, goal: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -102,11 +104,12 @@ def plot(curves: dict[str, list[tuple[float, int, float]]], path: Path, seconds:
 
     fig = Figure(figsize=(7, 4.2))
     ax = fig.add_subplot(1, 1, 1)
-    for (name, pts), color in zip(curves.items(), ("tab:red", "tab:blue", "tab:green")):
+    for (name, pts), color in zip(curves.items(), ("tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:blue",
+                                                   "tab:green")):
         if pts:
             ax.plot([p[0] for p in pts], [p[2] for p in pts], color=color, marker="o" if len(pts) < 40 else None,
                     ms=3, lw=1.4, label=name)
-    ax.axhline(GOAL, color="gray", ls="--", lw=1, label=f"NashConv {GOAL}")
+    ax.axhline(goal, color="gray", ls="--", lw=1, label=f"NashConv {goal:g}")
     ax.set_yscale("log")
     ax.set_xlim(0, max([seconds] + [p[0] for pts in curves.values() for p in pts]))
     ax.set_xlabel("seconds (one process)")
@@ -124,7 +127,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1200.0, help="wall time each method gets (default 20 minutes)")
     ap.add_argument("--config", type=Path, default=ROOT / "configs" / "train" / "scc_leduc.yaml")
     ap.add_argument("--dir", type=Path, default=ROOT / "runs" / "leduc_curve", help="the SCC run folder (trained here)")
-    ap.add_argument("--run", type=Path, default=None, help="read this SCC run folder instead of training one")
+    ap.add_argument("--run", type=Path, action="append", default=None,
+                    help="read this SCC run folder instead of training one (repeat for several)")
+    ap.add_argument("--goal", type=float, default=GOAL, help=f"the NashConv marked (default {GOAL})")
     ap.add_argument("--threads", type=int, default=None, help="the SCC trainer's torch threads (default: the config's)")
     ap.add_argument("--iterations", type=int, default=None, help="the SCC run's iterations (default: the config's)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "leduc_curve.png")
@@ -136,20 +141,22 @@ def main() -> None:
         if (args.dir / "metrics.jsonl").exists():
             raise SystemExit(f"{args.dir} holds a run already: give another --dir, or read it with --run {args.dir}")
         train_scc(args.config, args.dir, args.seconds, args.threads, args.iterations)
-    folder = args.run or args.dir
-    curves = {f"SCC ({args.config.name if args.run is None else folder.name})": scc_curve(folder)}
+    if args.run is None:
+        curves = {f"SCC ({args.config.name})": scc_curve(args.dir)}
+    else:
+        curves = {f"SCC ({folder.name})": scc_curve(folder) for folder in args.run}
     for kind, label in (("cfr", "CFR"), ("cfr+", "CFR+")):
         print(f"{label}: {args.seconds:.0f} s", flush=True)
         curves[label] = cfr_curve(kind, args.seconds)
 
     marks = [s for s in (15, 30, 60, 120, 180, 300, 600, 900, 1200) if s < args.seconds] + [args.seconds]
-    rows = [[name] + [at(pts, s) for s in marks] + [first_below(pts, GOAL, args.seconds)]
+    rows = [[name] + [at(pts, s) for s in marks] + [first_below(pts, args.goal, args.seconds)]
             for name, pts in curves.items()]
     print(f"\nNashConv (exact; in brackets the iteration) by wall time, {args.seconds:.0f} s each; "
           f"{versions(('torch', 'open_spiel'))}\n")
-    header = ["method"] + [f"{s:.0f} s" for s in marks] + [f"first <= {GOAL}, by {args.seconds:.0f} s"]
+    header = ["method"] + [f"{s:.0f} s" for s in marks] + [f"first <= {args.goal:g}, by {args.seconds:.0f} s"]
     print(markdown_table(header, rows, set(range(1, len(marks) + 2))))
-    plot(curves, args.out, args.seconds)
+    plot(curves, args.out, args.seconds, args.goal)
     print(f"\nfigure: {args.out}")
 
 

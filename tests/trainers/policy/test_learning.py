@@ -29,8 +29,13 @@ CONFIGS = Path(__file__).parents[3] / "configs" / "train"
 def _train(config: Path, folder: Path, **changes):
     data = yaml.safe_load(config.read_text())
     data.update(changes)
+    return _train_dict(data, folder)
+
+
+def _train_dict(cfg: dict, folder: Path):
+    """Train the config `cfg` (a dict) into `folder`; its YAML beside the folder."""
     p = folder.parent / f"{folder.name}.yaml"
-    p.write_text(yaml.safe_dump(data))
+    p.write_text(yaml.safe_dump(cfg))
     t = make_trainer(p, folder)
     try:
         t.run()
@@ -62,18 +67,39 @@ def test_tictactoe_beats_random_within_a_minute(tmp_path):
     cfg = {"trainer": "scc", "game": "openspiel/tic_tac_toe-v0", "seed": 0, "threads": 1, "il": None, "arch": "mlp",
            "learners": [{"name": "main", "role": "main"}], "fixed_share": 0.5, "iterations": 120,
            "games_per_iter": 64, "lr": 1.0e-3, "kl_coef": 0.0, "eval": {"every": 120, "games": 100}}
-    p = tmp_path / "ttt.yaml"
-    p.write_text(yaml.safe_dump(cfg))
-    t = make_trainer(p, tmp_path / "run")
-    try:
-        t.run()
-    finally:
-        t.close()
+    _train_dict(cfg, tmp_path / "run")
     before = greedy_win_rate(tmp_path / "run" / "checkpoints" / "iter-00000", "openspiel/tic_tac_toe-v0", "random", 400)
     after = greedy_win_rate(tmp_path / "run" / "latest", "openspiel/tic_tac_toe-v0", "random", 400)
     # random against random wins about 0.43 of seat-swapped games (the rest are draws and losses)
     assert after >= 0.65, (before, after)
     assert after >= before + 0.15, (before, after)
+
+
+def score(folder, game, opponent, games, seed=123):
+    """Seat-swapped score (a win 1, a draw 1/2) of the greedy policy in `folder` against `opponent`."""
+    _, results = greedy_games(folder, game, opponent, games, seed)
+    wins = sum(r.winner == (0 if i % 2 == 0 else 1) for i, r in enumerate(results))
+    losses = sum(r.winner == (1 if i % 2 == 0 else 0) for i, r in enumerate(results))
+    return (wins + 0.5 * (games - wins - losses)) / games
+
+
+def test_tictactoe_rl_surpasses_its_imitation_and_teacher(tmp_path):
+    """Imitation of the one-ply tactics player, then league RL (self-play and the teacher): scored against
+    MCTS with 100 simulations, which it never met. Measured on seeds 0, 1, 2 (400 games each): the
+    teacher 0.359 (it samples), imitation (greedy) 0.194 / 0.193 / 0.076, after RL 0.453 / 0.485 / 0.441
+    (the run 20 s here); docs/learning.md "A gain over the teacher"."""
+    game, judge = "openspiel/tic_tac_toe-v0", "mcts:simulations=100"
+    cfg = {"trainer": "scc", "game": game, "seed": 0, "threads": 1, "arch": "mlp",
+           "il": {"teachers": ["tactics", "tactics"], "matches": 400, "workers": 1, "epochs": 20, "patience": 4},
+           "learners": [{"name": "main", "role": "main"}], "opponents": ["tactics"], "fixed_share": 0.5,
+           "iterations": 120, "games_per_iter": 64, "lr": 1.0e-3, "kl_coef": 0.0, "kl_end": 0.0,
+           "eval": {"every": 120, "games": 50, "opponents": ["tactics"]}}
+    _train_dict(cfg, tmp_path / "run")
+    imitation = score(tmp_path / "run" / "checkpoints" / "il", game, judge, 400)
+    after = score(tmp_path / "run" / "latest", game, judge, 400)
+    # 400 games: a score's 95% interval is about +-0.045; the teacher's own is 0.359 [0.31, 0.41]
+    assert after >= 0.40, (imitation, after)
+    assert after >= imitation + 0.2, (imitation, after)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +158,32 @@ def test_connect_four_against_search_it_never_met(c4_run):
     rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
     probe = [r["eval/tactics/win_taken"] for r in rows if "eval/tactics/win_taken" in r]
     assert probe and probe[-1] >= 0.7
+
+
+@pytest.fixture(scope="module")
+def leduc_selfplay_curve(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("leduc_selfplay") / "run"
+    t = _train(CONFIGS / "scc_leduc_selfplay.yaml", folder)
+    assert t.iteration == t.cfg.iterations
+    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["eval/nash_conv"]) for r in rows if "eval/nash_conv" in r]
+
+
+@pytest.mark.recipe
+def test_leduc_selfplay_alone_lowers_nash_conv(leduc_selfplay_curve):
+    curve = leduc_selfplay_curve
+    print(f"leduc self-play NashConv: {curve}")
+    # no teacher: from the untrained network's 4.74 to 0.62 at iteration 450 (0.54-0.62 over the last
+    # 150 iterations, seed 0, about 12 minutes on 2 cores): docs/policy.md "Self-play alone"
+    assert curve[0][1] > 4.0, curve
+    assert max(nc for _, nc in curve[-4:]) <= 0.8, curve
+
+
+@pytest.mark.recipe
+@pytest.mark.xfail(reason="goal not met yet: NashConv 0.62 after the shipped self-play run (seed 0; 0.54 at best), "
+                          "the uniform magnet's floor at kl_coef 0.05 (docs/policy.md)", strict=False)
+def test_leduc_selfplay_alone_reaches_the_goal(leduc_selfplay_curve):
+    assert leduc_selfplay_curve[-1][1] <= 0.3, leduc_selfplay_curve
 
 
 @pytest.mark.recipe
