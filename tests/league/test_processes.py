@@ -91,14 +91,30 @@ def _kill_9_and_check(proc: subprocess.Popen, ready, what: str) -> None:
         while _alive(procs) and time.time() < deadline:
             time.sleep(0.1)
         left = _alive(procs)
-        assert not left, f"still running 5 s after kill -9 of {what}: " + "; ".join(
-            f"{pid} ({state}) {_cmdline(pid)}" for pid, state in left.items())
+        assert not left, f"still running 5 s after kill -9 of {what}: " + _listing(left)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in _alive(procs):  # only what this test started (pid and start time checked)
+        _stop(proc, procs)
+
+
+def _listing(left: dict[int, str]) -> str:
+    """The processes still alive, each with its state and command line (an assertion's message)."""
+    return "; ".join(f"{pid} ({state}) {_cmdline(pid)}" for pid, state in left.items())
+
+
+def _stop(proc: subprocess.Popen, procs: dict[int, int]) -> None:
+    """After a test: `proc` killed if it still runs, and what it started."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    _kill_all(procs)
+
+
+def _kill_all(procs: dict[int, int]) -> None:
+    for pid in _alive(procs):  # only what this test started (pid and start time checked)
+        try:
             os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _has_results(league: Path) -> bool:

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from league.test_league import ARENA, write_cfg
-from league.test_processes import SLOW, _alive, _cmdline, _descendants, _has_results, _stat, _wait_until_running
+from league.test_processes import (SLOW, _alive, _cmdline, _descendants, _has_results, _kill_all, _listing, _stat,
+                                  _stop, _wait_until_running)
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None or importlib.util.find_spec("psutil") is None,
@@ -91,10 +92,7 @@ def test_reaper_kills_the_session_when_its_owner_is_killed(tmp_path):
         assert _gone_within(procs, [marked, writer, fork, reaper], 10), [_cmdline(p) for p in _alive(procs)]
         assert set(_alive(procs)) == {reader, other}  # reading the folder, or unrelated: not the session's
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        _kill_all(procs)
+        _stop(proc, procs)
 
 
 def test_reaper_stop_spares_its_owner_and_what_it_forked(tmp_path):
@@ -108,10 +106,7 @@ def test_reaper_stop_spares_its_owner_and_what_it_forked(tmp_path):
         # writing to the folder (a fork of it holds the same files as it does)
         assert set(_alive(procs)) == {writer, reader, other, fork} and proc.poll() is None
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        _kill_all(procs)
+        _stop(proc, procs)
 
 #: A driver that starts the Ray backend as the league does (`MatchPool("ray", ...)`), has a Ray worker
 #: run one piece of work, says so and waits for its stdin to close.
@@ -177,14 +172,6 @@ def _sockets(pids) -> list[tuple[int, str, str, int]]:
     return out
 
 
-def _kill_all(procs: dict[int, int]) -> None:
-    for pid in _alive(procs):  # only what this test started (pid and start time checked)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 @needs_ray
 def test_local_ray_listens_on_loopback_only(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", DRIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -219,10 +206,7 @@ def test_local_ray_listens_on_loopback_only(tmp_path):
             time.sleep(0.2)
         assert not _alive(procs), [_cmdline(p) for p in _alive(procs)]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        _kill_all(procs)
+        _stop(proc, procs)
 
 
 def _of_session(temp: str) -> dict[int, int]:
@@ -277,11 +261,7 @@ def test_kill_9_of_a_ray_league_leaves_no_ray_process(tmp_path):
             if not left:
                 break
             time.sleep(0.2)
-        assert not left, f"still running {time.time() - killed:.0f} s after kill -9 of the league: " + "; ".join(
-            f"{pid} ({state}) {_cmdline(pid)}" for pid, state in left.items())
+        assert not left, f"still running {time.time() - killed:.0f} s after kill -9 of the league: " + _listing(left)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        _kill_all(procs)
+        _stop(proc, procs)
         shutil.rmtree(temp, ignore_errors=True)

@@ -174,21 +174,29 @@ def test_arch_entity_trains_on_an_entity_game_with_a_pointer_move(tmp_path):
     assert evals[-1]["eval/win_rate/random"] >= 0.75, evals
 
 
+def _self_play_batch(matches: int, seed: int):
+    """A small untrained entity policy (torch seed 0), `matches` of its self-play and their batch:
+    (net, results, batch)."""
+    from arena.inference.policy_nets import build_policy, spec_from_core
+    from arena.trainers.policy.actors import Pairing, Seat, play_pairings, to_batch
+
+    torch.manual_seed(0)
+    net = build_policy(spec_from_core(make_core(GAME)), hidden=[32], d_model=16, heads=2, layers=1, channels=4)
+    pairings = [Pairing([Seat("main", trained=True), Seat("main", trained=True)], ["main", "main"])
+                for _ in range(matches)]
+    results, trajs = play_pairings(GAME, pairings, {"main": net}, seed=seed)
+    return net, results, to_batch(trajs, gamma=1.0)
+
+
 @pytest.mark.parametrize("algo", ["ppo", "vtrace"])
 def test_one_learner_step_on_structured_moves(algo):
     # rollouts of nested dicts with [T, B] leading dimensions; the anchor starts equal to the policy,
     # so the per-part KL summed over the parts is 0 at the first minibatch
     import copy
 
-    from arena.inference.policy_nets import build_policy, spec_from_core
-    from arena.trainers.policy.actors import Pairing, Seat, play_pairings, to_batch
     from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
 
-    torch.manual_seed(0)
-    net = build_policy(spec_from_core(make_core(GAME)), hidden=[32], d_model=16, heads=2, layers=1, channels=4)
-    pairings = [Pairing([Seat("main", trained=True), Seat("main", trained=True)], ["main", "main"]) for _ in range(6)]
-    results, trajs = play_pairings(GAME, pairings, {"main": net}, seed=4)
-    batch = to_batch(trajs, gamma=1.0)
+    net, _, batch = _self_play_batch(6, seed=4)
     T, B = batch.valid.shape
     assert B == 12 and batch.obs["entities"].shape == (T, B, 6, 6) and batch.obs["unit_mask"].dtype == torch.bool
     assert batch.actions["units"].shape == (T, B, 3) and batch.actions["type"].shape == (T, B)
@@ -268,15 +276,9 @@ def test_exploration_draws_the_first_part_from_the_mixture_and_says_so():
 
 @pytest.mark.parametrize("algo", ["ppo", "vtrace"])
 def test_self_imitation_is_a_term_only_where_it_is_on(algo):
-    from arena.inference.policy_nets import build_policy, spec_from_core
-    from arena.trainers.policy.actors import Pairing, Seat, play_pairings, to_batch
     from arena.trainers.policy.learner import LearnerSettings, PolicyLearner
 
-    torch.manual_seed(0)
-    net = build_policy(spec_from_core(make_core(GAME)), hidden=[32], d_model=16, heads=2, layers=1, channels=4)
-    pairings = [Pairing([Seat("main", trained=True), Seat("main", trained=True)], ["main", "main"]) for _ in range(4)]
-    _, trajs = play_pairings(GAME, pairings, {"main": net}, seed=6)
-    batch = to_batch(trajs, gamma=1.0)
+    net, _, batch = _self_play_batch(4, seed=6)
     off = PolicyLearner(net, LearnerSettings(algo=algo, epochs=1, minibatch=64), lr=1e-3).step(batch)
     on = PolicyLearner(net, LearnerSettings(algo=algo, epochs=1, minibatch=64, sil_coef=1.0), lr=1e-3).step(batch)
     assert "sil_loss" not in off and "sil_share" not in off
