@@ -209,9 +209,17 @@ def test_closing_the_tab_mid_game_forfeits_once(server, browser, store):
 def test_heatmap_cells_carry_their_values_and_a_colour_scale(server, page):
     page.goto(server.url + "/")
     page.wait_for_selector("#heatmap rect.cell")
-    pay = page.request.get(server.url + "/api/payoff").json()
-    want = sorted(str(round(100 * v)) for row in pay["win_rate"] for v in row if v is not None)
-    assert sorted(page.locator("#heatmap text.value").all_text_contents()) == want
+    # the page may first show the table a computation behind (the server answers with the previous
+    # table while it computes the next) and asks again at its next poll: compare once it has caught up
+    deadline = time.monotonic() + 20
+    while True:
+        pay = page.request.get(server.url + "/api/payoff").json()
+        want = sorted(str(round(100 * v)) for row in pay["win_rate"] for v in row if v is not None)
+        shown = sorted(page.locator("#heatmap text.value").all_text_contents())
+        if shown == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert shown == want
     assert page.locator("#heatmap text.legend").all_text_contents() == ["0%", "50%", "100%"]
     tip = page.locator("#heatmap rect.cell[data-row='0'][data-col='1'] title").text_content()
     a, b = pay["players"][0], pay["players"][1]
