@@ -1,10 +1,11 @@
 """NashConv against wall time on Leduc poker: the SCC trainer beside OpenSpiel's CFR and CFR+, each
 given the same seconds, every figure exact (OpenSpiel's best responses over all 936 information states).
 
-    python benchmarks/leduc_curve.py                              # 20 minutes each: docs/leduc_curve.png
+    python benchmarks/leduc_curve.py                              # 20 minutes each
     python benchmarks/leduc_curve.py --seconds 180 --out /tmp/leduc_curve.png --dir /tmp/leduc_curve
     python benchmarks/leduc_curve.py --run runs/leduc             # an SCC run already trained: its metrics
-    python benchmarks/leduc_curve.py --run runs/leduc --run runs/leduc_selfplay --goal 0.3   # several runs
+    python benchmarks/leduc_curve.py --run runs/leduc_imitation --run runs/leduc_selfplay --goal 0.3 --seconds 720
+                                                                  # docs/leduc_curve.png (docs/policy.md)
 
 CFR and CFR+ (`open_spiel.python.algorithms.cfr`) run one after the other in this process; their
 clock counts the solver's iterations only, not the NashConv measurements of the average policy
