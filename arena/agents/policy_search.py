@@ -76,7 +76,7 @@ class PolicyMCTSAgent(BaseAgent):
         from open_spiel.python.algorithms import mcts
 
         game = _openspiel_game(core, "policy_mcts")
-        if not getattr(core, "perfect_information", False) or game.num_players() != 2 or \
+        if not core.perfect_information or game.num_players() != 2 or \
                 game.get_type().utility != pyspiel.GameType.Utility.ZERO_SUM:
             raise IncompatibleAgent(f"policy_mcts needs a two-player zero-sum perfect-information game; "
                                     f"{core.game_id} is not")

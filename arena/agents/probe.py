@@ -137,7 +137,7 @@ def tactics_probe(game_id: str, choose: Callable[[list], list[int]], positions: 
     from arena.envs.registry import make_core
 
     core = make_core(game_id)
-    if getattr(core, "source", None) != "openspiel" or not getattr(core, "perfect_information", False) \
+    if core.source != "openspiel" or not core.perfect_information \
             or len(core.players) != 2:
         raise ValueError(f"the tactics probe is for two-player perfect-information OpenSpiel games; {game_id} is not")
     key = (game_id, int(positions), int(seed))

@@ -180,10 +180,10 @@ class RLlibFlatAgent(BaseAgent):
         """The flat view of `core` for `player`, checked against the module's spaces once a core."""
         from arena.inference.flat_view import FlatView
 
-        key = (core.game_id, repr(getattr(core, "settings", None)), player)
+        key = (core.game_id, repr(core.settings), player)
         view = self._views.get(key)
         if view is None:
-            if getattr(core, "action_kind", None) != "structured":
+            if core.action_kind != "structured":
                 raise IncompatibleAgent(f"this RLlib checkpoint plays a structured game (flat actions {self.nvec.tolist()}); "
                                         f"{core.game_id} takes {core.action_kind} actions")
             try:

@@ -16,11 +16,10 @@ from arena.envs.observation import Observation
 
 
 def _openspiel_game(core: GameCore | None, who: str):
-    game = getattr(core, "game", None)
-    if game is None or getattr(core, "source", None) != "openspiel":
-        gid = getattr(core, "game_id", "this game")
+    if core is None or core.source != "openspiel":
+        gid = "this game" if core is None else core.game_id
         raise IncompatibleAgent(f"the {who} agent plays OpenSpiel games (openspiel/<name>-v0); {gid} is not one")
-    return game
+    return core.game
 
 
 class MCTSAgent(BaseAgent):
@@ -44,7 +43,7 @@ class MCTSAgent(BaseAgent):
 
         self._mcts = mcts
         self.game = _openspiel_game(core, "mcts")
-        if not getattr(core, "perfect_information", False):
+        if not core.perfect_information:
             raise IncompatibleAgent(f"MCTS needs a perfect-information game; {core.game_id} is not")
         if backend not in self.BACKENDS:
             raise ValueError(f"mcts: backend must be python or cpp, got {backend!r}")
@@ -121,7 +120,7 @@ class TacticsAgent(BaseAgent):
 
     def __init__(self, core: GameCore | None, epsilon: float = 0.0, seed: int | None = None):
         self.game = _openspiel_game(core, "tactics")
-        if not getattr(core, "perfect_information", False) or self.game.num_players() != 2:
+        if not core.perfect_information or self.game.num_players() != 2:
             raise IncompatibleAgent(f"the tactics agent needs a two-player perfect-information game; {core.game_id} is not")
         if not 0.0 <= float(epsilon) <= 1.0:
             raise ValueError(f"tactics: epsilon must be in [0, 1], got {epsilon}")
@@ -266,7 +265,7 @@ class CFRAgent(BaseAgent):
     text it is shown (`kuhn_text_key`)."""
 
     def __init__(self, core: GameCore | None, iterations: int = 200, seed: int | None = None):
-        game_id = getattr(core, "game_id", None)
+        game_id = core.game_id if core is not None else None
         self.text_kuhn = game_id in TEXT_KUHN
         self._free_bets = game_id == "arena/KuhnPoker-v1"
         if self._free_bets:
@@ -279,7 +278,7 @@ class CFRAgent(BaseAgent):
             self.game = pyspiel.load_game("kuhn_poker")
         else:
             self.game = _openspiel_game(core, "cfr")
-        if getattr(core, "perfect_information", False):
+        if core.perfect_information:
             raise IncompatibleAgent(f"CFR is for small imperfect-information games (kuhn_poker, leduc_poker); "
                              f"{core.game_id} has perfect information: use mcts")
         self.iterations = int(iterations)

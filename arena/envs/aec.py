@@ -2,10 +2,12 @@
 
 One class serves every built-in game, so every built-in game passes
 PettingZoo's `api_test` and `seed_test` the same way. Used on its own (outside
-the arena's match loop), an illegal action is reported in
+the arena's match loop: RLlib steps it), an illegal action is reported in
 ``infos[agent]["invalid_move"]`` and the same agent moves again; after
-``invalid_move_limit`` retries the offender loses (-1, the others +1), the
-policy TextArena uses by default.
+``invalid_move_limit`` retries the offender forfeits. That is the match
+engine's rule, `arena.envs.core.InvalidMovePolicy` with ``invalid_move_limit``
+as its allowance (the offender -1, the others +1, the policy TextArena uses by
+default; a one-player game ends with what it earned); None: no limit.
 """
 
 from __future__ import annotations
@@ -14,20 +16,13 @@ from typing import Any
 
 from pettingzoo import AECEnv
 
-from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
+from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore, InvalidMovePolicy
 from arena.envs.spaces import TextObservation
 
 
-def forfeit_returns(n: int, offender: int) -> list[float]:
-    """Final returns when `offender` forfeits: -1 for it, +1 for every other player."""
-    out = [1.0] * n
-    out[offender] = -1.0
-    return out
-
-
 class CoreSpaces:
-    """What the PettingZoo facades share: the core, the agents and the spaces (the core's, made once
-    per agent: PettingZoo's tests want the same object back every time)."""
+    """What the PettingZoo facades share: the core, the agents, the spaces (the core's, made once
+    per agent: PettingZoo's tests want the same object back every time) and the invalid-move policy."""
 
     def _attach(self, core: GameCore, render_mode: str | None, invalid_move_limit: int | None) -> None:
         if render_mode not in (None, "ansi", "human"):
@@ -35,6 +30,8 @@ class CoreSpaces:
         self.core = core
         self.render_mode = render_mode
         self.invalid_move_limit = invalid_move_limit
+        #: The match engine's rule with ``invalid_move_limit`` retries; None: an agent may retry for ever.
+        self.policy = None if invalid_move_limit is None else InvalidMovePolicy(allowance=invalid_move_limit)
         self.possible_agents = list(core.players)
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
         self._obs_spaces: dict[str, Any] = {}
@@ -110,10 +107,10 @@ class GameAECEnv(CoreSpaces, AECEnv):
         if reason is not None:
             self.infos[agent]["invalid_move"] = reason
             self._invalid[agent] += 1
-            limit = self.invalid_move_limit
-            if limit is not None and self._invalid[agent] > limit and not self.core.is_terminal():
+            policy = self.policy
+            if policy is not None and policy.forfeits(self._invalid[agent]) and not self.core.is_terminal():
                 before = self.core.returns()
-                final = forfeit_returns(len(self.possible_agents), i)
+                final = policy.forfeit_returns(i, before)
                 self._forfeit = final
                 self.rewards = {a: final[k] - before[k] for k, a in enumerate(self.possible_agents) if a in self.rewards}
                 for a in self.agents:

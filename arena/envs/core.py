@@ -25,7 +25,9 @@ reads back.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -51,29 +53,121 @@ def int_setting(name: str, value: Any, lo: int, hi: int, example: int | None = N
     return int(value)
 
 
-class GameCore:
-    """Base class for game cores. Subclasses set the attributes in `__init__`."""
+@dataclass(frozen=True)
+class InvalidMovePolicy:
+    """What an invalid move costs: the arena's one rule, played by the match engine
+    (`arena.match.loop`) and by the PettingZoo facades an outside trainer steps (`arena.envs.aec`,
+    `arena.envs.parallel`, whose ``invalid_move_limit`` is the `allowance`).
 
+    An invalid move (illegal, malformed, refused by the game) is answered by asking the same player
+    again, up to `allowance` times for that move; the next failure forfeits the match
+    (`forfeits`), which ends with `forfeit_returns`."""
+
+    #: Retries allowed for one move after an invalid attempt (TextArena's default is 1).
+    allowance: int = 1
+    #: Final return of the player who forfeits, and of every other player.
+    loss: float = -1.0
+    win: float = 1.0
+
+    def __post_init__(self):
+        if self.allowance < 0:
+            raise ValueError(f"invalid-move allowance must be >= 0, got {self.allowance}")
+
+    def forfeits(self, failures: int) -> bool:
+        """Whether a player whose move has failed `failures` times (this failure counted) forfeits."""
+        return failures > self.allowance
+
+    def forfeit_returns(self, offender: int, earned: Sequence[float]) -> list[float]:
+        """Final returns when `offender` forfeits, given what every player had `earned` so far: `loss`
+        for it and `win` for every other player; in a one-player game (no one to win) the episode
+        ends with what it earned."""
+        if len(earned) == 1:
+            return [float(earned[0])]
+        out = [self.win] * len(earned)
+        out[offender] = self.loss
+        return out
+
+
+class GameCore:
+    """Base class for game cores: the contract between a game and everything that plays, trains
+    on, replays or shows it.
+
+    Every core sets `players`, `engine` and `settings` (in `__init__` or on the class) and
+    implements `reset`, `current_player`, `apply` (or `apply_joint` for simultaneous moves),
+    `returns`, `text`, and `observation_space` / `action_space` for neural players (and
+    `step_rewards` where it is stepped through PettingZoo: the facades' rewards are its step
+    rewards, zeros by default). Everything else is declared here with its default, which is what a
+    core that does not set it gets: the arena reads each one as a plain attribute or call, so this
+    class is the whole list (after OpenSpiel's ``GameType``)."""
+
+    # -- what the game is ------------------------------------------------------------------
+    #: The registered id (``ns/Name-vN``), written into replays and ratings.
     game_id: str = "?"
+    #: Seat names, in seat order; their number is the number of players.
     players: list[str]
+    #: How moves are given (`ACTION_KINDS`): the match loop's legality check, the agents' choice of
+    #: head and the replays' action codec follow it.
     action_kind: str = "discrete"
+    #: Where the game comes from (``"openspiel"``, ``"textarena"``, ``"pettingzoo"``, ...): agents
+    #: that read an engine's own state (search, NashConv) check it before they do.
     source: str = "?"
     #: Engine package and version, written into replay headers.
     engine: dict[str, str]
     #: Game-specific settings (kwargs) that, with the seed, fully determine the game.
     settings: dict[str, Any]
+    #: Longest free-text action accepted before it counts as an invalid move.
     max_action_chars: int = MAX_ACTION_CHARS
     #: How a match's result is rated (`arena.envs.registry.game_scoring`): ``"win"`` (win / draw / loss,
     #: board games) or ``"payoff"`` (the returns themselves: poker, negotiation, general-sum games);
     #: None: the game does not say (the registration or the default decides).
     scoring: str | None = None
+    #: Whether every player sees the whole state (OpenSpiel's ``GameType.information``): the search
+    #: agents (``mcts``, ``tactics``, ``policy_mcts``, the tactics probe) play only such games; CFR and
+    #: NashConv (``eval.nash_conv``, the exploitability table) only the others. False: not declared,
+    #: and search agents refuse the game.
+    perfect_information: bool = False
+    #: Whether ``arena replay verify`` and the viewers can play a replay's moves again through this core
+    #: (`arena.match.verify`). False: the rules live in a process of the game's own (StarCraft II):
+    #: `check_replay` checks what it can, `not_resimulated` says why, `watch_hint` how to watch it.
+    resimulates: bool = True
+    #: Length of `all_observations` (every player's tensor), the extra input of a privileged critic in
+    #: a game of hidden information (`arena.inference.policy_nets.privileged_vector`); 0: none.
+    privileged_dim: int = 0
+
+    # -- what the last step did ------------------------------------------------------------
+    #: Why the match ended as it did, in the game's words (TextArena's reason, StarCraft's winner): the
+    #: ``reason`` of a `MatchResult` and replay that ended by the rules. "": the game gives none.
+    outcome_reason: str = ""
+    #: The last step ended the episode by truncation (a time limit, a simulator failure), not by the
+    #: rules: PPO's rollouts bootstrap the value from where it was cut (`arena.trainers.policy.segments`).
+    truncated: bool = False
+    #: The last step's ``info`` (Gymnasium's, `arena.envs.farama.GymCore`); an ``"error"`` key says the
+    #: simulator failed (counted by PPO's rollouts). Empty: nothing to say.
+    info: Mapping[str, Any] = MappingProxyType({})
+
+    # -- how the arena drives it -----------------------------------------------------------
+    #: The env the core drives, where it drives one (any Farama env, TextArena's, the Skirmish env):
+    #: the video writer and the web replay draw its frames (``render()``, `arena.ui.video`) and its
+    #: ``skeleton()`` (`arena.ui.web.replays`). None: the core drives no env.
+    env: Any = None
+    #: `apply` as one engine call for the player to move, ``apply_fast(action)``: it returns nothing and
+    #: raises where `apply` would return a reason, and the match loop then asks `apply` for the reason
+    #: (`OpenSpielCore` binds it to the state's own at each reset). None: the loop calls `apply`.
+    apply_fast: Callable[[Any], Any] | None = None
+
     @property
     def lists_legal_moves(self) -> bool:
         """Whether `legal_actions` lists the moves (not for free text, continuous or structured actions)."""
         return self.action_kind == "discrete"
 
     # -- lifecycle -----------------------------------------------------------------
+    def seat_agents(self, agents: list[Any]) -> None:
+        """The match loop's word on who sits where (the agent objects, in seat order), before `reset`:
+        for a game that must know before it starts (StarCraft II's own AI takes the seat of an agent
+        with ``sc2_bot``). Nothing by default."""
+
     def reset(self, seed: int | None = None) -> None:
+        """Start a new match; the same `seed` gives the same match, move for move."""
         raise NotImplementedError
 
     def current_player(self) -> int:
@@ -86,6 +180,7 @@ class GameCore:
         return [] if p == TERMINAL else [p]
 
     def is_terminal(self) -> bool:
+        """Whether the match is over."""
         return self.current_player() == TERMINAL
 
     # -- moves -----------------------------------------------------------------
@@ -162,6 +257,23 @@ class GameCore:
         """Rewards produced by the last `apply`/`apply_joint` (zeros by default)."""
         return [0.0] * len(self.players)
 
+    def shaped_rewards(self) -> list[float] | None:
+        """A dense per-player reward for the last step beside the outcome (Skirmish's damage dealt minus
+        damage taken), which the SCC trainer's actors weigh in (`arena.trainers.policy.actors`). None:
+        the game has none."""
+        return None
+
+    def end_match(self) -> None:
+        """The match loop's word that the match is over (the rules, a forfeit or a ``max_moves`` cut),
+        before the result is written: a game with a process of its own keeps its files and quits it
+        now. Nothing by default."""
+
+    def attachments(self) -> dict[str, bytes] | None:
+        """Files the game made during the match (suffix -> bytes, StarCraft II's ``.SC2Replay``), kept
+        beside the replay and named in its header by their sha256 (`arena.match.loop.finish_match`).
+        None: no files."""
+        return None
+
     # -- views -----------------------------------------------------------------
     def text(self, p: int) -> str:
         """What player `p` sees, as text (for LLM and human players)."""
@@ -178,9 +290,25 @@ class GameCore:
         replays keep `text`."""
         return self.text(p)
 
+    def information_state(self, p: int) -> str:
+        """Player `p`'s information state (OpenSpiel's string: the private history it has seen), which
+        tabular strategies (CFR) are keyed by (`arena.envs.observation.Observation.information_state`).
+        Raises NotImplementedError where the game has none."""
+        raise NotImplementedError(f"{self.game_id} has no information-state view")
+
     def observation(self, p: int) -> Any:
         """Structured observation for neural players (defaults to the text)."""
         return self.text(p)
+
+    def all_observations(self) -> np.ndarray:
+        """Every player's observation tensor, concatenated (`privileged_dim` long): what a privileged
+        critic reads. Asked only of a game with `privileged_dim` > 0."""
+        raise NotImplementedError(f"{self.game_id} has no privileged view (privileged_dim is 0)")
+
+    def battle(self) -> dict[str, Any] | None:
+        """The position as the web replay draws it (units, their positions and health:
+        `arena.envs.skirmish_draw`). None: the game has no such drawing."""
+        return None
 
     def mirror(self) -> np.ndarray | None:
         """The board's left-right mirror, where the game has one: the permutation taking each move to
@@ -189,6 +317,7 @@ class GameCore:
         return None
 
     def action_mask(self, p: int) -> np.ndarray | None:
+        """Player `p`'s legal moves as a 0/1 array over the discrete actions; None where there is none."""
         return None
 
     def action_model(self, p: int):
@@ -214,6 +343,7 @@ class GameCore:
         return json_form(action)
 
     def action_to_text(self, p: int, action: Any) -> str:
+        """`action` as player `p` would write it (replays' text, LLM and human players)."""
         if self.action_kind == "structured" and isinstance(action, dict):
             return self.action_model(p).to_text(action)
         if isinstance(action, np.ndarray):
@@ -253,16 +383,36 @@ class GameCore:
         raise NotImplementedError(f"{self.game_id} does not expose an engine state to search agents")
 
     def observation_space(self, p: int):
+        """The Gymnasium space of `observation(p)` (what a neural player reads)."""
         raise NotImplementedError
 
     def action_space(self, p: int):
+        """The Gymnasium space of player `p`'s moves."""
         raise NotImplementedError
 
     def close(self) -> None:
-        pass
+        """Free what the game holds (a process, a window). Nothing by default."""
+
+    # -- replays a game plays itself (`resimulates` False) ----------------------------------------
+    def not_resimulated(self, replay: Any) -> str:
+        """Why ``arena replay verify`` does not play `replay` again, in one line (asked when `resimulates`
+        is False)."""
+        return (f"replay {replay.header.get('match_id', '?')} of {self.game_id} is not re-simulated: the game's "
+                "rules do not run in the arena")
+
+    def check_replay(self, replay: Any) -> dict[str, list[str]]:
+        """``{"differences", "warnings", "checks"}``: what ``arena replay verify`` checks of a replay it
+        cannot re-simulate (asked when `resimulates` is False). By default nothing is checked."""
+        return {"differences": [], "warnings": [self.not_resimulated(replay)], "checks": []}
+
+    def watch_hint(self, replay: Any) -> list[str]:
+        """Lines ``arena replay show`` prints on watching a match the arena cannot re-simulate (where the
+        game's own replay file is). None by default."""
+        return []
 
     # -- description -------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
+        """One row of ``arena games``: id, players, action kind, source."""
         return {
             "id": self.game_id,
             "players": len(self.players),

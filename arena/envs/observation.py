@@ -59,14 +59,12 @@ class Observation:
     @property
     def human_view(self) -> str:
         """`text` as a person reads it (`GameCore.human_view`: cards by name, no repeated rules)."""
-        fn = getattr(self.core, "human_view", None)  # (a core that is not a GameCore: its text)
-        return fn(self.player) if fn is not None else self.text
+        return self.core.human_view(self.player)
 
     @property
     def rules(self) -> str | None:
         """The rules the game's views repeat (TextArena's prompt), for a person to read once; or None."""
-        fn = getattr(self.core, "rules", None)
-        return fn(self.player) if fn is not None else None
+        return self.core.rules(self.player)
 
     @property
     def raw(self) -> Any:
@@ -99,10 +97,8 @@ class Observation:
         return self.core.engine_state()
 
     def information_state(self) -> str:
-        fn = getattr(self.core, "information_state", None)
-        if fn is None:
-            raise NotImplementedError(f"{self.game_id} has no information-state view")
-        return fn(self.player)
+        """`GameCore.information_state`: raises NotImplementedError where the game has none."""
+        return self.core.information_state(self.player)
 
 
 class ShownLegal(Observation):

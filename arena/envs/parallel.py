@@ -5,7 +5,8 @@ players all move at once (StarCraft's case) is driven through PettingZoo's paral
 one, so it passes `parallel_api_test` and `parallel_seed_test` like any PettingZoo game. Used on its
 own (outside the arena's match loop): an illegal move is reported in
 ``infos[agent]["invalid_move"]`` and the tick is not played (the players move again); after
-``invalid_move_limit`` retries the offender loses (-1, the others +1), as in the AEC facade.
+``invalid_move_limit`` retries the offender forfeits by the match engine's rule
+(`arena.envs.core.InvalidMovePolicy`), as in the AEC facade.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from pettingzoo import ParallelEnv
 
-from arena.envs.aec import CoreSpaces, forfeit_returns
+from arena.envs.aec import CoreSpaces
 from arena.envs.core import SIMULTANEOUS, TERMINAL, GameCore
 
 
@@ -59,9 +60,10 @@ class GameParallelEnv(CoreSpaces, ParallelEnv):
             infos[a]["invalid_move"] = why
             self._invalid[a] += 1
         before = core.returns()
-        over = [a for a in refused if self.invalid_move_limit is not None and self._invalid[a] > self.invalid_move_limit]
+        policy = self.policy
+        over = [a for a in refused if policy is not None and policy.forfeits(self._invalid[a])]
         if over and not core.is_terminal():
-            final = forfeit_returns(len(self.possible_agents), self._index[over[0]])
+            final = policy.forfeit_returns(self._index[over[0]], before)
             rewards = {a: final[self._index[a]] - before[self._index[a]] for a in self.agents}
             done = True
         else:

@@ -141,8 +141,8 @@ def spec_from_core(core: Any, seat: int = 0) -> PolicySpec:
 
     obs_space = core.observation_space(seat)
     act_space = core.action_space(seat)
-    priv = int(getattr(core, "privileged_dim", 0) or 0)
-    if getattr(core, "action_kind", None) == "structured":
+    priv = int(core.privileged_dim or 0)
+    if core.action_kind == "structured":
         if not isinstance(obs_space, spaces.Dict):
             raise IncompatibleAgent(f"{core.game_id} has structured moves but no dict observation: a neural "
                                     "policy reads the game's named arrays")
@@ -219,7 +219,7 @@ def policy_inputs(raw: Any, seat: int, spec: PolicySpec) -> dict[str, np.ndarray
 def privileged_vector(core: Any) -> np.ndarray | None:
     """What a privileged critic reads in a game of hidden information: every player's observation
     tensor, concatenated (both hands in poker); None where the game has none (``privileged_dim`` 0)."""
-    if not getattr(core, "privileged_dim", 0):
+    if not core.privileged_dim:
         return None
     return np.asarray(core.all_observations(), dtype=np.float32).ravel()
 

@@ -271,8 +271,7 @@ def _watch_hint(replay: Replay) -> list[str]:
     except Exception:
         return []
     try:
-        hint = getattr(core, "watch_hint", None)
-        return list(hint(replay)) if hint is not None and not getattr(core, "resimulates", True) else []
+        return [] if core.resimulates else list(core.watch_hint(replay))
     finally:
         core.close()
 

@@ -254,7 +254,7 @@ def can_draw(game_id: str, game_kwargs: dict | None = None) -> bool:
 
 def frame_of(core: Any) -> np.ndarray:
     """The frame of a game's env made with ``render_mode="rgb_array"``."""
-    env = getattr(core, "env", None)
+    env = core.env
     if env is None:
         raise VideoError(f"game {core.game_id} cannot be drawn: it is not played through an env with frames")
     frame = env.render()
@@ -264,7 +264,7 @@ def frame_of(core: Any) -> np.ndarray:
 
 
 def render_fps_of(core: Any) -> float | None:
-    env = getattr(core, "env", None)
+    env = core.env
     base = getattr(env, "unwrapped", env)
     fps = (getattr(base, "metadata", None) or {}).get("render_fps")
     return float(fps) if fps else None
@@ -307,7 +307,7 @@ def render_replay(replay, path: str | os.PathLike, fps: float | None = None, on_
 def ansi_line(core: Any) -> str | None:
     """The env's ``ansi`` rendering now (one line for the prosthetics task), whatever render mode it
     was made with; None if it has none."""
-    env = getattr(core, "env", None)
+    env = core.env
     base = getattr(env, "unwrapped", env)
     if "ansi" not in ((getattr(base, "metadata", None) or {}).get("render_modes") or ()):
         return None

@@ -115,7 +115,7 @@ def test_the_env_draws_in_rgb_array_mode_and_only_then_the_core_links_to_it():
     drawn = make_core(GAME, render_mode="rgb_array")
     plain = make_core(GAME)
     assert drawn.env.metadata["render_fps"] == 2 and "rgb_array" in drawn.env.metadata["render_modes"]
-    assert not hasattr(plain, "env")  # a match's core is played as before
+    assert plain.env is None  # a match's core is played as before
     drawn.reset(0)
     _, width, height = skirmish_draw.layout(drawn.battle())
     assert drawn.env.render().shape == (height, width, 3)

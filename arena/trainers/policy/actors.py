@@ -100,7 +100,7 @@ class LearnerSeat:
                 pv = privileged_vector(o.core) if self.priv else None
                 key = (id(o.core), o.player)
                 past = self.steps.setdefault(key, [])
-                if past and hasattr(o.core, "shaped_rewards"):
+                if past and o.core.shaped_rewards() is not None:
                     self.shaped.setdefault(key, []).append(float(o.core.shaped_rewards()[o.player]))
                 past.append((tree_row(inputs, k), tree_row(act, k), logp[k], val[k], pv))
         return moves
@@ -152,7 +152,7 @@ def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], 
             obs, act, logp, val, pv = zip(*steps)
             inputs = tree_stack(obs)
             shaped = None
-            if hasattr(cores[i], "shaped_rewards"):  # the last move's: the step that ended the match
+            if cores[i].shaped_rewards() is not None:  # the last move's: the step that ended the match
                 shaped = np.asarray(ls.shaped.get((cid, seat), []) + [cores[i].shaped_rewards()[seat]],
                                     dtype=np.float32)[:len(steps)]
             trajs.append(Trajectory(name, i + index_offset, seat, inputs, inputs.get("mask"), tree_stack(act),

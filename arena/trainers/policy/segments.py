@@ -129,12 +129,12 @@ def play_segment(core, net: Any, *, slot: int, seed: int, iteration: int, steps:
         res = _episode(core, player, episode_seed(seed, iteration, slot, k), steps - len(player.rows))
         player.rewards.append(float(core.step_rewards()[0]))
         last = len(player.rows) - 1
-        if res.outcome == "max_moves" or getattr(core, "truncated", False):
+        if res.outcome == "max_moves" or core.truncated:
             ends[last] = CUT
             boot[last] = player.value_of(core)
         else:
             ends[last] = TERMINATED
-        if "error" in (getattr(core, "info", None) or {}):
+        if "error" in (core.info or {}):
             errors += 1
         if res.outcome != "max_moves":
             episodes.append((float(res.returns[0]), int(res.moves)))

@@ -151,7 +151,7 @@ def validate(cfg: RLlibPPOConfig) -> dict[str, Any]:
             raise ConfigError(f"game: {cfg.game} has {len(core.players)} player; self-play needs two or more")
         space = core.observation_space(0)
         inner = space.spaces.get("observation") if isinstance(space, spaces.Dict) else None
-        if getattr(core, "action_kind", None) == "structured":
+        if core.action_kind == "structured":
             return _validate_structured(cfg, core)
         if not isinstance(inner, spaces.Box) or "action_mask" not in space.spaces:
             raise ConfigError(f"game: {cfg.game} shows no observation tensor and action mask (a text game?); RLlib "

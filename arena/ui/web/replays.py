@@ -41,13 +41,10 @@ def _texts(core, n: int) -> list[str | None]:
 def _readable(core, n: int, texts: list[str | None]) -> list[str | None] | None:
     """Each player's view as a person reads it, where the game writes one that differs from its text
     (``human_view``: poker's cards by name, the betting in words); None where none does."""
-    fn = getattr(core, "human_view", None)
-    if fn is None:
-        return None
     out: list[str | None] = []
     for p in range(n):
         try:
-            v = fn(p)
+            v = core.human_view(p)
         except Exception:
             v = None
         out.append(v if isinstance(v, str) and v != texts[p] else None)
@@ -55,7 +52,7 @@ def _readable(core, n: int, texts: list[str | None]) -> list[str | None] | None:
 
 
 def _skeleton(core) -> dict | None:
-    env = getattr(core, "env", None)
+    env = core.env
     fn = getattr(getattr(env, "unwrapped", env), "skeleton", None)
     if fn is None:
         return None
@@ -69,11 +66,8 @@ def _skeleton(core) -> dict | None:
 
 
 def _battle(core) -> dict | None:
-    fn = getattr(core, "battle", None)
-    if fn is None:
-        return None
     try:
-        out = fn()
+        out = core.battle()
     except Exception:
         return None
     return out if isinstance(out, dict) else None
