@@ -20,6 +20,7 @@ __all__ = [
     "PayoffData",
     "RatingRow",
     "RecomputeRow",
+    "ResultPage",
     "ReturnRow",
     "SORT_KEYS",
     "describe_outcome",
@@ -30,6 +31,7 @@ __all__ = [
     "recent_results",
     "recompute_rows",
     "record_counts",
+    "result_page",
     "return_rows",
 ]
 
@@ -215,6 +217,41 @@ def recent_results(store: LeagueStore, n: int = 10) -> list[ResultRow]:
     if len(rows) < min(n, total):  # commit_seq has gaps: fall back to the full log
         rows = store.results()
     return rows[-n:] if n > 0 else []
+
+
+@dataclass(frozen=True)
+class ResultPage:
+    """One page of the committed results (`result_page`), newest first."""
+
+    results: list[ResultRow]
+    #: Read oldest first and turned round (an `after` cursor alone: the results just after it, not the newest).
+    ascending: bool
+    #: The commit number of the last result of the whole log when the page was read.
+    last_commit: int
+
+
+def result_page(store: LeagueStore, game: str | None = None, player: str | None = None, outcome: str | None = None,
+                since: float | None = None, until: float | None = None, before: int | None = None,
+                after: int | None = None, limit: int = 50, wide: bool | None = None) -> ResultPage:
+    """At most `limit` committed results, filtered (`LeagueStore.results_page`: `game`, `player`, `outcome`),
+    committed in [`since`, `until`) (times) and with commit numbers before `before` and after `after` (keyset
+    cursors); the newest of them, or with `after` alone the oldest. The dates become a range of commit
+    numbers by a binary search (results are committed in time order). `wide`: see `results_page`."""
+    lo, hi = None, None  # commit_seq bounds: lo <= seq < hi
+    if since is not None:
+        lo = store.first_commit_at(since)
+    if until is not None:
+        hi = store.first_commit_at(until)
+    if before is not None:
+        hi = before if hi is None else min(hi, before)
+    if after is not None:
+        lo = after + 1 if lo is None else max(lo, after + 1)
+    ascending = after is not None and before is None
+    rows = store.results_page(lo=lo, hi=hi, game=game, player=player, outcome=outcome, newest_first=not ascending,
+                              limit=limit, wide=wide)
+    if ascending:
+        rows.reverse()
+    return ResultPage(rows, ascending, store.last_commit())
 
 
 def describe_outcome(r: ResultRow) -> str:

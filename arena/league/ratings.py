@@ -14,11 +14,17 @@ Elo and OpenSkill tables are updated incrementally, one result at a time, and
 are deterministic: replaying the same results in the same order gives
 bit-identical numbers.  :func:`recompute` does exactly that replay, so a
 league can verify that its live tables have not drifted from its result log.
+
+:class:`LeagueRatings` is a league's use of them: its settings (the Elo
+K-factor, the payoff decay), its live tables per rating scope and the numbers a
+committed result changes, handed back as rows.  Where those rows are kept is
+the store's business (`arena.league.storage`), so the arithmetic can be run and
+tested without a database, and a recompute takes the same path as a live commit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 import numpy as np
@@ -30,17 +36,23 @@ from openskill.models import (
     ThurstoneMostellerPart,
 )
 
+from arena.league.payoff import decayed_update
+
 __all__ = [
     "ELO_SCALE",
     "OPENSKILL_MODELS",
     "EloTable",
+    "LeagueRatings",
     "RatedResult",
+    "RatingRows",
     "OpenSkillTable",
     "alpharank",
     "nash_average",
     "elo_expected",
     "elo_update",
+    "rate_result",
     "recompute",
+    "scores_from_returns",
     "scores_to_ranks",
 ]
 
@@ -431,6 +443,152 @@ def scores_from_returns(returns: Sequence[float]) -> list[float]:
         a, b = float(returns[0]), float(returns[1])
         return [1.0, 0.0] if a > b else [0.0, 1.0] if a < b else [0.5, 0.5]
     return [float(r) for r in returns]
+
+
+# --------------------------------------------------------------------------
+# A league's ratings
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class RatingRows:
+    """What one result changes, as rows for the league's tables, scope by scope and seat by seat.
+
+    * ``ratings``: ``(system, scope, player, value)``, "elo" with the rating and "openskill" with
+      ``[mu, sigma]`` (a list: the stored value is its JSON);
+    * ``history``: ``(commit number, scope, player, elo, mu, sigma)``, the ratings after the result;
+    * ``payoff``: ``(scope, home, away, wins, draws, losses, games)``, each ordered pair's decayed counts.
+
+    All empty for a result that is not rated.
+    """
+
+    ratings: list[tuple[str, str, str, Any]] = field(default_factory=list)
+    history: list[tuple[int, str, str, float, float, float]] = field(default_factory=list)
+    payoff: list[tuple[str, str, str, float, float, float, float]] = field(default_factory=list)
+
+
+class LeagueRatings:
+    """A league's rating arithmetic: its settings, its live tables per scope, and what a result changes.
+
+    A scope is a game, or the league's overall table: each result is rated in every scope it counts
+    in, with the same numbers. The live (Elo, OpenSkill) tables of a scope start from what is stored
+    (`load`: the caller reads them, this object never touches a database) or from nothing, and are
+    updated in place by each result, which `rate` hands back as the rows to store. The payoff counts
+    are not kept here: a league of 1,000 players has about a million pairs, so the caller passes the
+    stored counts of the result's own pairs with each result.
+
+    The tables in memory are a cache of what is stored: a caller that finds the store changed by
+    someone else, or that throws away rows it was given (a rolled-back transaction), calls `forget`,
+    and the next result of each scope starts again from what `load` is given.
+
+    Settings are fixed for the object's life (the tables are built with them): a league that changes
+    them makes a new one. They are not checked here, so a league created with bad settings can still
+    be opened and refused with a message that says what to do (`arena.league.storage.check_rating_settings`).
+    """
+
+    def __init__(self, elo_k: float = 32.0, payoff_decay: float = 0.99) -> None:
+        self._elo_k = float(elo_k)
+        self._payoff_decay = float(payoff_decay)
+        # Built once: an OpenSkill model is slow to make, and every scope's table starts from it.
+        self._ts_template = OpenSkillTable().to_dict()
+        self._live: dict[str, tuple[EloTable, OpenSkillTable]] = {}
+
+    @property
+    def elo_k(self) -> float:
+        """The Elo K-factor (a free-for-all of n players splits it over its n - 1 pairs)."""
+        return self._elo_k
+
+    @property
+    def payoff_decay(self) -> float:
+        """What each new game of a pair multiplies the pair's old payoff counts by."""
+        return self._payoff_decay
+
+    @property
+    def live(self) -> dict[str, tuple[EloTable, OpenSkillTable]]:
+        """The live tables by scope: a cache of what is stored (clearing it is `forget`)."""
+        return self._live
+
+    @staticmethod
+    def rated(players: Sequence[str]) -> bool:
+        """Whether a result of `players` (in seat order) is rated: two or more players, all different
+        (self-play says nothing of a player's strength against others)."""
+        return len(players) >= 2 and len(set(players)) == len(players)
+
+    def loaded(self, scope: str) -> bool:
+        """Whether the live tables of `scope` are in memory (else `load` them before rating it)."""
+        return scope in self._live
+
+    def load(self, scope: str, stored: Iterable[tuple[str, str, Any]] = ()) -> None:
+        """Start the live tables of `scope` from `stored` ratings: (system, player, value) rows, "elo"
+        with a rating, "openskill" with (mu, sigma); players not in them start at the prior."""
+        elo_d, ts_d = EloTable(k=self._elo_k).to_dict(), dict(self._ts_template, ratings={})
+        for system, player, value in stored:
+            (elo_d if system == "elo" else ts_d)["ratings"][player] = value
+        self._live[scope] = (EloTable.from_dict(elo_d), OpenSkillTable.from_dict(ts_d))
+
+    def forget(self) -> None:
+        """Drop the live tables: the next result of each scope starts from what `load` is given."""
+        self._live.clear()
+
+    def tables(self, scope: str) -> tuple[EloTable, OpenSkillTable]:
+        """The live (Elo, OpenSkill) tables of `scope` (empty ones if it was never loaded)."""
+        tables = self._live.get(scope)
+        if tables is None:
+            self.load(scope)
+            tables = self._live[scope]
+        return tables
+
+    def rate(self, commit_seq: int, players: Sequence[str], returns: Sequence[float], scopes: Sequence[str],
+             payoff: Mapping[str, Mapping[tuple[str, str], Sequence[float]]] | None = None) -> RatingRows:
+        """Rate one committed result (commit number `commit_seq`, `players` in seat order with their
+        `returns`) in each of `scopes`: the live tables are updated and the rows to store handed back.
+        `payoff`: per scope, the stored (wins, draws, losses, games) of the result's ordered pairs (a
+        pair missing has never met)."""
+        rows = RatingRows()
+        players = list(players)
+        if not self.rated(players):
+            return rows
+        scores = scores_from_returns(returns)
+        payoff = payoff or {}
+        for scope in scopes:
+            elo, ts = self._apply(scope, players, scores)
+            for p in players:
+                r = elo.rating(p)
+                mu, sigma = ts.rating(p)
+                rows.ratings += [("elo", scope, p, r), ("openskill", scope, p, [mu, sigma])]
+                rows.history.append((commit_seq, scope, p, r, mu, sigma))
+            known = payoff.get(scope, {})
+            for i, home in enumerate(players):
+                for j, away in enumerate(players):
+                    if i == j:
+                        continue
+                    a, b = float(returns[i]), float(returns[j])
+                    outcome = "win" if a > b else "loss" if a < b else "draw"
+                    counts = decayed_update(known.get((home, away), (0.0, 0.0, 0.0, 0.0)), outcome,
+                                            self._payoff_decay)
+                    rows.payoff.append((scope, home, away, *counts))
+        return rows
+
+    def replay(self, results: Iterable[tuple[Sequence[str], Sequence[float]]],
+               scope: str) -> tuple[EloTable, OpenSkillTable]:
+        """Rate `results` ((players, returns), in commit order; those not rated are passed over) in
+        `scope` through the step `rate` takes, and return its tables: on a new object, the recompute
+        that a league's stored ratings must equal exactly."""
+        for players, returns in results:
+            players = list(players)
+            if self.rated(players):
+                self._apply(scope, players, scores_from_returns(returns))
+        return self.tables(scope)
+
+    def _apply(self, scope: str, players: list[str], scores: list[float]) -> tuple[EloTable, OpenSkillTable]:
+        """The one rating step of a live commit and a replay."""
+        elo, ts = self.tables(scope)
+        rate_result(elo, ts, players, scores)
+        return elo, ts
+
+    def __repr__(self) -> str:
+        return (f"LeagueRatings(elo_k={self._elo_k}, payoff_decay={self._payoff_decay}, "
+                f"scopes={sorted(self._live)})")
 
 
 # --------------------------------------------------------------------------

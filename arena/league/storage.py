@@ -18,6 +18,11 @@ re-queued match finishing twice, a resumed run re-reading a replay) counts
 once. Ratings are read from and written to the database inside that
 transaction, so two processes committing results (a running league and a human
 playing one of its players) never overwrite each other's updates.
+
+The store keeps the numbers, it does not compute them: the league's rater
+(`arena.league.ratings.LeagueRatings`, built from the ``elo_k`` and
+``payoff_decay`` in the meta table) is handed what is stored and hands back the
+rows to write. Every SQL statement stays in this module.
 """
 
 from __future__ import annotations
@@ -33,11 +38,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from arena.errors import ConfigError, LeagueDatabaseError, database_errors
 from arena.fsio import disk_full_as_error
-from arena.league.payoff import Payoff, decayed_update
-from arena.league.ratings import EloTable, OpenSkillTable, rate_result, recompute, scores_from_returns
+from arena.league.payoff import Payoff
+from arena.league.ratings import EloTable, LeagueRatings, OpenSkillTable, RatingRows, scores_from_returns
 from arena.match.loop import MatchResult
-from arena.replays.format import (BLOB_SCHEMA, BLOB_TABLE, LEAGUE_DB, LEAGUE_REPLAYS, Replay, ReplayError, blob_ref,
-                                  parse_replay, read_replay)
+from arena.replays import archive
+from arena.replays.format import LEAGUE_DB, LEAGUE_REPLAYS, Replay, ReplayError, blob_ref, parse_replay, read_replay
 
 def record_kinds(returns: Sequence[float]) -> list[str]:
     """"w", "d" or "l" per seat. Two players: the same 1 / 0.5 / 0 scores the ratings use. More: a
@@ -139,7 +144,7 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, kind TEXT NOT NULL,
     player TEXT, data TEXT);
-""" + BLOB_SCHEMA  # replays kept in the database (LeagueConfig.replays: database), one row a committed match
+"""
 
 
 @dataclass
@@ -178,6 +183,18 @@ class MatchRow:
 
 
 @dataclass
+class MatchInfo:
+    """How and when a match was played: what the match's page shows beside its result."""
+
+    seed: int
+    specs: list[str]
+    source: str  # "league" (scheduled by the league) or "external" (a person's or a trainer's)
+    created: float
+    started: float | None
+    finished: float | None
+
+
+@dataclass
 class ResultRow:
     commit_seq: int
     match_id: str
@@ -205,10 +222,11 @@ class LeagueStore:
             self._init(directory, elo_k=elo_k, payoff_decay=payoff_decay, create=create)
 
     def _init(self, directory: str | Path, *, elo_k: float, payoff_decay: float, create: bool) -> None:
-        # Live rating tables per game, loaded from the ratings table on first use and updated in place
-        # with each commit (written through in the same transaction). Dropped when another connection
+        # The rater (made once the league's settings are read from its meta, below) keeps live rating
+        # tables per game, loaded from the ratings table on first use and updated in place with each
+        # commit (written through in the same transaction). They are dropped when another connection
         # committed since (SQLite's data_version moves) and when a transaction rolls back.
-        self._live: dict[str, tuple[EloTable, OpenSkillTable]] = {}
+        self._rater: LeagueRatings | None = None
         self._data_version: int | None = None
         #: Moves with every change this connection makes to the players table (with `data_version`, a
         #: cache key for views of the players: the league's pairing view).
@@ -239,6 +257,8 @@ class LeagueStore:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("PRAGMA busy_timeout=60000")
             self.conn.executescript(_SCHEMA)
+            # replays kept in the database (LeagueConfig.replays: database), one row a committed match
+            archive.create_table(self.conn)
         with self.tx():
             if self.get_meta("schema") is None:
                 self.set_meta("schema", SCHEMA_VERSION)
@@ -253,12 +273,37 @@ class LeagueStore:
             raise ArenaError(f"{self.db_path}: league schema {self.get_meta('schema')}, this arena reads {SCHEMA_VERSION}")
         self._add_pair_columns()
         self._backfill_records()
-        self.elo_k = float(self.get_meta("elo_k"))
-        self.payoff_decay = float(self.get_meta("payoff_decay"))
-        self._ts_template = OpenSkillTable().to_dict()
+        self._rater = LeagueRatings(elo_k=float(self.get_meta("elo_k")),
+                                    payoff_decay=float(self.get_meta("payoff_decay")))
 
     def close(self) -> None:
         self.conn.close()
+
+    @property
+    def rater(self) -> LeagueRatings:
+        """The league's rating arithmetic, with its settings (``elo_k`` and ``payoff_decay`` of the meta)."""
+        assert self._rater is not None  # made as the store opens
+        return self._rater
+
+    @property
+    def elo_k(self) -> float:
+        """The league's Elo K-factor, as the rater uses it."""
+        return self.rater.elo_k
+
+    @elo_k.setter
+    def elo_k(self, value: float) -> None:
+        # A changed setting is a new rater: the live tables were built with the old one. The meta is
+        # the caller's to write (in the transaction that checks nothing was rated with the old value).
+        self._rater = LeagueRatings(elo_k=value, payoff_decay=self.payoff_decay)
+
+    @property
+    def payoff_decay(self) -> float:
+        """The league's payoff decay, as the rater uses it."""
+        return self.rater.payoff_decay
+
+    @payoff_decay.setter
+    def payoff_decay(self, value: float) -> None:
+        self._rater = LeagueRatings(elo_k=self.elo_k, payoff_decay=value)
 
     def _migrate_players_owner(self) -> None:
         """Schema 1 to 2: the players table gains its owner column (NULL: the config's, as every player
@@ -300,13 +345,13 @@ class LeagueStore:
             c.execute("BEGIN IMMEDIATE")
             version = c.execute("PRAGMA data_version").fetchone()[0]
             if version != self._data_version:  # another process committed: the cached ratings may be stale
-                self._live.clear()
+                self._forget_ratings()
                 self._data_version = version
             try:
                 yield c
                 c.execute("COMMIT")
             except BaseException:
-                self._live.clear()  # the in-memory tables may hold updates the rollback undid
+                self._forget_ratings()  # the in-memory tables may hold updates the rollback undid
                 # SQLite may already have rolled back by itself (after SQLITE_FULL, for one).
                 if c.in_transaction:
                     try:
@@ -314,6 +359,10 @@ class LeagueStore:
                     except sqlite3.Error:
                         pass  # the error being raised says what went wrong
                 raise
+
+    def _forget_ratings(self) -> None:
+        if self._rater is not None:  # None while the store opens (no rating read yet)
+            self._rater.forget()
 
     def _backfill_records(self) -> None:
         """A league written before the records table had one: count its results once."""
@@ -338,6 +387,16 @@ class LeagueStore:
         """SQLite's counter of commits by other connections (a cache key: it moves when another process
         wrote to this league)."""
         return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def state_version(self) -> tuple[int, int, int, int]:
+        """(last commit, players, the sum of the players' versions and active flags, 1 once the league's
+        config is written else 0): moves when a result is committed, a player is added or changed, or the
+        config is first written. A cache key for views of the league that any process may have changed."""
+        row = self.conn.execute(
+            "SELECT (SELECT IFNULL(MAX(commit_seq), 0) FROM results), (SELECT COUNT(*) FROM players), "
+            "(SELECT IFNULL(SUM(version + active), 0) FROM players), "
+            "(SELECT COUNT(*) FROM meta WHERE key='config')").fetchone()
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -375,6 +434,11 @@ class LeagueStore:
     def players(self, active_only: bool = False) -> list[PlayerRow]:
         q = "SELECT * FROM players" + (" WHERE active=1" if active_only else "") + " ORDER BY created, name"
         return [_player(r) for r in self.conn.execute(q)]
+
+    def player_count(self, humans: bool = True) -> int:
+        """Players in the league, retired ones too; `humans=False`: without people's (kind "human")."""
+        q = "SELECT COUNT(*) FROM players" + ("" if humans else " WHERE kind != 'human'")
+        return self.conn.execute(q).fetchone()[0]
 
     # -- matches -----------------------------------------------------------------------
     def enqueue(self, game: str, players: Sequence[str], specs: Sequence[str], seed: int | Callable[[int], int] | None = None,
@@ -433,8 +497,19 @@ class LeagueStore:
                       (note, match_id))
         return "queued"
 
+    def abandon(self, match_id: str, note: str) -> bool:
+        """Close a match left running by a process that is gone and that no one else finishes or puts back
+        in the queue (an external match: a person's game on a web server that stopped) as failed, with
+        `note`: no result, never rated. False when it is no longer running or its result is committed."""
+        with self.tx() as c:
+            return c.execute("UPDATE matches SET status='failed', finished=?, note=? WHERE match_id=? AND "
+                             "status='running' AND NOT EXISTS (SELECT 1 FROM results WHERE match_id=?)",
+                             (time.time(), note, match_id, match_id)).rowcount > 0
+
     def matches(self, status: str | Sequence[str] | None = None, limit: int | None = None,
-                source: str | None = None) -> list[MatchRow]:
+                source: str | None = None, note_prefix: str | None = None) -> list[MatchRow]:
+        """The matches in scheduling order; with `status`, `source` or `note_prefix` (a note that starts
+        with it, without regard to ASCII case), only those."""
         q, args, where = "SELECT * FROM matches", [], []
         if status is not None:
             sts = [status] if isinstance(status, str) else list(status)
@@ -443,6 +518,9 @@ class LeagueStore:
         if source is not None:
             where.append("source=?")
             args.append(source)
+        if note_prefix is not None:
+            where.append("note LIKE ? ESCAPE '\\'")
+            args.append(note_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         if where:
             q += " WHERE " + " AND ".join(where)
         q += " ORDER BY seq"
@@ -452,6 +530,20 @@ class LeagueStore:
 
     def status_counts(self) -> dict[str, int]:
         return dict(self.conn.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall())
+
+    def match_count(self, status: str | None = None) -> int:
+        """Matches scheduled; with `status`, only those in it (one count off the status index)."""
+        if status is None:
+            return self.conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0]
+        return self.conn.execute("SELECT COUNT(*) FROM matches WHERE status=?", (status,)).fetchone()[0]
+
+    def match_info(self, match_id: str) -> MatchInfo | None:
+        """How and when match `match_id` was played (None: no such match)."""
+        row = self.conn.execute("SELECT seed, specs, source, created, started, finished FROM matches "
+                                "WHERE match_id=?", (match_id,)).fetchone()
+        if row is None:
+            return None
+        return MatchInfo(row[0], json.loads(row[1]), row[2], row[3], row[4], row[5])
 
     # -- results -----------------------------------------------------------------------
     def commit_result(self, match_id: str, result: MatchResult) -> bool:
@@ -487,63 +579,50 @@ class LeagueStore:
             return False
         commit_seq = cur.lastrowid
         if blob is not None:  # the replay in the same transaction as its result: both or neither
-            c.execute(f"INSERT INTO {BLOB_TABLE} VALUES(?,?) ON CONFLICT(match_id) DO NOTHING", (match_id, blob))
+            archive.put(c, match_id, blob)
             result.replay_path = replay
         c.execute("UPDATE matches SET status='done', finished=? WHERE match_id=?", (time.time(), match_id))
-        if len(set(players)) == len(players) and len(players) >= 2:  # self-play is not rated
-            scores = scores_from_returns(returns)
+        rater = self.rater
+        if rater.rated(players):  # self-play is not rated
+            scopes = (game, OVERALL)
+            for g in scopes:
+                if not rater.loaded(g):
+                    rater.load(g, self._stored_ratings(c, g))
+            self._write_ratings(c, rater.rate(commit_seq, players, returns, scopes,
+                                              {g: self._stored_payoff(c, g, players) for g in scopes}))
             kinds = record_kinds(returns)
-            for g in (game, OVERALL):
-                self._rate(c, commit_seq, g, players, scores)
-                self._payoff(c, g, players, returns)
-                c.executemany("INSERT INTO records VALUES(?,?,?,?,?) ON CONFLICT DO UPDATE SET "
-                              "w=w+excluded.w, d=d+excluded.d, l=l+excluded.l",
-                              [(g, p, int(k == "w"), int(k == "d"), int(k == "l")) for p, k in zip(players, kinds)])
+            c.executemany("INSERT INTO records VALUES(?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                          "w=w+excluded.w, d=d+excluded.d, l=l+excluded.l",
+                          [(g, p, int(k == "w"), int(k == "d"), int(k == "l"))
+                           for g in scopes for p, k in zip(players, kinds)])
         names = sorted(set(players))
         c.execute(f"UPDATE players SET steps=steps+1 WHERE name IN ({','.join('?' * len(names))})", names)
         return True
 
-    def _tables(self, c, game: str) -> tuple[EloTable, OpenSkillTable]:
-        """The live (Elo, OpenSkill) tables of `game` (a rating scope), read once from the database."""
-        tables = self._live.get(game)
-        if tables is None:
-            elo_d, ts_d = EloTable(k=self.elo_k).to_dict(), dict(self._ts_template, ratings={})
-            for system, p, value in c.execute("SELECT system, player, value FROM ratings WHERE game=?", (game,)):
-                (elo_d if system == "elo" else ts_d)["ratings"][p] = json.loads(value)
-            tables = self._live[game] = (EloTable.from_dict(elo_d), OpenSkillTable.from_dict(ts_d))
-        return tables
+    @staticmethod
+    def _stored_ratings(c, game: str) -> list[tuple[str, str, Any]]:
+        """(system, player, value) of every stored rating of `game` (a rating scope): what the rater's
+        live tables of `game` start from."""
+        return [(system, p, json.loads(value)) for system, p, value in
+                c.execute("SELECT system, player, value FROM ratings WHERE game=?", (game,))]
 
-    def _rate(self, c, commit_seq: int, game: str, players: list[str], scores: list[float]) -> None:
-        # The live tables in memory, one batch of writes through to the database.
-        elo, ts = self._tables(c, game)
-        rate_result(elo, ts, players, scores)
-        upserts, history = [], []
-        for p in players:
-            r = elo.rating(p)
-            mu, sigma = ts.rating(p)
-            upserts += [("elo", game, p, json.dumps(r)), ("openskill", game, p, json.dumps([mu, sigma]))]
-            history.append((commit_seq, game, p, r, mu, sigma))
-        c.executemany("INSERT INTO ratings VALUES(?,?,?,?) ON CONFLICT DO UPDATE SET value=excluded.value", upserts)
-        c.executemany("INSERT INTO rating_history VALUES(?,?,?,?,?,?)", history)
-
-    def _payoff(self, c, game: str, players: list[str], returns: Sequence[float]) -> None:
-        # Only the match's pairs are read: a cache of the whole table would cost a read of every pair
-        # (about a million rows in a league of 1,000 players) on each restart.
+    @staticmethod
+    def _stored_payoff(c, game: str, players: list[str]) -> dict[tuple[str, str], tuple[float, ...]]:
+        """The stored payoff counts of `game` among `players` only: a cache of the whole table would
+        cost a read of every pair (about a million rows in a league of 1,000 players) on each restart."""
         marks = ",".join("?" * len(players))
-        known = {(h, a): (w, d, l, n) for h, a, w, d, l, n in c.execute(
+        return {(h, a): (w, d, l, n) for h, a, w, d, l, n in c.execute(
             f"SELECT home, away, w, d, l, n FROM payoff WHERE game=? AND home IN ({marks}) AND away IN ({marks})",
             (game, *players, *players))}
-        rows = []
-        for i, home in enumerate(players):
-            for j, away in enumerate(players):
-                if i == j:
-                    continue
-                a, b = float(returns[i]), float(returns[j])
-                outcome = "win" if a > b else "loss" if a < b else "draw"
-                counts = decayed_update(known.get((home, away), (0.0, 0.0, 0.0, 0.0)), outcome, self.payoff_decay)
-                rows.append((game, home, away, *counts))
+
+    @staticmethod
+    def _write_ratings(c, rows: RatingRows) -> None:
+        """The rater's rows for one result, one batch per table (values as JSON, as they are read back)."""
+        c.executemany("INSERT INTO ratings VALUES(?,?,?,?) ON CONFLICT DO UPDATE SET value=excluded.value",
+                      [(system, g, p, json.dumps(value)) for system, g, p, value in rows.ratings])
+        c.executemany("INSERT INTO rating_history VALUES(?,?,?,?,?,?)", rows.history)
         c.executemany("INSERT INTO payoff VALUES(?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
-                      "w=excluded.w, d=excluded.d, l=excluded.l, n=excluded.n", rows)
+                      "w=excluded.w, d=excluded.d, l=excluded.l, n=excluded.n", rows.payoff)
 
     def results(self, game: str | None = None, since: int = 0) -> list[ResultRow]:
         q, args = "SELECT * FROM results WHERE commit_seq > ?", [since]
@@ -562,6 +641,80 @@ class LeagueStore:
     def result_for(self, match_id: str) -> ResultRow | None:
         row = self.conn.execute("SELECT * FROM results WHERE match_id=?", (match_id,)).fetchone()
         return _result(row) if row else None
+
+    def last_commit(self) -> int:
+        """The commit number of the last result (0: none yet)."""
+        return self.conn.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]
+
+    def first_commit_at(self, ts: float) -> int:
+        """The commit number of the first result committed at or after time `ts` (past the last: the last
+        + 1): a binary search over the commit numbers, results being committed in time order."""
+        c = self.conn
+        lo, hi = c.execute("SELECT IFNULL(MIN(commit_seq), 1), IFNULL(MAX(commit_seq), 0) FROM results").fetchone()
+        hi += 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = c.execute("SELECT committed FROM results WHERE commit_seq >= ? ORDER BY commit_seq LIMIT 1",
+                            (mid,)).fetchone()
+            if row is None or row[0] >= ts:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def has_wide_results(self) -> bool:
+        """Whether a result of more than two players is committed (their seats past the second have no index)."""
+        return self.conn.execute(
+            "SELECT 1 FROM results WHERE json_array_length(players) > 2 LIMIT 1").fetchone() is not None
+
+    def results_page(self, *, lo: int | None = None, hi: int | None = None, game: str | None = None,
+                     player: str | None = None, outcome: str | None = None, newest_first: bool = True,
+                     limit: int = 50, wide: bool | None = None) -> list[ResultRow]:
+        """At most `limit` results with commit numbers in [`lo`, `hi`) (None: unbounded), newest first (or
+        oldest first), filtered: of `game`; with `player` in a seat; by `outcome` ("draw"; "win" or "loss",
+        of `player` if given, else any decided result; or the result's outcome "forfeit", "max_moves" or
+        "normal"; anything else does not filter). The player filter reads the indexes on the first two
+        seats and, where results of more players are committed (`wide`; None: look), the other seats too.
+        Keyset paging: a page costs the same at the first result as at the millionth."""
+        where, args = [], []
+        if lo is not None:
+            where.append("commit_seq >= ?")
+            args.append(lo)
+        if hi is not None:
+            where.append("commit_seq < ?")
+            args.append(hi)
+        if game:
+            where.append("game = ?")
+            args.append(game)
+        if outcome:
+            if outcome == "draw":
+                where.append("draw = 1")
+            elif outcome in ("win", "loss"):
+                where.append("winner IS NOT NULL")
+                if player:
+                    op = "=" if outcome == "win" else "!="
+                    where.append(f"json_extract(players, '$[' || winner || ']') {op} ?")
+                    args.append(player)
+            elif outcome in ("forfeit", "max_moves", "normal"):
+                where.append("outcome = ?")
+                args.append(outcome)
+        order = "DESC" if newest_first else "ASC"
+        cond = " AND ".join(where) or "1"
+        c = self.conn
+        if player:
+            seats = ["json_extract(players, '$[0]') = ?", "json_extract(players, '$[1]') = ?"]
+            if (self.has_wide_results() if wide is None else wide):
+                seats.append("(json_array_length(players) > 2 AND EXISTS (SELECT 1 FROM json_each(results.players) "
+                             "WHERE json_each.key >= 2 AND json_each.value = ?))")
+            parts = [f"SELECT * FROM (SELECT * FROM results WHERE {seat} AND {cond} "
+                     f"ORDER BY commit_seq {order} LIMIT ?)" for seat in seats]
+            sql = " UNION ".join(parts) + f" ORDER BY commit_seq {order} LIMIT ?"
+            params = [x for _ in seats for x in (player, *args, limit)] + [limit]
+            rows = c.execute(sql, params).fetchall()
+        else:
+            rows = c.execute(f"SELECT * FROM results WHERE {cond} ORDER BY commit_seq {order} LIMIT ?",
+                             (*args, limit)).fetchall()
+        return [_result(r) for r in rows]
 
     def seat_pairs(self, game: str | None = None) -> list[tuple[str, str]]:
         """(first match id, second match id) of every pair of `game` (None: every game) whose two results
@@ -593,9 +746,9 @@ class LeagueStore:
         row = self.result_for(match_id) if isinstance(match_id, str) else None
         if row is None:
             raise ReplayError(f"no match {match_id!r} in the league at {self.dir}")
-        blob = self.conn.execute(f"SELECT data FROM {BLOB_TABLE} WHERE match_id=?", (match_id,)).fetchone()
+        blob = archive.get(self.conn, match_id)
         if blob is not None:
-            return parse_replay(bytes(blob[0]), blob_ref(self.db_path, match_id))
+            return parse_replay(blob, blob_ref(self.db_path, match_id))
         if not row.replay:
             raise ReplayError(f"match {match_id} has no replay")
         # This folder's own copy first (the folder may have moved since the path was stored).
@@ -615,9 +768,17 @@ class LeagueStore:
     def rated_games(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT game FROM ratings ORDER BY game")]
 
-    def rating_history(self, game: str = OVERALL) -> list[tuple[int, str, float, float, float]]:
-        return self.conn.execute("SELECT commit_seq, player, elo, mu, sigma FROM rating_history WHERE game=? "
-                                 "ORDER BY commit_seq", (game,)).fetchall()
+    def rating_history(self, game: str = OVERALL,
+                       players: Sequence[str] | None = None) -> list[tuple[int, str, float, float, float]]:
+        """(commit number, player, Elo, mu, sigma) after each rated commit of `game`, in commit order; with
+        `players`, only theirs."""
+        if players is None:
+            return self.conn.execute("SELECT commit_seq, player, elo, mu, sigma FROM rating_history WHERE game=? "
+                                     "ORDER BY commit_seq", (game,)).fetchall()
+        names = list(players)
+        marks = ",".join("?" * len(names))
+        return self.conn.execute(f"SELECT commit_seq, player, elo, mu, sigma FROM rating_history WHERE game=? AND "
+                                 f"player IN ({marks}) ORDER BY commit_seq", (game, *names)).fetchall()
 
     def payoff(self, game: str = OVERALL, players: Sequence[str] | None = None) -> Payoff:
         """The decayed payoff table of `game`; with `players`, only the pairs among them."""
@@ -679,10 +840,10 @@ class LeagueStore:
         return [p.name for p in self.players(active_only=True) if game in p.games]
 
     def recompute(self, game: str = OVERALL) -> tuple[EloTable, OpenSkillTable]:
-        """Ratings rebuilt from the stored result log, through the same code path as live commits."""
-        rated = (r for r in self.results(None if game == OVERALL else game)
-                 if len(set(r.players)) == len(r.players) and len(r.players) >= 2)
-        return recompute(((r.players, scores_from_returns(r.returns)) for r in rated), k=self.elo_k)
+        """Ratings rebuilt from the stored result log by a new rater with the league's settings, through
+        the same code path as live commits (`LeagueRatings.replay`)."""
+        results = self.results(None if game == OVERALL else game)
+        return LeagueRatings(self.elo_k, self.payoff_decay).replay(((r.players, r.returns) for r in results), game)
 
     # -- events ------------------------------------------------------------------------
     def add_event(self, kind: str, player: str | None = None, **data: Any) -> None:

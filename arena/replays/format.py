@@ -40,8 +40,8 @@ rename, fsync of the folder. A killed process leaves at most a ``.tmp-*`` file,
 never a partial replay under a replay name.
 
 A league keeps its replays either as such files (``DIR/replays/``) or, by default, as the same
-gzipped bytes in a table of its database (`BLOB_TABLE`: ``replays(match_id, data)``), written in
-the transaction that records the match. A replay in a database is named ``DB#MATCH_ID``
+gzipped bytes in a table of its database (`arena.replays.archive`: ``replays(match_id, data)``), written
+in the transaction that records the match. A replay in a database is named ``DB#MATCH_ID``
 (``runs/quick/league.db#m00000001``): `read_replay` takes that name like a path, and
 `list_replays` / `find_replay` given a league folder (or its ``replays`` folder, or the
 database) see both forms.
@@ -58,7 +58,9 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from arena.errors import ReplayError, ReplayRefused, damaged_database, database_errors, unreadable_league_db
+from arena.errors import ReplayError, ReplayRefused, unreadable_league_db
+from arena.replays import archive
+from arena.replays.archive import BLOB_SCHEMA, BLOB_TABLE  # noqa: F401 (the table, named where the format is)
 
 FORMAT = "arena-replay"
 VERSION = 1
@@ -74,9 +76,6 @@ MAX_REPLAY_BYTES = 64 << 20
 
 RECORD_MODES = ("actions", "text")
 
-#: The table a league database keeps replays in: the gzipped bytes a ``.jsonl.gz`` file holds.
-BLOB_TABLE = "replays"
-BLOB_SCHEMA = f"CREATE TABLE IF NOT EXISTS {BLOB_TABLE} (match_id TEXT PRIMARY KEY, data BLOB NOT NULL);"
 #: A league folder's database (its replays table), and the folder of its replay files.
 LEAGUE_DB, LEAGUE_REPLAYS = "league.db", "replays"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -257,35 +256,14 @@ def _split_ref(path: Path) -> tuple[Path, str] | None:
     return (Path(db), mid) if _is_db(Path(db)) else None
 
 
-def _connect(db: Path):
-    import sqlite3
-
-    try:
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
-        has = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (BLOB_TABLE,)).fetchone()
-    except sqlite3.Error as e:
-        damaged = damaged_database(e, db)
-        raise ReplayError(str(damaged) if damaged else f"{db}: cannot be read as a league database ({e})") from None
-    if has is None:
-        conn.close()
-        return None
-    return conn
-
-
 def _read_blob(db: Path, match_id: str) -> bytes:
-    conn = _connect(db)
     try:
-        with database_errors(db, ReplayError):
-            row = conn.execute(f"SELECT length(data) <= ?, data FROM {BLOB_TABLE} WHERE match_id=?",
-                               (MAX_REPLAY_BYTES, match_id)).fetchone() if conn else None
-    finally:
-        if conn is not None:
-            conn.close()
-    if row is None:
+        data = archive.read(db, match_id, MAX_REPLAY_BYTES)
+    except archive.TooLarge:
+        raise _too_big(blob_ref(db, match_id)) from None
+    if data is None:
         raise ReplayError(f"no replay {match_id!r} in {db}: `arena replay list {db.parent}` shows the ids")
-    if not row[0]:
-        raise _too_big(blob_ref(db, match_id))
-    return bytes(row[1])
+    return data
 
 
 def league_db(directory: str | os.PathLike) -> Path | None:
@@ -429,23 +407,7 @@ def list_replays(directory: str | os.PathLike) -> list[Path]:
     files = d / LEAGUE_REPLAYS if db is not None and db.parent == d else d
     found = sorted(p for p in files.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES)
                    and not p.name.startswith(".")) if files.is_dir() else []
-    return found + [Path(blob_ref(db, mid)) for mid in _blob_ids(db)] if db is not None else found
-
-
-def _blob_ids(db: Path, prefix: str | None = None) -> list[str]:
-    conn = _connect(db)
-    if conn is None:
-        return []
-    try:
-        with database_errors(db, ReplayError):
-            if prefix is None:
-                return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} ORDER BY match_id")]
-            # a prefix range over the primary key: no scan of a million ids
-            return [r[0] for r in conn.execute(f"SELECT match_id FROM {BLOB_TABLE} WHERE match_id >= ? AND "
-                                               "match_id < ? ORDER BY match_id LIMIT 4",
-                                               (prefix, prefix + "\U0010ffff"))]
-    finally:
-        conn.close()
+    return found + [Path(blob_ref(db, mid)) for mid in archive.ids(db)] if db is not None else found
 
 
 def replay_id(path: str | os.PathLike, directory: str | os.PathLike) -> str:
@@ -474,12 +436,12 @@ def find_replay(directory: str | os.PathLike, ident: str) -> Path:
     if db is not None:  # a league: blobs in its database and files in its replays folder
         files = d / LEAGUE_REPLAYS if db.parent == d else d
         if ident and ".." not in ident.split("/") and not Path(ident).is_absolute():  # an id, not a path
-            if "/" not in ident and _blob_ids(db, ident)[:1] == [ident]:
+            if "/" not in ident and archive.ids(db, ident)[:1] == [ident]:
                 return Path(blob_ref(db, ident))
             for suffix in ("",) + SUFFIXES:
                 if (files / (ident + suffix)).is_file():
                     return files / (ident + suffix)
-        hits = sorted(set(_blob_ids(db, ident) if "/" not in ident else []) | set(_file_ids(files, ident)))
+        hits = sorted(set(archive.ids(db, ident) if "/" not in ident else []) | set(_file_ids(files, ident)))
         if len(hits) == 1:
             return find_replay(d, hits[0])
         if hits:

@@ -1,12 +1,20 @@
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import arena.league.ratings as ratings_module
+import arena.league.storage as storage_module
+from arena.league.payoff import Payoff
+from arena.league.storage import OVERALL, LeagueStore
+from arena.match.loop import MatchResult
 from arena.league.ratings import (
     EloTable,
+    LeagueRatings,
     RatedResult,
     OpenSkillTable,
     alpharank,
@@ -266,3 +274,104 @@ def test_trueskill_fast_path_matches_team_path() -> None:
     assert fast.ratings() == slow.ratings()
     with pytest.raises(TypeError):
         fast.update("ab")
+
+
+# ---------------------------------------------------------------- a league's ratings
+
+
+def _league_results(n: int, seed: int) -> list[tuple[str, list[str], list[float]]]:
+    """(game, players, returns): mostly two players, some free-for-alls, draws and self-play (not rated)."""
+    rng = np.random.default_rng(seed)
+    ids = [f"p{i}" for i in range(5)]
+    out = []
+    for _ in range(n):
+        game = ("g1", "g2")[rng.integers(2)]
+        if rng.random() < 0.1:
+            players = ["p0", "p0"]
+        else:
+            k = 2 if rng.random() < 0.75 else 3
+            players = [ids[i] for i in rng.choice(len(ids), size=k, replace=False)]
+        out.append((game, players, [float(x) for x in rng.choice([-1.0, 0.0, 0.5, 1.0], size=len(players))]))
+    return out
+
+
+def test_league_ratings_alone_equal_a_league_that_committed_them(tmp_path) -> None:
+    """The rater fed the results by itself gives the league's stored tables exactly: the store only keeps
+    its numbers. Two connections commit by turns, in batches, some twice (counted once), so each finds
+    the other's commits and must drop its live tables to agree."""
+    d = tmp_path / "lg"
+    stores = [LeagueStore(d, elo_k=20.0, payoff_decay=0.9), LeagueStore(d)]
+    for p in ("p0", "p1", "p2", "p3", "p4"):
+        stores[0].add_player(p, "fixed", "random", ["g1", "g2"])
+    rater = LeagueRatings(elo_k=20.0, payoff_decay=0.9)
+    payoff: dict[str, dict[tuple[str, str], tuple]] = {}
+    history: list[tuple] = []
+    results = _league_results(90, seed=3)
+    for start in range(0, len(results), 4):
+        store = stores[(start // 4) % 2]
+        batch = []
+        for game, players, returns in results[start:start + 4]:
+            m = store.enqueue(game, players, ["random"] * len(players), status="running")
+            batch.append((m.match_id, MatchResult(m.match_id, game, 0, players, returns, None, False, 5, "normal")))
+        assert store.commit_results(batch) == [True] * len(batch)
+        assert store.commit_results(batch[:1]) == [False]
+        for match_id, result in batch:
+            seq = store.result_for(match_id).commit_seq
+            rows = rater.rate(seq, result.agents, result.returns, (result.game_id, OVERALL), payoff)
+            assert bool(rows.history) == LeagueRatings.rated(result.agents)
+            history += rows.history
+            for scope, home, away, *counts in rows.payoff:
+                payoff.setdefault(scope, {})[(home, away)] = tuple(counts)
+    store = stores[0]
+    for scope in ("g1", "g2", OVERALL):
+        elo, ts = rater.tables(scope)
+        assert store.elo(scope) == elo.ratings()  # exact, not approx
+        assert store.openskill(scope) == ts.ratings()
+        assert store.rating_history(scope) == [(seq, p, r, mu, sigma) for seq, s, p, r, mu, sigma in history
+                                               if s == scope]
+        pairs = [[h, a, *c] for (h, a), c in payoff[scope].items()]
+        assert store.payoff(scope) == Payoff.from_dict({"decay": 0.9, "pairs": pairs})
+        assert store.recompute(scope) == (elo, ts)  # recompute takes the rater's path too
+        alone = LeagueRatings(elo_k=20.0, payoff_decay=0.9)
+        assert alone.replay(((p, r) for g, p, r in results if scope in (g, OVERALL)), scope) == (elo, ts)
+    for s in stores:
+        s.close()
+
+
+def test_league_ratings_start_from_what_is_stored() -> None:
+    """Tables loaded from stored rows go on from them; `forget` drops them for the next load."""
+    rater = LeagueRatings(elo_k=16.0)
+    rows = rater.rate(1, ["a", "b"], [1.0, -1.0], ["g"])
+    stored = [(system, p, value) for system, _, p, value in rows.ratings]
+    rater.rate(2, ["a", "b"], [1.0, -1.0], ["g"])
+    again = LeagueRatings(elo_k=16.0)
+    again.load("g", stored)
+    again.rate(2, ["a", "b"], [1.0, -1.0], ["g"])
+    assert again.tables("g") == rater.tables("g") and again.tables("g")[0].k == 16.0
+    rater.forget()
+    assert not rater.loaded("g") and rater.tables("g")[0].ratings() == {}
+    assert LeagueRatings().rate(1, ["a", "a"], [1.0, 0.0], ["g"]).history == []  # self-play is not rated
+    # payoff: the stored counts of the pair decay before the new game counts
+    rows = LeagueRatings(payoff_decay=0.5).rate(3, ["a", "b"], [0.0, 1.0], ["g"],
+                                                {"g": {("a", "b"): (1.0, 0.0, 0.0, 1.0)}})
+    assert rows.payoff == [("g", "a", "b", 0.5, 0.0, 1.0, 1.5), ("g", "b", "a", 1.0, 0.0, 0.0, 1.0)]
+
+
+def _imported_and_used(module) -> set[str]:
+    tree = ast.parse(Path(module.__file__).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return names
+
+
+def test_storage_leaves_the_arithmetic_to_the_rater() -> None:
+    """The store writes what the rater hands it; the rater issues no SQL."""
+    arithmetic = {"rate_result", "decayed_update", "recompute", "elo_update", "update_multi", "scores_to_ranks"}
+    assert not _imported_and_used(storage_module) & arithmetic
+    assert not _imported_and_used(ratings_module) & {"sqlite3", "execute", "executemany"}

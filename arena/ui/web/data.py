@@ -20,11 +20,10 @@ per waiting request, as the first version did, made ``/api/players``' p99 14 s u
 while a league wrote; now 0.25 s (``benchmarks/bench_web.py --writer``). Each table says the
 version it is of, so the page knows to ask again.
 
-Matches are listed with SQL and keyset paging on the results' commit order (``before`` /
-``after`` a commit number): a page costs the same at the first result as at the millionth.
-The player filter reads the store's indexes on the first two seats; the date filter is
-turned into a range of commit numbers by a binary search (results are committed in time
-order).
+Matches are listed with keyset paging on the results' commit order (``before`` / ``after`` a
+commit number): a page costs the same at the first result as at the millionth
+(`arena.league.queries.result_page`). Every read goes through the league's store and queries:
+no SQL here.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import asyncio
 import collections
 import contextlib
 import functools
-import json
 import math
 import os
 import queue
@@ -44,9 +42,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from arena.league.queries import describe_outcome, game_label, league_name, payoff_data, rating_rows, return_rows
+from arena.league.queries import (describe_outcome, game_label, league_name, payoff_data, rating_rows, result_page,
+                                  return_rows)
 from arena.errors import ArenaError
-from arena.league.storage import OVERALL, LeagueStore, _result
+from arena.league.storage import OVERALL, LeagueStore
 
 #: Most matches one page of the list holds.
 MAX_PAGE = 200
@@ -273,11 +272,7 @@ class LeagueData:
     def version(self) -> list[int]:
         """Moves when a result is committed, a player is added or changed, or the league's config is
         first written (`arena league run` writes it after its players: until then there is nothing to play)."""
-        row = self.store.conn.execute(
-            "SELECT (SELECT IFNULL(MAX(commit_seq), 0) FROM results), (SELECT COUNT(*) FROM players), "
-            "(SELECT IFNULL(SUM(version + active), 0) FROM players), "
-            "(SELECT COUNT(*) FROM meta WHERE key='config')").fetchone()
-        return [int(x) for x in row]
+        return list(self.store.state_version())
 
     def cached(self, name: tuple, compute: Callable[[], Any]) -> Any:
         """The view `name` at the league's version: `compute()` (run holding a read connection) once per
@@ -345,14 +340,12 @@ class LeagueData:
     @_reads
     def summary(self) -> dict:
         s = self.store
-        c = s.conn
-        results = c.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]
-        running = c.execute("SELECT COUNT(*) FROM matches WHERE status='running'").fetchone()[0]
+        results = s.last_commit()
+        running = s.match_count("running")
         cfg = s.get_meta("config") or {}
         games = [g.get("id") if isinstance(g, dict) else g for g in cfg.get("games", [])]
         return {"name": league_name(s), "version": self.version(), "last_commit": results,
-                "players": c.execute("SELECT COUNT(*) FROM players WHERE kind != 'human'").fetchone()[0],
-                "running": running, "games": games}
+                "players": s.player_count(humans=False), "running": running, "games": games}
 
     def games(self) -> dict:
         """The rating scopes (OVERALL first, once), the one-player games, and the scope a page opens on.
@@ -447,9 +440,7 @@ class LeagueData:
         players = sorted(elo, key=lambda p: (-elo[p], p))[:max(0, top)]
         if not players:
             return {"game": game, "players": [], "series": {}}
-        marks = ",".join("?" * len(players))
-        rows = s.conn.execute(f"SELECT commit_seq, player, elo, mu, sigma FROM rating_history WHERE game=? AND "
-                              f"player IN ({marks}) ORDER BY commit_seq", (game, *players)).fetchall()
+        rows = s.rating_history(game, players)
         series: dict[str, list] = {p: [] for p in players}
         for seq, p, e, mu, sigma in rows:
             series[p].append([seq, _num(e), _num(mu - 3 * sigma) if mu is not None and sigma is not None else None])
@@ -460,25 +451,9 @@ class LeagueData:
         return {"game": game, "players": players, "series": series}
 
     # -- matches ------------------------------------------------------------------------------
-    def _seq_at(self, ts: float) -> int:
-        """The first commit number committed at or after `ts` (past the end: the last + 1)."""
-        c = self.store.conn
-        lo, hi = c.execute("SELECT IFNULL(MIN(commit_seq), 1), IFNULL(MAX(commit_seq), 0) FROM results").fetchone()
-        hi += 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            row = c.execute("SELECT committed FROM results WHERE commit_seq >= ? ORDER BY commit_seq LIMIT 1",
-                            (mid,)).fetchone()
-            if row is None or row[0] >= ts:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
     def _has_wide(self) -> bool:
         if self._wide is None:
-            self._wide = self.store.conn.execute(
-                "SELECT 1 FROM results WHERE json_array_length(players) > 2 LIMIT 1").fetchone() is not None
+            self._wide = self.store.has_wide_results()
         return self._wide
 
     @_reads
@@ -487,65 +462,18 @@ class LeagueData:
                 after: int | None = None, limit: int = 50) -> dict:
         """One page of committed matches, newest first, filtered; `before` / `after`: keyset cursors."""
         limit = max(1, min(int(limit), MAX_PAGE))
-        where, args = [], []
-        lo, hi = None, None  # commit_seq bounds: lo <= seq < hi
-        if since is not None:
-            lo = self._seq_at(since)
-        if until is not None:
-            hi = self._seq_at(until)
-        if before is not None:
-            hi = before if hi is None else min(hi, before)
-        if after is not None:
-            lo = after + 1 if lo is None else max(lo, after + 1)
-        if lo is not None:
-            where.append("commit_seq >= ?")
-            args.append(lo)
-        if hi is not None:
-            where.append("commit_seq < ?")
-            args.append(hi)
-        if game:
-            where.append("game = ?")
-            args.append(game)
-        if outcome:
-            if outcome == "draw":
-                where.append("draw = 1")
-            elif outcome in ("win", "loss"):
-                where.append("winner IS NOT NULL")
-                if player:
-                    op = "=" if outcome == "win" else "!="
-                    where.append(f"json_extract(players, '$[' || winner || ']') {op} ?")
-                    args.append(player)
-            elif outcome in ("forfeit", "max_moves", "normal"):
-                where.append("outcome = ?")
-                args.append(outcome)
-        order = "ASC" if after is not None and before is None else "DESC"
-        cond = " AND ".join(where) or "1"
-        c = self.store.conn
-        if player:
-            seats = ["json_extract(players, '$[0]') = ?", "json_extract(players, '$[1]') = ?"]
-            if self._has_wide():
-                seats.append("(json_array_length(players) > 2 AND EXISTS (SELECT 1 FROM json_each(results.players) "
-                             "WHERE json_each.key >= 2 AND json_each.value = ?))")
-            parts = [f"SELECT * FROM (SELECT * FROM results WHERE {seat} AND {cond} "
-                     f"ORDER BY commit_seq {order} LIMIT ?)" for seat in seats]
-            sql = " UNION ".join(parts) + f" ORDER BY commit_seq {order} LIMIT ?"
-            params = [x for _ in seats for x in (player, *args, limit)] + [limit]
-            rows = c.execute(sql, params).fetchall()
-        else:
-            rows = c.execute(f"SELECT * FROM results WHERE {cond} ORDER BY commit_seq {order} LIMIT ?",
-                             (*args, limit)).fetchall()
-        results = [_result(r) for r in rows]
-        if order == "ASC":
-            results.reverse()
+        page = result_page(self.store, game, player, outcome, since, until, before, after, limit,
+                           wide=self._has_wide() if player else False)
+        results = page.results
         items = [self.match_item(r) for r in results]
         full = len(results) == limit
         newest = results[0].commit_seq if results else None
         oldest = results[-1].commit_seq if results else None
         return {"matches": items, "limit": limit,
-                "older": oldest if results and (full or order == "ASC") else None,
-                "newer": newest if results and (order == "DESC" and before is not None or order == "ASC" and full)
+                "older": oldest if results and (full or page.ascending) else None,
+                "newer": newest if results and (not page.ascending and before is not None or page.ascending and full)
                 else None,
-                "last_commit": c.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]}
+                "last_commit": page.last_commit}
 
     @staticmethod
     def match_item(r) -> dict:
@@ -561,10 +489,10 @@ class LeagueData:
         if r is None:
             return None
         item = self.match_item(r)
-        m = self.store.conn.execute("SELECT seed, specs, source, created, started, finished FROM matches "
-                                    "WHERE match_id=?", (match_id,)).fetchone()
-        if m:
-            item.update(seed=m[0], specs=json.loads(m[1]), source=m[2], created=m[3], started=m[4], finished=m[5])
+        m = self.store.match_info(match_id)
+        if m is not None:
+            item.update(seed=m.seed, specs=m.specs, source=m.source, created=m.created, started=m.started,
+                        finished=m.finished)
         return item
 
     @_reads

@@ -132,7 +132,7 @@ class PlaySettings:
 def _readable(observation) -> str:
     """The view a person reads: the game's ``human_view`` where it has one (poker in words), else its text."""
     try:
-        view = getattr(observation, "human_view", None)
+        view = observation.human_view
     except Exception:
         view = None
     return view if isinstance(view, str) and view else observation.text
@@ -141,7 +141,7 @@ def _readable(observation) -> str:
 def _rules(observation) -> str | None:
     """The rules the game's text repeats and its readable view leaves out (TextArena's prompt), or None."""
     try:
-        rules = getattr(observation, "rules", None)
+        rules = observation.rules
     except Exception:
         rules = None
     return rules if isinstance(rules, str) and rules else None
@@ -321,22 +321,16 @@ def resolve_abandoned(directory: str | Path) -> list[str]:
     store = LeagueStore(directory, create=False)
     done: list[str] = []
     try:
-        rows = store.conn.execute("SELECT match_id, note FROM matches WHERE status='running' AND source='external' "
-                                  "AND note LIKE ?", (WEB_NOTE + "%",)).fetchall()
         alive: dict[str, bool] = {}
-        for match_id, note in rows:
-            owner = note[len(WEB_NOTE):]
+        for m in store.matches(status="running", source="external", note_prefix=WEB_NOTE):
+            owner = m.note[len(WEB_NOTE):]
             if owner not in alive:
                 alive[owner] = _server_alive(directory, owner)
             if alive[owner]:
                 continue
-            with store.tx() as c:
-                n = c.execute("UPDATE matches SET status='failed', finished=?, note=? WHERE match_id=? AND "
-                              "status='running' AND NOT EXISTS (SELECT 1 FROM results WHERE match_id=?)",
-                              (time.time(), f"aborted: the web server playing it (server {owner}) stopped "
-                               "during the match; not rated", match_id, match_id)).rowcount
-            if n:
-                done.append(match_id)
+            if store.abandon(m.match_id, f"aborted: the web server playing it (server {owner}) stopped during the "
+                                         "match; not rated"):
+                done.append(m.match_id)
     finally:
         store.close()
     return done
