@@ -78,7 +78,7 @@ from arena.league.config import LeagueConfig
 from arena.league.learners import make_learner
 from arena.league.lock import LOCK_FILE, writer_lock
 from arena.league.protocols import LearningPlayer, Pairing
-from arena.league.roles import Member, after_update, choose_opponent
+from arena.league.roles import Member, RoleStep, after_update, choose_opponent
 from arena.league.storage import OVERALL, LeagueStore, MatchRow, PlayerRow, ResultRow, check_rating_settings
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.pool import JobsWork, MatchPool
@@ -204,8 +204,7 @@ class League:
             with store.tx():
                 store.set_meta("elo_k", cfg.elo_k)
                 store.set_meta("payoff_decay", cfg.payoff_decay)
-            store.elo_k, store.payoff_decay = float(cfg.elo_k), float(cfg.payoff_decay)
-            store._live.clear()
+            store.elo_k, store.payoff_decay = float(cfg.elo_k), float(cfg.payoff_decay)  # a new rater
         stored = store.get_meta("config")
         old_seed = stored.get("seed") if isinstance(stored, dict) else None
         if old_seed is not None and old_seed != cfg.seed and int(store.get_meta("next_seq", 0)) > 0:
@@ -717,11 +716,7 @@ class League:
         state = dict(prow.state or {})
         state["last_commit_seq"] = commit_seq
         self.store.update_player(name, spec=spec, version=version, state=state)
-        me = Member(name, "learner", prow.role, None)
-        game = prow.games[0]
-        steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
-        step = after_update(me, steps_since, self.members(),
-                            self._win_rate_fn(OVERALL if len(prow.games) > 1 else game), self.cfg.roles, self.rng)
+        step = self.role_step(name, self.rng)
         if step.snapshot:
             snap = self.add_snapshot(name, learner.freeze(self.dir / "players" / "frozen" / f"{name}-v{version}.json"))
             if step.reset:
@@ -732,6 +727,18 @@ class League:
                 spec = learner.update(self._version_path(name, version))
                 self.store.update_player(name, spec=spec, version=version)
                 self.store.add_event("reset", name, branched_from=source, after_snapshot=snap)
+
+    def role_step(self, name: str, rng: np.random.Generator, *, due: bool = False) -> RoleStep:
+        """The role lifecycle after an update of learning player `name` (`arena.league.roles.after_update`),
+        the one rule for the league's own learners and a trainer's (`due`: its own snapshot schedule)."""
+        prow = self.store.player(name)
+        if prow is None:
+            raise KeyError(f"no player {name!r} in this league")
+        state = prow.state or {}
+        steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
+        game = OVERALL if len(prow.games) > 1 else prow.games[0]
+        return after_update(Member(name, "learner", prow.role, None), steps_since, self.members(),
+                            self._win_rate_fn(game), self.cfg.roles, rng, due=due)
 
     # -- running ---------------------------------------------------------------------------
     def job(self, row: MatchRow, **changes) -> MatchJob:

@@ -1,8 +1,8 @@
 """The league's two seams, as typed protocols, and the pairing that passes through the first.
 
-* :class:`LeagueClient` is how anything that schedules or plays matches talks to a league:
-  the league's own run loop, a trainer feeding its learner from the league, and a person
-  playing a league player at the terminal (or, later, in the browser). `League` implements it.
+* :class:`LeagueClient` is the league's own surface for what schedules and plays matches: its run
+  loop and a person playing a league player at the terminal or in the browser. `League` implements
+  it. A trainer does not use it: it gets the narrower `arena.league.session.LeagueSession`.
 * :class:`LearningPlayer` is a player whose weights change while the league runs. The
   league's built-in tabular learner implements it, and so does the language-model learner's
   coordinator (``arena.trainers.llm.spiral``); a neural-policy learner implements the same.
@@ -77,7 +77,7 @@ class LeagueClient(Protocol):
     def members(self) -> "list[Member]":
         """The active players as the role rules see them."""
 
-    # -- what a trainer reads and writes: its players, its matches, its own marks -------------------
+    # -- players, matches and marks (a trainer's session reaches these through the league) -----------
     def player(self, name: str) -> "PlayerRow | None":
         """Player `name`'s row (None: no such player)."""
 

@@ -4,8 +4,8 @@
 ``trainer: mixed`` (``configs/train/mixed_tictactoe.yaml``) holds a ``llm:`` section (a SPIRAL
 config) and a ``policy:`` section (an SCC config) for one ``game``. The run folder is the
 league's (``arena ratings <dir>`` shows everyone); each learner keeps its checkpoints in its own
-sub-folder (``<dir>/llm``, ``<dir>/policy``). The league is opened once, here, and both
-coordinators reach it through the same `arena.league.protocols.LeagueClient`. They take turns, one iteration
+sub-folder (``<dir>/llm``, ``<dir>/policy``). The league is opened once, here (a
+`arena.league.session.SharedLeague`), and each coordinator reaches it through its own session. They take turns, one iteration
 each: each schedules its learner's matches by its own rules through the shared league, so the
 language model meets the neural players (their snapshots are frozen `policy:` players) and the
 neural learners meet the language model's snapshots (`llm:` players), and every match is rated
@@ -67,7 +67,7 @@ class MixedTrainer(Trainer):
 
         llm_cfg, policy_cfg = cfg.parts()
         super().__init__(cfg, directory)
-        #: The one league of both learners: opened here, closed here (the trainers leave it to its opener).
+        #: The one league of both learners: opened here, closed here (the trainers' sessions leave it to its opener).
         self.league = self._open_league(llm_cfg, policy_cfg)
         policy = None
         try:
@@ -85,15 +85,13 @@ class MixedTrainer(Trainer):
     def _open_league(self, llm_cfg: Any, policy_cfg: Any) -> Any:
         """The one league both learners play in: the game (with the policy config's settings), both
         learners' opponents as its fixed players, the policy learners' role rules."""
-        from arena.league.manager import League
-        from arena.trainers.llm.spiral import league_config as llm_league
-        from arena.trainers.policy.scc import league_config as policy_league
+        from arena.league.session import SharedLeague
+        from arena.trainers.llm.spiral import league_spec as llm_league
+        from arena.trainers.policy.scc import league_spec as policy_league
 
         name = f"train-{self.dir.name}"
-        lcfg, other = policy_league(policy_cfg, name), llm_league(llm_cfg, name)
-        have = {p.name for p in lcfg.players}
-        lcfg.players += [p for p in other.players if p.name not in have]
-        return League(lcfg, self.dir, backend="inline", config_owner="mixed/config")
+        spec = policy_league(policy_cfg, name).merged(llm_league(llm_cfg, name))
+        return SharedLeague(spec, self.dir, config_owner="mixed/config")
 
     @property
     def iteration(self) -> int:

@@ -80,7 +80,7 @@ def test_mixed_trainer_opens_one_league(tmp_path, monkeypatch):
     monkeypatch.setattr(manager.League, "close", counting_close)
     t = make_trainer(cfg, tmp_path / "run")
     try:
-        assert len(opened) == 1 and t.policy.league is t.llm.league is t.league is opened[0]
+        assert len(opened) == 1 and t.policy.session._league is t.llm.session._league is opened[0]
         players = {p.name: p for p in t.league.players()}
         assert {"learner", "policy_main", "policy_exploiter", "random"} <= set(players)
         assert players["learner"].owner is not None or players["learner"].state.get("external")

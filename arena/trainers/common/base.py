@@ -13,7 +13,12 @@ TRL's config + trainer pairs (``GRPOConfig``/``GRPOTrainer``) are the model: a t
   ``progress(it, last, metrics)`` after each iteration and ``phase(text, done, total)`` inside one;
 * stopping: `request_stop` (Ctrl-C, SIGTERM) finishes the iteration, saves it and returns; the
   stop and resume lines (`arena.trainers.common.stopping`);
-* the trainer's own seeded generator (`pairing_rng`), which it checkpoints with its state.
+* the trainer's own seeded generator (`pairing_rng`), which it checkpoints with its state;
+* the league, for a trainer that plays in one: `join_league` opens it (or takes a `SharedLeague`'s
+  session) from what the trainer declares (`arena.league.session.LeagueSpec`), and exactly-once is
+  here, once: `close_iteration` writes the iteration's checkpoint with what the iteration gives the
+  league (`Bundle`) and then applies it (one transaction, idempotent on owner and iteration), and
+  `reapply` applies a checkpoint's bundle again on resume (a run killed between the two).
 
 A subclass implements its own parts only: `start` (iteration 0), `iterate` (one iteration, with its
 own evaluation; returns its metrics line), `save` (its weights and state into a checkpoint folder),
@@ -60,6 +65,10 @@ class Trainer(ReportsPhases):
     #: Iterations done (the latest checkpoint's, on resume); a subclass sets it as it goes.
     iteration: int = 0
 
+    #: The trainer's session with its league (`arena.league.session.LeagueSession`); None for a trainer
+    #: that plays in none.
+    session: Any = None
+
     def __init__(self, cfg: Any, directory: str | Path):
         self.cfg = cfg
         self.dir = Path(directory)
@@ -99,10 +108,43 @@ class Trainer(ReportsPhases):
         return self.dir / rel
 
     def save_state(self, folder: Path, state: dict) -> None:
-        """The trainer's state file in a checkpoint folder, written atomically."""
+        """The trainer's state file in a checkpoint folder, written atomically (with the bundle
+        `close_iteration` is about to apply)."""
         from arena.trainers.common.checkpoints import save_torch_atomic
 
-        save_torch_atomic(state, folder / self.state_file)
+        save_torch_atomic({**state, "league_bundle": getattr(self, "_closing", None)}, folder / self.state_file)
+
+    # -- the league ---------------------------------------------------------------------------------
+    def join_league(self, kind: str, spec: Any, shared: Any = None) -> None:
+        """Open the league the trainer declares (`spec`, a `LeagueSpec`) in its run folder, or take a
+        session of `shared` (a `SharedLeague` several trainers play in). The players the trainer adds are
+        recorded under its owner name, `kind` and where the run folder sits in the league's folder."""
+        from arena.league.session import open_session
+        from arena.trainers.common.stopping import owner_name
+
+        #: The league's folder: the run folder, or a shared league's.
+        self.league_dir = Path(shared.dir) if shared is not None else self.dir
+        #: The owner of the players this trainer adds to the league: the league's config sync never retires them.
+        self.owner = owner_name(kind, self.dir, self.league_dir)
+        self.session = shared.session(self.owner) if shared is not None else open_session(spec, self.dir, self.owner)
+
+    def close_iteration(self, it: int, bundle: Any, **extra: Any) -> Path:
+        """Iteration `it`'s checkpoint (`checkpoint`), holding `bundle` (what the iteration gives the
+        league), then `bundle` applied in one transaction. A run killed between the two applies it on
+        resume (`reapply`); one killed before the checkpoint plays the iteration again; the league
+        applies an owner's iteration once. `extra` goes to `save`. Returns the checkpoint folder."""
+        self._closing = bundle
+        try:
+            folder = self.checkpoint(it, **extra)
+        finally:
+            self._closing = None
+        self.session.apply(it, bundle)
+        return folder
+
+    def reapply(self, state: dict) -> bool:
+        """Apply the bundle a checkpoint's state holds, if the league has not (True when it did now)."""
+        bundle = state.get("league_bundle")
+        return bundle is not None and self.session.apply(int(state["iteration"]), bundle)
 
     # -- best -------------------------------------------------------------------------------------
     def track_best(self, it: int, metric: str, value: float, **extra: Any) -> bool:
@@ -219,5 +261,10 @@ class Trainer(ReportsPhases):
             plot_curves(self.metrics.path, self.dir / "curves.png", keys=self.curve_keys)
 
     def close(self) -> None:
-        if self.metrics is not None:
-            self.metrics.close()
+        """Close the metrics and the league session (the league itself if the trainer opened it)."""
+        try:
+            if self.session is not None:
+                self.session.close()
+        finally:
+            if self.metrics is not None:
+                self.metrics.close()

@@ -14,9 +14,11 @@ One loop iteration:
    length-adaptive GAE, privileged critic input).
 4. A DPPO-family loss (or PPO clip) on the tokens the model generated, with the
    rollout log-probs as the behaviour policy.
-5. Every ``eval.every`` iterations: a checkpoint, a frozen snapshot in the league,
-   and greedy evaluation games against fixed opponents, committed to the league
-   (so snapshots are rated); ``best`` links the checkpoint with the highest
+5. Every ``eval.every`` iterations: greedy evaluation games against fixed opponents, a
+   checkpoint, and a frozen snapshot in the league; the training matches since the last
+   checkpoint, the snapshot and its evaluation games (so snapshots are rated) enter the league
+   in one transaction after the checkpoint that holds them (`Trainer.close_iteration`), so a run
+   killed anywhere neither loses nor doubles a match; ``best`` links the checkpoint with the highest
    evaluation win rate against the first evaluation opponent (``best.json``).
 6. At the end, with ``eval.confirm_top`` > 0, the top checkpoints of those
    evaluations play a second round on fresh games and ``best`` moves to its
@@ -35,11 +37,11 @@ The trainer is three parts: the **Learner** (`arena.trainers.llm.learner.LLMLear
 model, optimizer, device, precision, ``step(batch)``), the **Actors**
 (`arena.trainers.llm.rollout.LLMActors`: the generation engine and the rollouts) and
 this module's **Coordinator**, `SpiralTrainer` (a `arena.trainers.common.base.Trainer`, whose
-base owns the run folder, the checkpoint write, ``best``, the metrics and stopping): the loop, the
-league, the batch (advantages) and evaluation. The coordinator is the learner's
+base owns the run folder, the checkpoint write, ``best``, the metrics, stopping and the league
+session): the loop, the batch (advantages) and evaluation. The coordinator is the learner's
 `arena.league.protocols.LearningPlayer` in its league (``weights``, ``load``,
-``reset_to``, ``freeze``) and talks to the league only through its
-`arena.league.protocols.LeagueClient` methods.
+``reset_to``, ``freeze``) and talks to the league only through its session
+(`arena.league.session.LeagueSession`).
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ from typing import Any, Callable
 import numpy as np
 
 from arena.agents.prompts import make_template
-from arena.match.loop import InvalidMovePolicy, MatchResult
+from arena.league.session import Bundle, LeagueSpec, PlayedMatch, Snapshot
+from arena.match.loop import InvalidMovePolicy
 from arena.trainers.common.base import Trainer
 from arena.trainers.common.checkpoints import checkpoint_path
 from arena.trainers.common.metrics import read_metrics
-from arena.trainers.common.stopping import owner_name
 from arena.trainers.llm.config import SpiralConfig
 from arena.trainers.llm.learner import Batch, LearnerSettings, LLMLearner, Sample
 from arena.trainers.llm.rollout import LEARNER, Episode, LLMActors
@@ -77,13 +79,10 @@ def _slug(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[:40]
 
 
-def league_config(cfg: SpiralConfig, name: str) -> Any:
+def league_spec(cfg: SpiralConfig, name: str) -> LeagueSpec:
     """The league a SPIRAL run plays in: its game and its opponents (fixed players)."""
-    from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
-
     opponents = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
-    return LeagueConfig(games=[GameEntry(cfg.game)], name=name, seed=cfg.seed,
-                        players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in opponents], matches=0)
+    return LeagueSpec(cfg.game, cfg.seed, opponents={_slug(s): s for s in opponents}, name=name)
 
 
 def _win_rate(episodes: list[Episode]) -> float:
@@ -132,8 +131,8 @@ ADVANTAGES: dict[str, Callable[["SpiralTrainer", list[Trajectory], list[float]],
 class SpiralTrainer(Trainer):
     """The coordinator of SPIRAL self-play: loop, league, batches, evaluation, checkpoints.
 
-    `league`: a league shared with other trainers (`arena.trainers.mixed`), else the trainer opens
-    its own in its run folder."""
+    `league`: a `SharedLeague` this trainer plays in with others (`arena.trainers.mixed`), else the
+    trainer's base opens its own in its run folder."""
 
     def __init__(self, cfg: SpiralConfig, directory: str | Path, *, model: str | None = None, loss: str | None = None,
                  league: Any = None):
@@ -193,16 +192,13 @@ class SpiralTrainer(Trainer):
         self.iteration = 0
         self.il_done = False
         self._pairing_rng_state = None
+        #: The training matches since the last checkpoint: they enter the league with the next one.
+        self._pending: list[PlayedMatch] = []
         if state is not None:
             self._load_state(state)
-        #: The league this learner plays in: its own in the run folder, or one it shares with other learners.
-        self.league_dir = Path(league.dir) if league is not None else self.dir
-        #: Whether this trainer opened its league (and so closes it): a league handed in is the caller's to close.
-        self.owns_league = league is None
-        #: Who owns what this trainer's config adds to the league ("spiral/config"), named by where the run
-        #: folder sits in the league's folder, as the policy trainer's players are.
-        self.owner = owner_name("spiral", self.dir, self.league_dir)
         self._setup_league(league)
+        if state is not None:
+            self.reapply(state)  # killed between its checkpoint and the league's transaction: applied now
 
     @property
     def model(self) -> Any:
@@ -214,16 +210,9 @@ class SpiralTrainer(Trainer):
 
     # -- league ------------------------------------------------------------------------
     def _setup_league(self, league: Any) -> None:
-        from arena.league.manager import League
-
         cfg = self.cfg
-        if league is None:  # its own league, whose config's players are this trainer's opponents
-            league = League(league_config(cfg, f"train-{self.dir.name}"), self.league_dir, backend="inline",
-                            config_owner=f"{self.owner}/config")
-        self.league = league
-        if league.player(LEARNER_NAME) is None:
-            league.add_player(LEARNER_NAME, "learner", self.weights(), [cfg.game], role="main",
-                              state={"snapshots": 0, "external": True})
+        self.join_league("spiral", league_spec(cfg, f"train-{self.dir.name}"), league)
+        self.session.join(LEARNER_NAME, "learner", self.weights(), role="main", state={"snapshots": 0, "external": True})
         self.train_opponents = sorted({_slug(s) for s in cfg.opponents})
         self.pairing_rule = {"selfplay": self._selfplay_opponent, "fixed": self._fixed_opponent,
                              "league": self._league_opponent}[cfg.opponent_mode]
@@ -242,8 +231,7 @@ class SpiralTrainer(Trainer):
     def _league_opponent(self) -> str:
         if self.rng.random() < self.cfg.fixed_share:
             return self._fixed_opponent()
-        p = self.league.next_pairing(LEARNER_NAME, self.rng)
-        return next((x for x in p.players if x != LEARNER_NAME), LEARNER_NAME)
+        return self.session.opponent(LEARNER_NAME, self.rng)[0]
 
     def _pairings(self, n: int) -> list[tuple[list[str], str]]:
         """`n` pairings (seat specs, opponent name) by the configured opponent rule, seats alternating."""
@@ -253,27 +241,23 @@ class SpiralTrainer(Trainer):
             if opp == LEARNER_NAME:
                 out.append(([LEARNER, LEARNER], "self"))
                 continue
-            row = self.league.player(opp)
+            row = self.session.player(opp)
             spec = row.spec if row is not None else opp
             out.append(([LEARNER, spec] if i % 2 == 0 else [spec, LEARNER], opp))
         return out
 
-    def _report(self, episodes: list[Episode], learner_name: str, evaluation: bool = False,
-                keep_replays: bool = False) -> None:
-        """Commit the episodes to the league as external matches (rated; never part of a budget)."""
-        from arena.league.protocols import Pairing
-
+    def _played(self, episodes: list[Episode], learner_name: str, evaluation: bool = False) -> list[PlayedMatch]:
+        """The episodes as the league records them (rated external matches, never part of a budget); an
+        evaluation's keep their replays."""
+        out = []
         for ep in episodes:
             names = [learner_name if s == LEARNER else ep.opponent for s in ep.seats]
             if ep.opponent == "self":
                 names = [learner_name, learner_name]
             specs = [self.weights() if s == LEARNER else s for s in ep.seats]
-            row = self.league.begin(Pairing(self.cfg.game, names, specs), status="running", source="external",
-                                    seed=ep.result.seed or 0, note="evaluation" if evaluation else "training")
-            result: MatchResult = ep.result
-            if keep_replays:
-                self.league.attach_replay(row.match_id, result)
-            self.league.commit(row.match_id, result)
+            out.append(PlayedMatch(names, specs, ep.result, note="evaluation" if evaluation else "training",
+                                   keep_replay=evaluation))
+        return out
 
     # -- the learning player (arena.league.protocols.LearningPlayer) ----------------------------
     @property
@@ -441,9 +425,12 @@ class SpiralTrainer(Trainer):
         return self._play(pairings, greedy=True, policy=InvalidMovePolicy(allowance=0), seed=seed,
                           concurrency=self.cfg.eval.concurrency, record=record)
 
-    def evaluate(self, it: int, snapshot: str | None = None) -> dict[str, float]:
+    def evaluate(self, it: int, snapshot: str | None = None) -> tuple[dict[str, float], list[PlayedMatch]]:
+        """Greedy seat-swapped games against each evaluation opponent: their metrics (logged), and, with
+        `snapshot` (the name the current weights take in the league), the games as the league records them."""
         cfg = self.cfg
         out: dict[str, float] = {}
+        played: list[PlayedMatch] = []
         invalid = moves = 0
         total = cfg.eval.games * len(cfg.eval.opponents)
         for k, spec in enumerate(cfg.eval.opponents):
@@ -457,13 +444,11 @@ class SpiralTrainer(Trainer):
             invalid += sum(e.invalid_moves() for e in eps)
             moves += sum(e.moves() for e in eps)
             if snapshot is not None:
-                self._report(eps, snapshot, evaluation=True, keep_replays=True)
+                played += self._played(eps, snapshot, evaluation=True)
         out["eval/invalid_rate"] = invalid / max(moves, 1)
         self._show("evaluation: games", total, total)
         self.metrics.log(it, **out)
-        if snapshot is not None:
-            self._track_best(it, out)
-        return out
+        return out, played
 
     def _track_best(self, it: int, out: dict[str, float]) -> None:
         """Point ``best`` at the checkpoint with the highest evaluation win rate against the first
@@ -534,9 +519,24 @@ class SpiralTrainer(Trainer):
         self._pairing_rng_state = state.get("pairing_rng")
 
 
-    def snapshot(self, it: int) -> str:
-        """Checkpoint iteration `it` and freeze it into the league as a historical player."""
-        return self.league.add_snapshot(LEARNER_NAME, self._frozen_spec(self.checkpoint(it)), name=f"{LEARNER_NAME}@{it}")
+    def snapshot(self, it: int, evaluate: bool = False) -> dict[str, float]:
+        """Iteration `it` checkpointed and frozen into the league as a historical player (``learner@it``),
+        with the training matches since the last checkpoint and (`evaluate`) the snapshot's evaluation
+        games, in one transaction after the checkpoint. Returns the evaluation's metrics."""
+        name = f"{LEARNER_NAME}@{it}"
+        out, played = self.evaluate(it, snapshot=name) if evaluate else ({}, [])
+        snap = Snapshot(LEARNER_NAME, self._frozen_spec(self.checkpoint_dir(it)), name)
+        self.close_iteration(it, Bundle(self._pending + played, snapshots=[snap]))
+        self._pending = []
+        if evaluate:
+            self._track_best(it, out)
+        return out
+
+    def save_finished(self, it: int) -> None:
+        """Before a stop: iteration `it` checkpointed, with the training matches it has not given the league."""
+        if not self.checkpoint_dir(it).is_dir():
+            self.close_iteration(it, Bundle(self._pending))
+            self._pending = []
 
     # -- the loop (`Trainer.run`: train to an iteration, resuming; progress; stop) -----------------------
     def on_phase(self, phase: Callable[[str, int, int], None] | None) -> None:
@@ -547,15 +547,14 @@ class SpiralTrainer(Trainer):
 
     def needs_start(self) -> bool:
         # a run resumed from its iteration-0 checkpoint has done this already
-        return self.iteration == 0 and self.league.player(f"{LEARNER_NAME}@0") is None
+        return self.iteration == 0 and self.session.player(f"{LEARNER_NAME}@0") is None
 
     def start(self, last: int) -> None:
         torch = _torch()
         torch.manual_seed(self.cfg.seed)
         if self.cfg.il is not None and not self.il_done:
             self.imitation(progress=self._phase)
-        snap = self.snapshot(0)
-        self.evaluate(0, snapshot=snap)
+        self.snapshot(0, evaluate=True)
 
     def iterate(self, it: int, last: int) -> dict[str, float]:
         cfg = self.cfg
@@ -568,7 +567,7 @@ class SpiralTrainer(Trainer):
         episodes = self._play(pairings, greedy=False, policy=policy, seed=cfg.seed * 100_003 + it,
                               concurrency=cfg.concurrency)
         self._show("rollout: matches", len(pairings), len(pairings))
-        self._report(episodes, LEARNER_NAME)
+        self._pending += self._played(episodes, LEARNER_NAME)
         t_roll = time.perf_counter() - t0
         samples = self._samples(episodes)
         t_up = time.perf_counter()
@@ -594,7 +593,7 @@ class SpiralTrainer(Trainer):
         self.metrics.log(it, **line)
         result = line
         if it % cfg.eval.every == 0 or it == last:
-            result.update(self.evaluate(it, snapshot=self.snapshot(it)))
+            result.update(self.snapshot(it, evaluate=True))
         elif it % cfg.snapshot_every == 0:
             self.snapshot(it)
         return result
@@ -607,8 +606,8 @@ class SpiralTrainer(Trainer):
         self.plot_curves()
 
     def close(self) -> None:
-        """Stop the rollout engine and the learner, and close the league if this trainer opened it. A second
-        call does nothing."""
+        """Stop the rollout engine and the learner, and close the league if this trainer opened it (the
+        base's session). A second call does nothing."""
         if getattr(self, "_closed", False):
             return
         self._closed = True
@@ -616,8 +615,6 @@ class SpiralTrainer(Trainer):
             self.actors.close()
             self.learner.close()
         finally:
-            if self.owns_league:
-                self.league.close()
             super().close()
 
 

@@ -169,6 +169,45 @@ def test_a_resumed_run_plays_the_same_next_batch_with_the_same_losses(tmp_path):
     assert len(sa) == 3 * 16 and sa == sb  # the same opponents, in the same order
 
 
+def test_killed_anywhere_no_game_is_lost_or_counted_twice(tmp_path, monkeypatch):
+    """The training games between checkpoints enter the league with the next checkpoint: killed before it
+    (iteration 2's games played, not checkpointed), or between it and the league's transaction, the
+    resumed run's league holds exactly the games of a run that never stopped."""
+    from arena.league.session import LeagueSession
+
+    def cfg():
+        c = small(tmp_path, iterations=3, il=None, snapshot_every=2)
+        c.eval.every = 100
+        return c
+
+    run(cfg(), tmp_path / "straight")
+    real_apply, real_update = LeagueSession.apply, SpiralTrainer.update
+
+    def dies_at_update(self, samples):  # iteration 2, after its games were played and before any checkpoint
+        if self.iteration == 1:
+            raise KeyboardInterrupt
+        return real_update(self, samples)
+
+    def dies_at_apply(self, it, bundle):  # iteration 2's checkpoint written, its transaction not
+        if it == 2:
+            raise KeyboardInterrupt
+        return real_apply(self, it, bundle)
+
+    for name, target, hook in (("update", SpiralTrainer, dies_at_update), ("apply", LeagueSession, dies_at_apply)):
+        monkeypatch.setattr(target, name, hook)
+        with pytest.raises(KeyboardInterrupt):
+            run(cfg(), tmp_path / "cut")
+        monkeypatch.undo()
+    run(cfg(), tmp_path / "cut")
+
+    def games(d):
+        return sorted((m.note, m.seed, tuple(m.players)) for m in open_league(d).matches())
+
+    a, b = games(tmp_path / "straight"), games(tmp_path / "cut")
+    assert len([g for g in a if g[0] == "training"]) == 3 * 16 and a == b
+    assert len(open_league(tmp_path / "cut").results()) == len(a)
+
+
 @pytest.mark.parametrize("rollout, train", [("bf16", "fp32"), ("fp16", "fp16"), ("fp32", "bf16")])
 def test_low_precision_rollout_and_training(tmp_path, rollout, train):
     cfg = small(tmp_path, iterations=1, il=None, train_precision=train, rollout_precision=rollout)

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 from arena.config import from_dict  # noqa: E402
 from arena.league.manager import open_league  # noqa: E402
+from arena.league.session import LeagueSession  # noqa: E402
 from arena.trainers.common import base as trainer_base  # noqa: E402
 from arena.trainers.common import metrics as metrics_mod  # noqa: E402
 from arena.trainers.common.metrics import read_metrics  # noqa: E402
@@ -146,7 +147,7 @@ def test_killed_at_every_point_and_resumed_is_the_same_run(whole, tmp_path, monk
     # 2. mid-iteration 2: its matches played and learned from, nothing of it checkpointed
     killed(cfg, cut, monkeypatch, SCCTrainer, "_roles", lambda self, it: it == 2)
     # 3. between iteration 2's checkpoint and the league's transaction
-    killed(cfg, cut, monkeypatch, SCCTrainer, "_apply", lambda self, bundle: bundle["iteration"] == 2)
+    killed(cfg, cut, monkeypatch, LeagueSession, "apply", lambda self, it, bundle: it == 2)
     # 4. after iteration 3's league transaction, half-way through writing its metrics line
     def half_a_line(self, step, **scalars):
         if step == 3 and "train/loss" in scalars:
@@ -184,7 +185,7 @@ def test_overlapped_actors_resume_the_same_run(tmp_path, monkeypatch):
     base = train(cfg, tmp_path / "whole")
     cut = tmp_path / "cut"
     killed(cfg, cut, monkeypatch, SCCTrainer, "_roles", lambda self, it: it == 2)
-    killed(cfg, cut, monkeypatch, SCCTrainer, "_apply", lambda self, bundle: bundle["iteration"] == 2)
+    killed(cfg, cut, monkeypatch, LeagueSession, "apply", lambda self, it, bundle: it == 2)
     again = train(cfg, cut)
     lags = [r["train/lag"] for r in read_metrics(cut / "metrics.jsonl") if "train/lag" in r]
     assert lags == [0.0, 1.0, 1.0]

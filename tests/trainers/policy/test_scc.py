@@ -150,28 +150,52 @@ def test_a_killed_run_resumes_exactly(tmp_path):
 
 
 def test_killed_between_checkpoint_and_commit_counts_nothing_twice(tmp_path, monkeypatch):
+    from arena.league.session import LeagueSession
+
     cfg = dict(il=None, learners=[{"name": "main", "role": "main"}], iterations=2, snapshot_every=0)
     whole = train(config(**cfg), tmp_path / "whole")
-    real = SCCTrainer._apply
+    real = LeagueSession.apply
 
-    def dies(self, bundle):
-        if bundle["iteration"] == 2:
+    def dies(self, iteration, bundle):
+        if iteration == 2:
             raise KeyboardInterrupt  # kill -9 after the checkpoint, before the league's transaction
-        return real(self, bundle)
+        return real(self, iteration, bundle)
 
-    monkeypatch.setattr(SCCTrainer, "_apply", dies)
+    monkeypatch.setattr(LeagueSession, "apply", dies)
     with pytest.raises(KeyboardInterrupt):
         train(config(**cfg), tmp_path / "cut")
-    monkeypatch.setattr(SCCTrainer, "_apply", real)
+    monkeypatch.setattr(LeagueSession, "apply", real)
     again = train(config(**cfg), tmp_path / "cut")  # applies the checkpoint's pending effects, plays nothing
     assert again.iteration == 2
     assert len(open_league(again.league_dir).results()) == len(open_league(whole.league_dir).results())
+    assert open_league(again.league_dir).player("main").version == 2
+
+
+def test_a_checkpoint_of_the_older_format_applies_its_pending_effects(tmp_path):
+    """A checkpoint written when an iteration's league effects and metrics rode in one ``bundle`` dict
+    (matches as tuples, snapshots as dicts) is read into the one bundle type and applied once."""
+    cfg = dict(il=None, learners=[{"name": "main", "role": "main"}], iterations=1, snapshot_every=0)
+    train(config(**cfg), tmp_path / "run")
+    t = SCCTrainer(config(**cfg), tmp_path / "run")  # done: it only opens the run and its league
+    try:
+        res = t.evaluate(1, games=2)[1]
+        old = {"iteration": 5, "matches": [(m.players, m.specs, m.why, m.note, m.result) for m in res],
+               "snapshots": [{"parent": "main", "spec": "random", "name": "main@7", "iteration": 5}], "events": [],
+               "metrics": {"eval/win_rate/random": 0.5}, "evaluated": False}
+        state, report = t._legacy_state({"iteration": 5, "bundle": old})
+        assert report == {"iteration": 5, "metrics": old["metrics"], "evaluated": False}
+        before = len(open_league(t.league_dir).results())
+        assert t.reapply(state) and not t.reapply(state)
+        assert len(open_league(t.league_dir).results()) == before + 2
+        assert open_league(t.league_dir).player("main@7").parent == "main"
+    finally:
+        t.close()
 
 
 def test_killed_after_the_teacher_matches_plays_them_once(tmp_path, monkeypatch):
     real = SCCTrainer.checkpoint
 
-    def dies(self, it, bundle):
+    def dies(self, it, **extra):
         raise KeyboardInterrupt  # kill -9 after the imitation matches were committed, before checkpoint 0
 
     monkeypatch.setattr(SCCTrainer, "checkpoint", dies)
