@@ -29,10 +29,10 @@ def test_every_registered_trainer_is_a_trainer_with_one_run_signature(name):
 
 
 def test_the_cli_calls_run_without_inspecting_it():
-    import arena.cli as cli
     import arena.trainers.run as run
+    import arena.ui.training as training  # `arena train` runs its trainer here
 
-    for fn in (cli.train, run._train):
+    for fn in (training.train_with_progress, run._train):
         src = inspect.getsource(fn)
         assert "inspect" not in src and "getattr(trainer" not in src, fn.__name__
         assert "trainer.run(progress=show, phase=phase)" in src or "trainer.run(progress=show)" in src
@@ -58,12 +58,23 @@ def test_a_registered_trainer_that_is_no_trainer_is_one_line(tmp_path, monkeypat
 
 
 def test_no_trainer_module_reaches_into_the_league_store_or_its_generator():
-    """The league's client is the trainers' only way in (`arena.league.protocols.LeagueClient`)."""
+    """A trainer's session is its only way in (`arena.league.session`): no trainer imports any other league
+    module (the manager, its config, roles, storage), builds a league, or reaches into its store."""
+    import ast
+
+    allowed = {"arena.league.session", "arena.league.protocols"}
     bad = []
     for path in sorted((ROOT / "arena" / "trainers").rglob("*.py")):
-        for i, line in enumerate(path.read_text().splitlines(), 1):
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                if (name == "arena.league" or name.startswith("arena.league.")) and name not in allowed:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}")
+        for i, line in enumerate(text.splitlines(), 1):
             code = line.split("#", 1)[0]
-            if re.search(r"\.store\b|league\.rng\b|\bopen_league\b", code):
+            if re.search(r"\.store\b|league\.rng\b|\bopen_league\b|\bLeague\(", code):
                 bad.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not bad, "\n".join(bad)
 
@@ -228,13 +239,14 @@ def test_close_closes_the_league_the_trainer_opened_and_only_that_one(tmp_path, 
     import sqlite3
 
     pytest.importorskip("torch")
-    from arena.league.manager import League, open_league
+    from arena.league.manager import open_league
+    from arena.league.session import SharedLeague
 
     if kind == "scc":
         from trainers.policy.test_scc import config
 
         from arena.trainers.policy.scc import SCCTrainer as T
-        from arena.trainers.policy.scc import league_config
+        from arena.trainers.policy.scc import league_spec
 
         cfg, player = config(il=None, learners=[{"name": "main", "role": "main"}], iterations=0,
                              snapshot_every=0), "main"
@@ -242,18 +254,19 @@ def test_close_closes_the_league_the_trainer_opened_and_only_that_one(tmp_path, 
         from trainers.llm.test_spiral import small
 
         from arena.trainers.llm.spiral import SpiralTrainer as T
-        from arena.trainers.llm.spiral import league_config
+        from arena.trainers.llm.spiral import league_spec
 
         cfg, player = small(tmp_path, iterations=0, il=None), "learner"
     t = T(cfg, tmp_path / "own")
     t.close()
     t.close()  # a second close does nothing
-    assert t.league.lock is None
+    league = t.session._league
+    assert league.lock is None
     with pytest.raises(sqlite3.ProgrammingError):
-        t.league.store.conn.execute("SELECT 1")
+        league.store.conn.execute("SELECT 1")
     assert open_league(t.league_dir).player(player) is not None
     # a league handed in is its caller's: still open after the trainer closes
-    shared = League(league_config(cfg, "shared"), tmp_path / "shared", backend="inline")
+    shared = SharedLeague(league_spec(cfg, "shared"), tmp_path / "shared", config_owner="test")
     try:
         t = T(cfg, tmp_path / "shared" / kind, league=shared)
         t.close()
