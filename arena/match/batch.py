@@ -18,8 +18,10 @@ from arena.match.runner import MatchJob
 def schedule(n: int, specs: Sequence[str], seed: int, swap_seats: bool, game_id: str, *,
              game_kwargs: dict | None = None, policy: InvalidMovePolicy | None = None,
              move_time_limit: float | None = None, max_moves: int | None = None, replay_dir: str | None = None,
-             compress: bool = True, record: bool = False, plugins: Sequence[str] = ()) -> list[MatchJob]:
-    """Match i uses seed `seed + i` and, with seat swapping, rotates who sits where."""
+             compress: bool = True, record: bool = False, plugins: Sequence[str] = (), observe: Collection[int] = (),
+             ask: str | None = None) -> list[MatchJob]:
+    """Match i uses seed `seed + i` and, with seat swapping, rotates who sits where. `observe`: which of
+    `specs` (by index) are observed, wherever they sit (`MatchJob.observe`, `MatchJob.ask`)."""
     slug = game_id.replace("/", "_")
     k = len(specs)
     jobs = []
@@ -30,7 +32,8 @@ def schedule(n: int, specs: Sequence[str], seed: int, swap_seats: bool, game_id:
                              specs=tuple(specs[j] for j in seats), seed=seed + i, game_kwargs=dict(game_kwargs or {}),
                              policy=policy or InvalidMovePolicy(), move_time_limit=move_time_limit,
                              max_moves=max_moves, replay_dir=replay_dir, compress=compress, keep_replay=record,
-                             plugins=tuple(plugins), seats=seats))
+                             plugins=tuple(plugins), seats=seats,
+                             observe=tuple(s for s, j in enumerate(seats) if j in observe), ask=ask))
     return jobs
 
 
@@ -52,12 +55,18 @@ def play_matches(
     record: bool = False,
     on_result: Callable[[MatchResult], None] | None = None,
     only: Collection[int] | None = None,
+    observe: Collection[int] = (),
+    ask: str | None = None,
 ) -> list[MatchResult]:
     """Play `n` matches of `game` between agents built from `specs`, seats rotating match by match.
 
     Replays are written to `replay_dir` when given, else kept on the results with `record=True`.
     `only` plays just those of the `n` matches (by index, each with the seed and seats it has among
     all `n`): a run stopped part-way plays the rest.
+
+    `observe`: which of `specs` (by index) keep what they saw as they played, wherever they sit
+    (``result.observed``, `arena.match.observe`); `ask`: what answers at each of their moves (None,
+    ``"own"`` or a labeller's spec: `MatchJob.ask`), the same whatever the number of workers.
     """
     from arena.workers import check_workers
 
@@ -70,7 +79,7 @@ def play_matches(
         Path(rdir).mkdir(parents=True, exist_ok=True)
     jobs = schedule(n, specs, seed, swap_seats, core.game_id, game_kwargs=game_kwargs, policy=policy,
                     move_time_limit=move_time_limit, max_moves=max_moves, replay_dir=rdir, compress=compress,
-                    record=record, plugins=plugins)
+                    record=record, plugins=plugins, observe=frozenset(observe), ask=ask)
     if only is not None:
         keep = set(only)
         jobs = [j for i, j in enumerate(jobs) if i in keep]

@@ -17,7 +17,9 @@ two clock reads, a membership test in that same legal list (no second legality c
 Python), one `apply()` (the engine's own call where the core has `apply_fast`) and, when
 recording, one tuple; everything else (retries, faults, refusals, simultaneous steps) goes
 through `_Slow`. The replay's step dicts are built only when the replay is read or written,
-and ``record="actions"`` keeps only what re-simulation needs (`arena.replays.format`).
+and ``record="actions"`` keeps only what re-simulation needs (`arena.replays.format`). Observed
+seats (``observe``: what a player saw as it played, `arena.match.observe`) cost a match that
+observes no one one falsy test a move.
 
 Invalid-move policy: an invalid move (illegal, malformed, refused by the game),
 an agent that raises, one that runs past the per-move time limit, and one that
@@ -25,8 +27,10 @@ returns garbage (None, NaN, a megabyte of text) are all the same event. The
 player is asked again, with the reason in ``observation.feedback``, up to
 ``allowance`` times for that move (1 by default, like TextArena); the next
 failure loses the match: the offender scores ``loss`` (-1) and every other
-player ``win`` (+1). An agent raising `Forfeit` (a human who quits) loses at
-once. Nothing an agent does crashes the caller.
+player ``win`` (+1); a one-player task ends with what it earned. An agent
+raising `Forfeit` (a human who quits) loses at once. Nothing an agent does
+crashes the caller. The rule is `InvalidMovePolicy` (`arena.envs.core`), which
+the PettingZoo facades an outside trainer steps play by too.
 """
 
 from __future__ import annotations
@@ -44,25 +48,12 @@ from typing import Any, Callable, Iterable, Sequence
 from arena.agents.base import Forfeit, derive_seed
 from arena.agents.specs import make_agent
 from arena.errors import AgentSpecError
-from arena.envs.core import SIMULTANEOUS, GameCore
+from arena.envs.core import SIMULTANEOUS, GameCore, InvalidMovePolicy
 from arena.envs.observation import Observation, ShownLegal
 from arena.envs.registry import game_origin, make_core
 from arena.replays.format import FORMAT, RECORD_MODES, VERSION, Replay, encode_action, new_match_id
 
 _perf = time.perf_counter
-
-
-@dataclass(frozen=True)
-class InvalidMovePolicy:
-    #: Retries allowed for one move after an invalid attempt (TextArena's default is 1).
-    allowance: int = 1
-    #: Final return of the player who forfeits, and of every other player.
-    loss: float = -1.0
-    win: float = 1.0
-
-    def __post_init__(self):
-        if self.allowance < 0:
-            raise ValueError(f"invalid-move allowance must be >= 0, got {self.allowance}")
 
 
 _DEFAULT_POLICY = InvalidMovePolicy()
@@ -113,6 +104,9 @@ class MatchResult:
     #: Files the game itself made, kept beside the replay (`keep_replay` writes ``<match id><suffix>``):
     #: suffix -> bytes (StarCraft II's own ``.SC2Replay``, `arena.envs.sc2.game`). None: none.
     attachments: dict[str, bytes] | None = None
+    #: What the observed seats saw as they played (`Match`'s ``observe``; `arena.match.observe`): one
+    #: ``(seat, observation.raw, action, answer or None)`` per accepted move, in order. None: none observed.
+    observed: list[tuple] | None = None
 
     def score(self, seat: int) -> float:
         """1 for a win, 0.5 for a draw, 0 for a loss (two or more players)."""
@@ -246,11 +240,17 @@ class _Slow:
     common case (the first attempt is a legal move the engine accepts) and hands the rest here."""
 
     __slots__ = ("core", "acts", "call", "limit", "rows", "text_mode", "invalid", "t_total", "t_max", "calls",
-                 "allowance")
+                 "forfeits", "watch", "seen", "asks", "shown")
 
-    def __init__(self, core, acts, call, limit, rows, text_mode, invalid, t_total, t_max, calls, allowance):
+    def __init__(self, core, acts, call, limit, rows, text_mode, invalid, t_total, t_max, calls,
+                 policy: InvalidMovePolicy, watch: frozenset = frozenset(), seen: list | None = None,
+                 asks: dict | None = None):
         self.core, self.acts, self.call, self.limit, self.rows, self.text_mode = core, acts, call, limit, rows, text_mode
-        self.invalid, self.t_total, self.t_max, self.calls, self.allowance = invalid, t_total, t_max, calls, allowance
+        self.invalid, self.t_total, self.t_max, self.calls = invalid, t_total, t_max, calls
+        self.forfeits = policy.forfeits
+        #: The observed seats, what they saw (`Match.see`), their readers; the last attempt judged:
+        #: (its observation, the move as recorded).
+        self.watch, self.seen, self.asks, self.shown = watch, seen, asks, None
 
     def ask(self, p: int, t: int, feedback: str | None) -> tuple[Any, str, str | None]:
         """One recorded attempt of player p: (normalised action, event, reason)."""
@@ -280,6 +280,8 @@ class _Slow:
             else:
                 norm, why = self.core.validate(p, a)
                 event = "ok" if why is None else "invalid"
+        if self.watch:
+            self.shown = (obs, action)
         rows = self.rows
         if rows is not None:
             if self.text_mode:
@@ -290,14 +292,23 @@ class _Slow:
                 rows.append((t, p, None, action, None, event, why, dt))
         return norm, event, why
 
+    def view(self, p: int) -> tuple:
+        """What observed player p saw at the attempt just judged (`Match.see`)."""
+        obs, action = self.shown
+        ask = self.asks.get(p) if self.asks else None
+        return p, obs.raw, action, None if ask is None else ask(obs)
+
     def finish_turn(self, p: int, t: int, norm: Any, event: str, why: str | None):
         """Player p's turn after its first judged attempt: apply it if it is fine, else ask again as the
         policy allows. Returns (the applied action, forfeiter, reason)."""
         tries = 0
         while True:
             if event == "ok":
+                seen = self.view(p) if p in self.watch else None  # before the move changes the position
                 why = self.core.apply(p, norm)
                 if why is None:
+                    if seen is not None:
+                        self.seen.append(seen)
                     return norm, None, ""
                 event = "invalid"
                 rows = self.rows
@@ -306,7 +317,7 @@ class _Slow:
                     rows[-1] = (r[0], r[1], r[2], r[3], None, "invalid", why, r[7])
             self.invalid[p] += 1
             tries += 1
-            if event == "forfeit" or tries > self.allowance:
+            if event == "forfeit" or self.forfeits(tries):
                 return None, p, why
             norm, event, why = self.ask(p, t, why)
 
@@ -332,17 +343,19 @@ class _Slow:
                     break
                 self.invalid[q] += 1
                 tries += 1
-                if event == "forfeit" or tries > self.allowance:
+                if event == "forfeit" or self.forfeits(tries):
                     return joint, q, why
                 feedback = why
             joint[q] = a
+            if q in self.watch:  # (kept as the replay keeps it: "ok", even where the joint step refuses it)
+                self.seen.append(self.view(q))
         forfeiter, reason = None, ""
         refused = self.core.apply_joint(joint)
         for q, why in refused.items():  # refused by the engine after validation: count it
             self.invalid[q] += 1
             if self.rows is not None:
                 self.rows.append((t, q, None, encode_action(joint[q]), None, "refused", why, 0.0))
-            if self.invalid[q] > self.allowance:
+            if self.forfeits(self.invalid[q]):
                 forfeiter, reason = q, why
         return joint, forfeiter, reason
 
@@ -374,16 +387,21 @@ class Match:
 
     __slots__ = ("core", "policy", "mode", "match_id", "seed", "specs", "game_kwargs", "max_moves", "limit_s",
                  "acts", "enders", "rows", "invalid", "t_total", "t_max", "calls", "slow", "t", "outcome", "started",
-                 "timer", "pend", "joint", "result", "index", "hot")
+                 "timer", "pend", "joint", "result", "index", "hot", "watch", "seen", "asks")
 
     def __init__(self, game: Any, agents: Sequence[Any], seed: int | None = None,
                  policy: InvalidMovePolicy | None = None, move_time_limit: float | None = None,
                  max_moves: int | None = None, match_id: str | None = None, record: bool | str = True,
                  game_kwargs: dict | None = None, *, batched: bool = False, shared: dict[str, Any] | None = None,
-                 index: int = 0):
+                 index: int = 0, observe: Iterable[int] = (),
+                 ask: dict[int, Callable[[Observation], Any]] | None = None):
         """`agents`: objects or spec strings (a spec found in `shared` is played by that object).
         `batched`: ask agents that have ``act_batch`` through `run_matches`' batched calls; such an
-        agent is shared by the matches and is not reset per match (seed it once)."""
+        agent is shared by the matches and is not reset per match (seed it once).
+
+        `observe`: seats whose every accepted move keeps what the player saw (``result.observed``:
+        `arena.match.observe`); `ask` (seat -> function of the `Observation`): each such move also
+        keeps that function's answer at the position (a strategy reader's, never the playing agent's)."""
         self.policy = policy = policy or _DEFAULT_POLICY
         self.mode = mode = record_mode(record)
         self.core = core = game if isinstance(game, GameCore) else make_core(game, **(game_kwargs or {}))
@@ -429,9 +447,7 @@ class Match:
         self.seed, self.game_kwargs, self.max_moves, self.limit_s, self.index = seed, game_kwargs, max_moves, \
             move_time_limit, index
         self.started = _perf()
-        hook = getattr(core, "seat_agents", None)
-        if hook is not None:  # a game that must know who sits where before it starts (StarCraft II's own AI)
-            hook(objs)
+        core.seat_agents(objs)  # a game that must know who sits where before it starts (StarCraft II's own AI)
         core.reset(seed)
         for i, hook in resets:
             hook(derive_seed(seed, i))
@@ -439,6 +455,8 @@ class Match:
         self.invalid, self.t_total, self.t_max, self.calls = invalid, t_total, t_max, calls = \
             [0] * n, [0.0] * n, [0.0] * n, [0] * n
         self.slow = None  # built at the first move that is not a plain legal one
+        self.watch = watch = frozenset(observe)
+        self.seen, self.asks = ([] if watch else None), ask
         self.t, self.outcome = 0, "normal"
         self.timer = timer = _Timer(move_time_limit) if move_time_limit is not None else None
         # What `advance` reads, in one tuple (a batched match re-enters `advance` at every move):
@@ -447,11 +465,11 @@ class Match:
         # `apply` returns a reason, and `apply` is then asked for it. A core whose `apply` was replaced on
         # the instance (a viewer counting the moves it applies, `arena.match.verify.resimulate_steps`)
         # keeps every move going through that `apply`.
-        apply_fast = getattr(core, "apply_fast", None) if "apply" not in vars(core) else None
+        apply_fast = core.apply_fast if "apply" not in vars(core) else None
         self.hot = (core, rows, seated, mode == "text", invalid, t_total, t_max, calls, acts, legal_acts, observers,
                     max_moves if max_moves is not None else float("inf"),
                     timer.call if timer is not None else None, core.current_player, core.apply,
-                    core.action_to_text, apply_fast, core.legal_actions, core.text)
+                    core.action_to_text, apply_fast, core.legal_actions, core.text, watch)
         #: A batched answer to this match's move (player, observation, move, seconds), or None.
         self.pend = None
         #: A simultaneous tick waiting on batched calls: the first attempts answered so far, by player.
@@ -462,8 +480,19 @@ class Match:
         timer = self.timer
         self.slow = _Slow(self.core, self.acts, timer.call if timer is not None else None, self.limit_s, self.rows,
                           self.mode == "text", self.invalid, self.t_total, self.t_max, self.calls,
-                          self.policy.allowance)
+                          self.policy, self.watch, self.seen, self.asks)
         return self.slow
+
+    def see(self, p: int, t: int, obs: Observation | None, legal: Any, a: Any) -> bool:
+        """Keep what observed player p sees before its move `a` (a plain legal one) is applied; True
+        where it was kept (the caller drops it if the game then refuses the move)."""
+        if p not in self.watch:
+            return False
+        if obs is None:
+            obs = ShownLegal(self.core, p, t, legal)
+        ask = self.asks.get(p) if self.asks else None
+        self.seen.append((p, obs.raw, a if type(a) is int else encode_action(a), None if ask is None else ask(obs)))
+        return True
 
     def answer(self, p: int, obs: Observation, a: Any, dt: float) -> None:
         """A batched agent's move `a` for the observation `advance` queued (or a `_Failed`)."""
@@ -482,7 +511,7 @@ class Match:
         # is asked once a move, shown to the agent and checked against: no second legality check in Python
         # when the agent picks from it.
         (core, rows, batched, text_mode, invalid, t_total, t_max, calls, acts, legal_acts, observers, limit, call,
-         cur, apply, to_text, apply_fast, legal_of, view) = self.hot
+         cur, apply, to_text, apply_fast, legal_of, view, watch) = self.hot
         forfeiter, reason, slow, t = None, "", self.slow, self.t
         timer, limit_s = self.timer, self.limit_s
         Shown, perf = ShownLegal, _perf
@@ -555,6 +584,8 @@ class Match:
                 tp = type(a)
                 if (tp is int or tp is str) and type(legal) is list and a in legal:
                     # The agent chose from the legal list it was shown: nothing to validate.
+                    if watch:  # (a match that observes no one pays this one test a move)
+                        seen = self.see(p, t, obs, legal, a)
                     if text_mode:
                         text = obs.text if obs is not None else view(p)
                         try:
@@ -575,6 +606,8 @@ class Match:
                     else:  # the engine refused it after all
                         if rows is not None:
                             rows.append((t, p, text, encode_action(a), None, "invalid", why, dt))
+                        if watch and seen:
+                            self.seen.pop()
                         if slow is None:
                             slow = self._slow()
                         a, forfeiter, reason = slow.finish_turn(p, t, None, "invalid", why)
@@ -601,6 +634,8 @@ class Match:
         self.result = finish_match(core, self.policy, self.mode, self.match_id, self.seed, self.specs,
                                    self.game_kwargs, self.max_moves, rows, forfeiter, self.outcome, reason, t, invalid,
                                    t_total, t_max, calls, self.started, self.enders)
+        if watch:
+            self.result.observed = self.seen
         return False
 
 
@@ -657,17 +692,21 @@ def play_match(
     match_id: str | None = None,
     record: bool | str = True,
     game_kwargs: dict | None = None,
+    observe: Iterable[int] = (),
+    ask: dict[int, Callable[[Observation], Any]] | None = None,
 ) -> MatchResult:
     """Play one match of `game` (an id, an env or a `GameCore`) between `agents` (objects or spec strings).
 
     `record`: what the replay (``result.replay``) holds: ``"text"`` (or True, the default) each
     player's observation text and the move's text too, ``"actions"`` only what re-simulation
-    needs (`arena.replays.format`), False no replay at all.
+    needs (`arena.replays.format`), False no replay at all. `observe` and `ask`: what chosen seats
+    saw as they played, on ``result.observed`` (`Match`).
 
     The engine's pool of one: a `Match` with nothing batched, which one `Match.advance` plays to
     its end (what `run_matches` would do for it, without the round's bookkeeping).
     """
-    m = Match(game, agents, seed, policy, move_time_limit, max_moves, match_id, record, game_kwargs)
+    m = Match(game, agents, seed, policy, move_time_limit, max_moves, match_id, record, game_kwargs, observe=observe,
+              ask=ask)
     m.advance()
     return m.result
 
@@ -679,27 +718,19 @@ def finish_match(core: GameCore, policy: InvalidMovePolicy, mode: str | None, ma
     """The `MatchResult` (and its replay) of a match that has stopped: the returns (the invalid-move
     policy's for a forfeit), the winner, and the agents' ``match_over`` hooks. Shared by `play_match`
     and the lock-step driver (`arena.match.pool`), so both write the same replays."""
-    n = len(core.players)
     if forfeiter is not None:
         outcome = "forfeit"
-        if n == 1:  # a single-agent task: there is no one to win; the episode ends with what it earned
-            returns = list(map(float, core.returns()))
-        else:
-            returns = [policy.win] * n
-            returns[forfeiter] = policy.loss
+        returns = policy.forfeit_returns(forfeiter, core.returns())
         reason = f"{core.players[forfeiter]} forfeits: {reason}"
     else:
         returns = list(map(float, core.returns()))
         if outcome == "normal":
-            reason = getattr(core, "outcome_reason", "") or ""
+            reason = core.outcome_reason or ""
     winner, draw = _outcome(returns)
     duration = _perf() - started
     replay = None
-    hook = getattr(core, "end_match", None)
-    if hook is not None:  # a game with a process of its own keeps its files and quits it now
-        hook()
-    hook = getattr(core, "attachments", None)
-    attachments = (hook() or None) if hook is not None else None
+    core.end_match()  # a game with a process of its own keeps its files and quits it now
+    attachments = core.attachments() or None
     if mode is not None:
         header = {
             "type": "header", "format": FORMAT, "version": VERSION, "match_id": match_id, "game_id": core.game_id,

@@ -51,7 +51,8 @@ from arena.envs.core import GameCore
 from arena.envs.registry import load_plugin, make_core
 from arena.errors import DiskFull
 from arena.match.loop import InvalidMovePolicy, Match, MatchResult, record_mode, run_matches
-from arena.match.runner import MatchJob, finish_job, job_record, run_match_job
+from arena.match.observe import Readers
+from arena.match.runner import MatchJob, finish_job, job_game_key, job_record, run_match_job
 from arena.procs import die_with, forkserver_preload, start_local_ray, stop_local_ray
 
 BACKENDS = ("inline", "local", "ray")
@@ -77,6 +78,8 @@ def play_lockstep(
     on_result: Callable[[MatchResult], None] | None = None,
     move_time_limit: float | None = None,
     width: int | None = None,
+    observe: Iterable[int] = (),
+    ask: dict[int, Callable[[Any], Any]] | None = None,
 ) -> list[MatchResult]:
     """Play ``len(seats)`` matches of `game` together on the engine (`run_matches`); match i seats
     ``seats[i]`` (agent objects or spec strings) with seed ``seeds[i]``. A spec found in `shared` is
@@ -84,7 +87,10 @@ def play_lockstep(
     `play_match` builds them. `cores`: the games to play on, made by the caller (one per match; a
     batched agent tells its matches apart by ``observation.core``). Results in order; the replays
     are `play_match`'s for the same seeds. A batched agent is shared by the matches: it is not reset
-    per match (seed it once). `width`: at most this many matches in flight (`run_matches`)."""
+    per match (seed it once). `width`: at most this many matches in flight (`run_matches`). `observe`
+    and `ask`: what those seats of every match saw as they played (`Match`; `ask`'s functions are
+    shared by the matches in flight: give stateless ones, or play through `play_jobs`, which lends
+    each match readers of its own)."""
     if len(seeds) != len(seats):
         raise ValueError(f"{len(seats)} matches but {len(seeds)} seeds")
     record_mode(record)  # a bad record mode fails here, before any match starts
@@ -100,7 +106,7 @@ def play_lockstep(
             made.append(Match(core, agents, seed, policy=policy, max_moves=max_moves,
                               match_id=match_ids[i] if match_ids is not None else None, record=record,
                               game_kwargs=game_kwargs, batched=True, shared=shared, index=i,
-                              move_time_limit=move_time_limit))
+                              move_time_limit=move_time_limit, observe=observe, ask=ask))
             yield made[-1]
 
     made: list[Match] = []
@@ -109,20 +115,18 @@ def play_lockstep(
 
 
 # -- per-process caches ------------------------------------------------------------------------------
-#: A worker's cores and agents, kept between pieces of work (`JobsWork`).
-_CACHE: dict[str, dict] = {"cores": {}, "agents": {}}
+#: A worker's cores, agents and strategy readers, kept between pieces of work (`JobsWork`).
+_CACHE: dict[str, Any] = {"cores": {}, "agents": {}, "readers": Readers()}
 
-
-def _gkey(job: MatchJob) -> tuple:
-    return job.game, repr(sorted(job.game_kwargs.items()))
+_gkey = job_game_key
 
 
 def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 64,
               on_result: Callable[[MatchResult], None] | None = None,
               cache: dict[str, dict] | None = None) -> list[MatchResult]:
     """Play scheduled matches on the engine and do with each result what its job says (`finish_job`:
-    seats, replay file or bytes). `cache` keeps game cores and agents between calls (a worker's;
-    None: built for this call only).
+    seats, replay file or bytes). `cache` keeps game cores, agents and the strategy readers of observed
+    seats between calls (a worker's; None: built for this call only).
 
     ``lockstep=False``: one match after another, each agent object reused and re-seeded per match
     (`play_match` resets it with the match's seed, so a match is the same whatever was played
@@ -138,6 +142,7 @@ def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 
     if cache is None:
         cache = {"cores": {}, "agents": {}}
     cores, cached = cache["cores"], cache["agents"]
+    readers = cache.setdefault("readers", Readers())
 
     def core_of(gkey: tuple, job: MatchJob) -> GameCore:
         core = cores.get(gkey)
@@ -166,7 +171,7 @@ def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 
         for job in jobs:
             gkey = _gkey(job)
             agents = [agent_of(gkey, job, spec, seat) for seat, spec in enumerate(job.specs)]
-            done(run_match_job(job, agents=agents, core=core_of(gkey, job)), None)  # the runner finished the job
+            done(run_match_job(job, agents=agents, core=core_of(gkey, job), readers=readers), None)  # finished there
             if any(getattr(a, "stop_requested", False) for a in agents):
                 break  # an agent ended the run (a person who quit): the matches played so far stand
         return results
@@ -180,15 +185,26 @@ def play_jobs(jobs: Sequence[MatchJob], *, lockstep: bool = False, width: int = 
             agent.reset(first.seed)
             shared[spec] = agent
     by_id = {j.match_id: (k, j) for k, j in enumerate(jobs)}
+    lent: dict[str, list] = {}  # the readers a match in flight holds, by match id
 
     def matches():  # made as room opens: `width` in flight until the last ones
         for k, job in enumerate(jobs):
+            asks = None
+            if job.observe and job.ask is not None:
+                gkey = _gkey(job)
+                asks, lent[job.match_id] = readers.lend(gkey, core_of(gkey, job), job.specs, job.seed, job.observe,
+                                                        job.ask)
             yield Match(make_core(job.game, **job.game_kwargs), list(job.specs), job.seed, policy=job.policy,
                         max_moves=job.max_moves, match_id=job.match_id, move_time_limit=job.move_time_limit,
                         record=job_record(job), game_kwargs=job.game_kwargs or None, batched=True, shared=shared,
-                        index=k)
+                        index=k, observe=job.observe, ask=asks)
 
-    run_matches(matches(), lambda res: done(res, by_id[res.match_id][1]), width=width)
+    def ended(res: MatchResult) -> None:
+        if res.match_id in lent:
+            readers.give_back(lent.pop(res.match_id))
+        done(res, by_id[res.match_id][1])
+
+    run_matches(matches(), ended, width=width)
     results.sort(key=lambda r: by_id[r.match_id][0])  # in the jobs' order, as one after another gives them
     return results
 

@@ -20,6 +20,7 @@ from arena.agents.base import derive_seed
 from arena.agents.specs import make_agent
 from arena.envs.registry import load_plugin, make_core
 from arena.match.loop import InvalidMovePolicy, MatchResult, play_match
+from arena.match.observe import Readers
 from arena.replays.format import RECORD_MODES, replay_bytes, replay_path, write_replay
 
 
@@ -58,6 +59,11 @@ class MatchJob:
     plugins: tuple[str, ...] = ()
     #: Batch play: which of the caller's agents sits in each seat (reported back on the result).
     seats: tuple[int, ...] | None = None
+    #: Seats whose every accepted move keeps what the player saw (``result.observed``: `arena.match.observe`).
+    observe: tuple[int, ...] = ()
+    #: What each observed move is answered by: None, nothing; ``"own"``, a strategy reader rebuilt from the
+    #: seat's own spec; else the agent spec of a labeller whose strategy is read (`arena.match.observe.Readers`).
+    ask: str | None = None
 
     def __post_init__(self):
         keep = self.keep_replay
@@ -68,9 +74,11 @@ class MatchJob:
             raise ValueError(f"record must be one of {', '.join(map(repr, RECORD_MODES))}, got {self.record!r}")
 
 
-def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any = None) -> MatchResult:
-    """Play `job`. `agents` (one per seat; None entries are built from the job's specs) and `core`
-    let a caller reuse objects across matches (worker caches, a human at the terminal, LLM seats)."""
+def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any = None,
+                  readers: Readers | None = None) -> MatchResult:
+    """Play `job`. `agents` (one per seat; None entries are built from the job's specs), `core` and
+    `readers` (the strategy readers of observed seats) let a caller reuse objects across matches
+    (worker caches, a human at the terminal, LLM seats)."""
     for mod in job.plugins:
         load_plugin(mod)
     owned = core is None
@@ -81,13 +89,24 @@ def run_match_job(job: MatchJob, agents: Sequence[Any] | None = None, core: Any 
         for seat, spec in enumerate(job.specs):
             if seated[seat] is None:
                 seated[seat] = make_agent(spec, core, derive_seed(job.seed, seat))
+        asks, lent = None, []
+        if job.observe and job.ask is not None:
+            readers = readers if readers is not None else Readers()
+            asks, lent = readers.lend(job_game_key(job), core, job.specs, job.seed, job.observe, job.ask)
         res = play_match(core, seated, seed=job.seed, policy=job.policy, move_time_limit=job.move_time_limit,
                          max_moves=job.max_moves, match_id=job.match_id, record=job_record(job),
-                         game_kwargs=job.game_kwargs or None)
+                         game_kwargs=job.game_kwargs or None, observe=job.observe, ask=asks)
+        if lent:
+            readers.give_back(lent)
     finally:
         if owned:  # a game with a process of its own (StarCraft II) quits with its match
             core.close()
     return finish_job(job, res)
+
+
+def job_game_key(job: MatchJob) -> tuple:
+    """The key of `job`'s game and settings in a process's caches."""
+    return job.game, repr(sorted(job.game_kwargs.items()))
 
 
 def job_record(job: MatchJob) -> str | bool:

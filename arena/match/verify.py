@@ -168,7 +168,7 @@ def resimulate(replay: Replay, record: str | None = None, seat_agent: Callable[[
 
     h = replay.header
     core = core if core is not None else core_for_replay(replay)
-    if not getattr(core, "resimulates", True):  # the rules live in a game process (StarCraft II)
+    if not core.resimulates:  # the rules live in a game process (StarCraft II)
         why = core.not_resimulated(replay)
         core.close()
         raise ReplayError(why)
@@ -279,7 +279,8 @@ def observed_moves(replay: Replay, seats: set[int] | None = None,
                    ask: dict[int, Callable[[Any], Any]] | None = None) -> list[tuple]:
     """``(seat, structured view, action)`` of every accepted move of `seats` (None: all), in order, by
     re-simulating the replay through its game: the observation tensors and masks the player saw,
-    which replays do not store (imitation learning reads these). An attempt the game then refused
+    which replays do not store (imitation reads these for replays of matches it did not play; a match
+    played with observed seats keeps them as played: `arena.match.observe`). An attempt the game then refused
     is dropped afterwards (the replay marks it invalid). Raises `ReplayError` like `core_for_replay`.
 
     `ask` (seat -> function of the `Observation`): each move of those seats gets a fourth element, the
@@ -309,7 +310,7 @@ def verify_replay(replay: Replay | str | os.PathLike) -> VerifyReport:
     if not isinstance(replay, Replay):
         replay = read_replay(replay)
     core = core_for_replay(replay)
-    if not getattr(core, "resimulates", True):
+    if not core.resimulates:
         try:
             found = core.check_replay(replay)
         finally:
@@ -410,8 +411,7 @@ def _human_views(core, n: int) -> list[str | None]:
     out: list[str | None] = []
     for p in range(n):
         try:
-            fn = getattr(core, "human_view", None)
-            out.append(fn(p) if fn is not None else core.text(p))
+            out.append(core.human_view(p))
         except Exception:
             out.append(None)
     return out

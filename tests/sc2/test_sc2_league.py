@@ -140,12 +140,18 @@ def test_a_one_player_league_on_move_to_beacon_ranks_by_return(sc2path, tmp_path
     assert all((tmp_path / "L" / "replays" / f"{r.match_id}.SC2Replay").is_file() for r in store.results())
 
 
-def test_two_iterations_of_the_scc_learner_on_simple64(sc2path, tmp_path):
-    """Plumbing, not learning: the shipped config with only sizes and counts changed."""
+def test_two_iterations_of_the_scc_learner_on_simple64(sc2path, tmp_path, monkeypatch):
+    """Plumbing, not learning: the shipped config with only sizes and counts changed. Imitation reads
+    what the teacher saw as it played: no replay is re-simulated (the game's rules live in its process)."""
     pytest.importorskip("torch")
     from arena.league.manager import open_league
-    from arena.match import play_match
+    from arena.match import play_match, verify
     from arena.trainers.registry import make_trainer
+
+    def no_resimulation(*a, **kw):
+        raise AssertionError("imitation re-simulated a StarCraft II replay")
+
+    monkeypatch.setattr(verify, "observed_moves", no_resimulation)
 
     data = yaml.safe_load((Path(__file__).parents[2] / "configs" / "train" / "scc_sc2.yaml").read_text())
     assert data["game"] == GAME

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Optional
 
-from arena.league.config import RolesConfig
+from arena.league.session import RolesConfig
 from arena.trainers.common.base import TrainerConfig
 from arena.trainers.common.device import Device
 from arena.trainers.parallel.config import ParallelConfig
@@ -74,6 +74,12 @@ class ImitationConfig:
     mirror: bool = False
     #: Rounds on the policy's own positions, labelled by `label` (none by default).
     dagger: DaggerConfig = field(default_factory=DaggerConfig)
+    #: A folder of StarCraft II's own replays (``.SC2Replay``, at most
+    #: `arena.envs.sc2.replay_observer.MAX_REPLAYS` of them) on the run's map and game build, imitated
+    #: from what each player saw and did as the game's replay observer plays them again (SCC, AlphaStar);
+    #: every player's perspective, or those of `players` named as seats (``player_1``) or player ids
+    #: (``"1"``). Only for the ``sc2/`` games (raw interface); with or without teacher matches.
+    sc2_replays: Optional[str] = None
 
     def __post_init__(self):
         if self.dagger.rounds and self.label is None:
@@ -92,6 +98,11 @@ class ImitationConfig:
         check_workers(self.workers, "il.workers")
         if self.matches < 0:
             raise ValueError("il.matches must be >= 0")
+        if self.sc2_replays is not None and not str(self.sc2_replays).strip():
+            raise ValueError("il.sc2_replays: a folder of .SC2Replay files, or leave it out")
+        if self.sc2_replays and self.players and (self.matches or self.league):
+            raise ValueError("il.players names the replays' players (player_1, \"2\") when il.sc2_replays is read "
+                             "alone: set il.matches: 0 and no il.league, or leave il.players out")
 
 
 @dataclass

@@ -1,8 +1,13 @@
-"""SCC's first stage: behaviour cloning from league replays of chosen players.
+"""SCC's first stage: behaviour cloning from the matches of chosen players.
 
-Replays keep actions, not tensors: `arena.match.verify.observed_moves` re-simulates each one
-through its game to recover the observation tensor and action mask every chosen player saw
-before each of its moves. The matches (not the moves) are split into training and validation
+What a chosen player saw before each of its moves (the observation tensor and action mask), and
+a teacher's answer there where one is asked, is kept as the match is played: the engine observes
+those seats (`arena.match.observe`, ``MatchResult.observed``) and `from_observed` turns the moves
+into `Demonstrations`; the trainer writes each committed group of them to its run folder
+(`save_demonstrations`), so a restarted run reads them back. Replays keep actions, not tensors:
+for matches this run did not play (another league's replays), `demonstrations` re-simulates each
+replay through its game (`arena.match.verify.observed_moves`) to recover the same views, and the
+same `from_observed` converts them. The matches (not the moves) are split into training and validation
 sets, so no position of a validation game is trained on; training minimises the cross-entropy
 of the teacher's move under the masked policy, or of its action probabilities where its strategy
 can be read (CFR's table: the whole strategy, not one sample of it), and, with a small weight, the
@@ -15,11 +20,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from arena.errors import ArenaError
+from arena.match.observe import strategy_reader  # noqa: F401  (imitation's readers are the engine's)
 from arena.replays.format import Replay
 
 
@@ -58,7 +65,9 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
                    progress: Callable[[int], None] | None = None) -> Demonstrations:
     """The moves of the named league players in `replays` (each with its seats' league names), with
     the views re-simulated (as the network reads them: `arena.inference.policy_nets.policy_input` for
-    `spec`). A replay's agent specs match too (replays from outside a league).
+    `spec`). A replay's agent specs match too (replays from outside a league). This is the path for
+    matches this run did not play (``il.league``: another league's replays); the matches a run plays
+    itself keep what the players saw as they played (`from_observed`), and nothing re-simulates them.
 
     ``targets="auto"``: where every chosen seat's agent (rebuilt from the replay's spec) has a strategy
     that can be read (`BaseAgent.action_probabilities`: CFR's table; or a search's policy,
@@ -70,41 +79,57 @@ def demonstrations(replays: Sequence[tuple[Replay, Sequence[str]]], players: set
     each replay (`first` + its index), so the targets do not depend on `workers`, the processes that
     share the replays when there are readers to ask (a search's answers cost more than the re-simulation).
     `progress` is told how many replays are done, now and then."""
-    model = None
-    if spec.action is not None:
-        from arena.envs.actions import ActionModel
-
-        model = ActionModel.from_dict(spec.action)
-
-    reading = targets == "auto" and model is None
-    if workers > 1 and reading and len(replays) >= 2 * workers:
-        parts = _collect_in_parallel(replays, players, spec, reward_scale, label, workers, progress)
-        found = joined(parts) if parts else None
-    else:
-        found = _collect(replays, players, spec, reward_scale, reading, label, first, progress, model)
+    found = collect(replays, players, spec, reward_scale, targets, label, workers, first, progress)
     if found is None:
         raise ValueError(f"no moves of {sorted(players) if players else 'any player'} in {len(replays)} replays")
     return found
 
 
-def _collect(replays, players, spec, reward_scale, reading, label, first, progress, model) -> Demonstrations | None:
-    """`demonstrations` in one process; None where no chosen player moved in `replays`."""
+def collect(replays: Sequence[tuple[Replay, Sequence[str]]], players: set[str] | None, spec: Any,
+            reward_scale: float = 1.0, targets: str = "auto", label: str | None = None, workers: int = 1,
+            first: int = 0, progress: Callable[[int], None] | None = None) -> Demonstrations | None:
+    """`demonstrations`, None where no chosen player moved in `replays`."""
+    reading = asks(spec, targets, label) is not None
+    if workers > 1 and reading and len(replays) >= 2 * workers:
+        parts = _collect_in_parallel(replays, players, spec, reward_scale, label, workers, progress)
+        return joined(parts) if parts else None
+    return _collect(replays, players, spec, reward_scale, reading, label, first, progress)
+
+
+def asks(spec: Any, targets: str, label: str | None) -> str | None:
+    """What answers at each move of the chosen players (`arena.match.runner.MatchJob.ask`): None (the
+    moves alone: ``targets="moves"``, or a game with structured moves), the `label`ler, else each
+    seat's own agent (``"own"``), where its strategy can be read."""
+    if targets != "auto" or spec.action is not None:
+        return None
+    return label if label is not None else "own"
+
+
+def chosen(names: Sequence[str], specs: Sequence[str], players: set[str] | None) -> set[int]:
+    """The seats of a match whose league name (or agent spec) is among `players` (None: every seat)."""
+    return {s for s in range(len(names)) if players is None or names[s] in players
+            or (s < len(specs) and specs[s] in players)}
+
+
+def from_observed(matches: Iterable[tuple[int, Sequence[float], Sequence[tuple]]], spec: Any,
+                  reward_scale: float = 1.0) -> Demonstrations | None:
+    """The demonstrations of observed moves, in order: for each match its index, its returns and its
+    moves ``(seat, observation.raw, action[, answer or None])`` (what `arena.match.observe` kept as the
+    match was played, or `arena.match.verify.observed_moves` re-simulated): the network's inputs for
+    `spec`, the moves (as the action model's arrays for structured moves), the final return of the
+    player who moved times `reward_scale`, and, where every move has an answer, the answers as the
+    teacher's probabilities over the mask. None: no moves."""
     from arena.inference.policy_nets import policy_input, policy_inputs
     from arena.inference.trees import tree_stack
-    from arena.match.verify import observed_moves
 
-    readers = _StrategyReaders(enabled=reading, label=label)
+    model = None
+    if spec.action is not None:
+        from arena.envs.actions import ActionModel
+
+        model = ActionModel.from_dict(spec.action)
     obs, masks, acts, outs, which, probs = [], [], [], [], [], []
-    for i, (rep, names) in enumerate(replays):
-        if progress is not None and i and i % 50 == 0:
-            progress(i)
-        specs = rep.header.get("agents") or []
-        seats = {s for s in range(len(names)) if players is None or names[s] in players
-                 or (s < len(specs) and specs[s] in players)}
-        if not seats:
-            continue
-        ask = readers.for_replay(rep, seats, seed=first + i)
-        for move in observed_moves(rep, seats, ask=ask):
+    for index, returns, moves in matches:
+        for move in moves:
             seat, raw, action = move[:3]
             if model is not None:  # the network's inputs and the move's arrays
                 obs.append(policy_inputs(raw, seat, spec))
@@ -115,9 +140,9 @@ def _collect(replays, players, spec, reward_scale, reading, label, first, progre
                 obs.append(x)
                 masks.append(m)
                 acts.append(action)
-            probs.append(move[3] if ask else None)
-            outs.append(float(rep.result["returns"][seat]) * reward_scale)
-            which.append(first + i)
+            probs.append(move[3] if len(move) > 3 else None)
+            outs.append(float(returns[seat]) * reward_scale)
+            which.append(index)
     if not acts:
         return None
     if model is not None:
@@ -132,8 +157,68 @@ def _collect(replays, players, spec, reward_scale, reading, label, first, progre
                           np.asarray(which), probs=soft)
 
 
+def sc2_replay_files(game: str, folder: str | Path) -> list[Path]:
+    """The ``.SC2Replay`` files ``il.sc2_replays`` names for `game`, or a one-line `ArenaError` (not a
+    StarCraft II game, no such folder, no replays in it, too many)."""
+    from arena.envs.sc2.replay_observer import replay_files
+
+    if not game.startswith("sc2/"):
+        raise ArenaError(f"il.sc2_replays: {game} is not a StarCraft II game: .SC2Replay files are imitated in the "
+                         "sc2/<map>-v0 games")
+    return replay_files(folder, "il.sc2_replays")
+
+
+def sc2_replay_demonstrations(game: str, game_kwargs: dict, folder: str | Path, players: Sequence[str] | None,
+                              spec: Any, reward_scale: float = 1.0, first: int = 0) -> tuple[Demonstrations | None, int]:
+    """(the demonstrations of the StarCraft II replays in `folder`, how many replays were read): each
+    ``.SC2Replay`` played through the game's replay observer (`arena.envs.sc2.replay_observer`) from the
+    perspective of every player, or of `players` (seats ``player_1`` or player ids ``"1"``), into the
+    tuples a match keeps for an observed seat, converted by `from_observed` as the run's own matches are;
+    replay i is match ``first + i``. A one-line `ArenaError` for a missing folder, no replays, a replay of
+    another map or game build, a game that is not StarCraft II, a missing game or the missing extra."""
+    from arena.envs.registry import make_core
+    from arena.envs.sc2.replay_observer import replay_moves
+
+    files = sc2_replay_files(game, folder)
+    core = make_core(game, **game_kwargs)
+    try:
+        ids = None
+        if players:
+            seats = {name: s + 1 for s, name in enumerate(core.players)}
+            seats.update({str(s + 1): s + 1 for s in range(len(core.players))})
+            unknown = [p for p in players if str(p) not in seats]
+            if unknown:
+                raise ArenaError(f"il.players: {unknown[0]!r} is no player of {game}'s replays: name seats "
+                                 f"({', '.join(core.players)}) or player ids (1 to {len(core.players)})")
+            ids = [seats[str(p)] for p in players]
+        demos = from_observed(((first + i, returns, moves) for i, returns, moves in replay_moves(core, files, ids)),
+                              spec, reward_scale)
+    finally:
+        core.close()
+    return demos, len(files)
+
+
+def _collect(replays, players, spec, reward_scale, reading, label, first, progress) -> Demonstrations | None:
+    """`collect` in one process, re-simulating each replay (`arena.match.verify.observed_moves`)."""
+    from arena.match.verify import observed_moves
+
+    readers = _StrategyReaders(enabled=reading, label=label)
+
+    def matches():
+        for i, (rep, names) in enumerate(replays):
+            if progress is not None and i and i % 50 == 0:
+                progress(i)
+            seats = chosen(names, rep.header.get("agents") or [], players)
+            if not seats:
+                continue
+            ask = readers.for_replay(rep, seats, seed=first + i)
+            yield first + i, rep.result["returns"], observed_moves(rep, seats, ask=ask)
+
+    return from_observed(matches(), spec, reward_scale)
+
+
 def _collect_share(args: tuple) -> Demonstrations | None:
-    return _collect(*args, None, None)  # (structured moves never reach the workers: no action model)
+    return _collect(*args, None)
 
 
 def _collect_in_parallel(replays, players, spec, reward_scale, label, workers, progress=None) -> list[Demonstrations]:
@@ -188,10 +273,45 @@ def with_mirror_images(demos: Demonstrations, perm: np.ndarray) -> Demonstration
     return joined([demos, image])
 
 
-def strategy_reader(agent: Any) -> Any:
-    """What imitation reads of `agent` at a position: its strategy (`BaseAgent.action_probabilities`), else
-    its search's policy (`BaseAgent.search_policy`), else None."""
-    return getattr(agent, "action_probabilities", None) or getattr(agent, "search_policy", None)
+def save_demonstrations(path: str | Path, demos: Demonstrations | None, indices: Sequence[int]) -> Path:
+    """Write the demonstrations of the matches `indices` (None: none of their chosen players moved) to
+    `path` as plain arrays (``.npz``, no pickled objects; a dict of arrays as one array a key), atomically."""
+    import io
+
+    from arena.fsio import atomic_write_bytes
+
+    arrays: dict[str, np.ndarray] = {"indices": np.asarray(list(indices), np.int64)}
+    if demos is not None:
+        for name in ("obs", "actions"):
+            tree = getattr(demos, name)
+            if isinstance(tree, dict):
+                arrays.update({f"{name}:{k}": np.asarray(v) for k, v in tree.items()})
+            else:
+                arrays[name] = np.asarray(tree)
+        for name in ("mask", "outcome", "match", "privileged", "probs"):
+            value = getattr(demos, name)
+            if value is not None:
+                arrays[name] = np.asarray(value)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def load_demonstrations(path: str | Path) -> tuple[Demonstrations | None, np.ndarray]:
+    """(demonstrations or None, the match indices they cover), as `save_demonstrations` wrote them."""
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    indices = arrays.pop("indices")
+    if "outcome" not in arrays:
+        return None, indices
+
+    def tree(name: str) -> Any:
+        if name in arrays:
+            return arrays[name]
+        return {k.split(":", 1)[1]: v for k, v in arrays.items() if k.startswith(name + ":")}
+
+    return Demonstrations(tree("obs"), arrays.get("mask"), tree("actions"), arrays["outcome"], arrays["match"],
+                          arrays.get("privileged"), arrays.get("probs")), indices
 
 
 class _StrategyReaders:

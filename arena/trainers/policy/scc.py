@@ -4,7 +4,9 @@ StarCraft Commander (Wang et al. 2021, arXiv 2012.13169) trains in two stages, b
 
 1. **Imitation.** Teacher matches (MCTS, CFR, people: any agent specs) are played into the run's
    league, or another league's replays are read; the moves of the chosen players are cloned
-   (`arena.trainers.policy.imitation`). The result is the imitation policy: every learner starts
+   (`arena.trainers.policy.imitation`): from what those players saw as they played (the engine
+   observes their seats; nothing re-simulates the run's own matches), or, for another league's
+   replays, from views re-simulated through the game. The result is the imitation policy: every learner starts
    from it, it is the KL anchor of the RL loss (the default magnet; ``magnet:`` names another: the
    uniform policy, or a copy of each learner refreshed every N iterations), and it enters the league
    as the frozen ``main@il`` so the ratings show what RL added.
@@ -26,13 +28,14 @@ The trainer is three parts like the language-model trainer's: the **Learners**
 (`arena.trainers.policy.learner.PolicyLearner`, one per learning player), the **Actors**
 (`arena.trainers.policy.actors.PolicyActors`, in this process or worker processes) and this
 **Coordinator**, a `arena.trainers.common.base.Trainer` (whose base owns the run folder, the
-checkpoint write, ``best``, the metrics and stopping). The coordinator talks to the league only
-through `LeagueClient` methods (`next_pairing` with its own generator, `begin`, `commit_many`,
-`add_snapshot`, the player rows); its role rules are the league's (`arena.league.roles.after_update`).
+checkpoint write, ``best``, the metrics, stopping and the league session). The coordinator talks to
+the league only through its session (`arena.league.session.LeagueSession`: the opponent a role's rule
+draws with the trainer's own generator, the role step after an update, one bundle per iteration); the
+role rules run inside the league.
 
 Exactly once, exactly resumed: an iteration's effects on the league (its matches, snapshots,
 new weights, evaluation games) are written in one transaction *after* the iteration's checkpoint,
-which holds them too. A run killed before the transaction resumes from the previous checkpoint
+which holds them too (`Trainer.close_iteration`). A run killed before the transaction resumes from the previous checkpoint
 and plays the same iteration again (the same pairings, seeds, moves and losses); one killed after
 the checkpoint but before the transaction applies the checkpoint's pending effects on resume. The
 iteration's metrics line rides in the checkpoint as well: a resumed run cuts ``metrics.jsonl`` back
@@ -53,10 +56,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from arena.league.session import Bundle, LeagueSpec, PlayedMatch, Snapshot, replays_of
 from arena.match.loop import MatchResult
 from arena.trainers.common.base import Trainer
 from arena.trainers.common.checkpoints import checkpoint_path
-from arena.trainers.common.stopping import owner_name
 from arena.trainers.policy.actors import Pairing, PolicyActors, Seat, order_shares, play_pairings, to_batch
 from arena.trainers.policy.config import SCCConfig
 from arena.trainers.policy.learner import PolicyLearner, UniformMagnet
@@ -78,21 +81,18 @@ def _slug(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[:40]
 
 
-def league_config(cfg: SCCConfig, name: str) -> Any:
+def league_spec(cfg: SCCConfig, name: str) -> LeagueSpec:
     """The league an SCC run plays in: its game, its opponents (fixed players), its role rules."""
-    from arena.league.config import GameEntry, LeagueConfig, PlayerEntry
-
     specs = list(dict.fromkeys(cfg.opponents + cfg.eval.opponents))
-    return LeagueConfig(games=[GameEntry(cfg.game, kwargs=dict(cfg.game_kwargs))], name=name, seed=cfg.seed,
-                        players=[PlayerEntry(_slug(s), s, [cfg.game]) for s in specs], matches=0, roles=cfg.roles,
-                        record="actions")
+    return LeagueSpec(cfg.game, cfg.seed, dict(cfg.game_kwargs), {_slug(s): s for s in specs}, cfg.roles, name,
+                      record="actions")
 
 
 class SCCTrainer(Trainer):
     """The coordinator: league, imitation, iterations, role rules, evaluation, checkpoints.
 
-    `league`: a league shared with other trainers (`arena.trainers.mixed`), else the trainer opens
-    its own in its run folder."""
+    `league`: a `SharedLeague` this trainer plays in with others (`arena.trainers.mixed`), else the
+    trainer's base opens its own in its run folder."""
 
     def __init__(self, cfg: SCCConfig, directory: str | Path, *, league: Any = None):
         torch = _torch()
@@ -123,14 +123,8 @@ class SCCTrainer(Trainer):
         self.il_done = False
         self._mirror: Any = None  # il.mirror's move permutation (`GameCore.mirror`)
         self.il_report: dict = {}
-        #: The league this trainer's learners play in: its own in the run folder, or one shared with others.
-        self.league_dir = Path(league.dir) if league is not None else self.dir
-        #: Whether this trainer opened its league (and so closes it): a league handed in is the caller's to close.
-        self.owns_league = league is None
-        #: The owner of the players this trainer adds to the league (learners, teachers, snapshots): the
-        #: league's config sync never retires them. Named by where the run folder sits in the league's
-        #: folder ("scc" when they are one), which stays the same when the league's folder moves.
-        self.owner = owner_name("scc", self.dir, self.league_dir)
+        #: While imitation matches are played: where their demonstrations are written, and those so far.
+        self._recording: tuple[Path, dict[int, Any]] | None = None
         #: The trainer's own generator (opponents, resets), checkpointed with its state.
         self.rng = self.pairing_rng()
         self._setup_league(league)
@@ -146,39 +140,26 @@ class SCCTrainer(Trainer):
 
     # -- league ---------------------------------------------------------------------------------
     def _setup_league(self, league: Any) -> None:
-        from arena.league.manager import League
-
         cfg = self.cfg
-        lcfg = league_config(cfg, f"train-{self.dir.name}")
-        if league is None:  # its own league, whose config's players are this trainer's opponents
-            league = League(lcfg, self.league_dir, backend="inline", config_owner=f"{self.owner}/config")
-        self.league = league
+        spec = league_spec(cfg, f"train-{self.dir.name}")
+        self.join_league("scc", spec, league)
         self.fixed = [_slug(s) for s in dict.fromkeys(cfg.opponents)]
-        with league.transaction():
-            for e in cfg.learners:
-                if league.player(e.name) is None:
-                    league.add_player(e.name, "learner", self._weights_spec(e.name, 0), [cfg.game], role=e.role,
-                                      state={"snapshots": 0, "steps_at_snapshot": 0, "external": True},
-                                      owner=self.owner)
-            if league.player(self.evaluator) is None:
-                league.add_player(self.evaluator, "evaluation", self._greedy_spec(0), [cfg.game], owner=self.owner)
-        self._claim_players({p.name for p in lcfg.players})
+        for e in cfg.learners:
+            self.session.join(e.name, "learner", self._weights_spec(e.name, 0), role=e.role,
+                              state={"snapshots": 0, "steps_at_snapshot": 0, "external": True})
+        self.session.join(self.evaluator, "evaluation", self._greedy_spec(0))
+        self._claim_players(set(spec.opponents))
 
     def _claim_players(self, configured: set[str]) -> None:
         """Own the players this trainer added to a league written before players had owners: its
         learners, their snapshots and its imitation teachers (which that league's config sync retired
         on each restart: they are active again, as in a run that never stopped)."""
-        cfg, league = self.cfg, self.league
+        cfg = self.cfg
         teachers = set() if cfg.il is None or not cfg.il.matches else {_slug(s) for s in cfg.il.teachers} - configured
-        with league.transaction():
-            for p in league.players():
-                if p.owner is not None:
-                    continue
-                if (p.kind == "learner" and p.name in self.learners) or (p.kind == "historical"
-                                                                         and p.parent in self.learners):
-                    league.update_player(p.name, owner=self.owner)
-                elif p.kind == "fixed" and p.name in teachers:
-                    league.update_player(p.name, owner=self.owner, active=1)
+        mine = {p.name for p in self.session.players() if (p.kind == "learner" and p.name in self.learners)
+                or (p.kind == "historical" and p.parent in self.learners)}
+        fixed = {p.name for p in self.session.players() if p.kind == "fixed" and p.name in teachers}
+        self.session.claim(mine | fixed, reactivate=fixed)
 
 
     def _weights_spec(self, name: str, it: int) -> str:
@@ -196,7 +177,7 @@ class SCCTrainer(Trainer):
             return Seat(learner=me, trained=True)
         if opp in self.learners:
             return Seat(learner=opp, trained=False)
-        return Seat(spec=self.league.player(opp).spec)
+        return Seat(spec=self.session.player(opp).spec)
 
     def _pairings(self) -> list[Pairing]:
         """Every learner's matches of the next iteration, by its role's rule (and `fixed_share`)."""
@@ -206,9 +187,7 @@ class SCCTrainer(Trainer):
                 if self.fixed and self.rng.random() < cfg.fixed_share:
                     opp, why = self.fixed[int(self.rng.integers(len(self.fixed)))], "fixed"
                 else:
-                    p = self.league.next_pairing(e.name, self.rng)
-                    opp = next((x for x in p.players if x != e.name), e.name)
-                    why = p.why
+                    opp, why = self.session.opponent(e.name, self.rng)
                 me = Seat(learner=e.name, trained=True)
                 other = self._opponent_seat(e.name, opp)
                 seats, names = ([me, other], [e.name, opp]) if i % 2 == 0 else ([other, me], [opp, e.name])
@@ -245,37 +224,50 @@ class SCCTrainer(Trainer):
 
     # -- imitation ------------------------------------------------------------------------------
     def imitation(self, phase: Callable[[str, int, int], None] | None = None) -> dict:
+        """The imitation stage: the chosen players' moves, from another league's replays (``il.league``,
+        re-simulated: this run did not play them) and from the teacher matches this run plays into its
+        league (what their players saw as they played: nothing re-simulates those), cloned into the
+        main's network; then the DAgger rounds."""
         from arena.inference.policy_nets import save_policy
-        from arena.trainers.policy.imitation import behaviour_cloning, demonstrations, split
+        from arena.trainers.policy.imitation import behaviour_cloning, collect, joined, split
 
         cfg, il = self.cfg, self.cfg.il
         items: list[tuple[Any, list[str]]] = []
-        league = self.league
-        if il.league:
-            from arena.league.manager import League
+        teachers = [_slug(s) for s in il.teachers] if il.matches else []
+        wanted = set(il.players) if il.players else set(teachers) if il.matches else None
+        found = []
+        if il.sc2_replays:  # a bad folder is one line before any match is played
+            from arena.trainers.policy.imitation import sc2_replay_files
 
-            other = League.open(il.league)  # a passive client: it reads, and changes nothing
-            try:
-                for r in other.results(game=cfg.game):
-                    if r.replay and (il.players is None or set(il.players) & set(r.players)):
-                        items.append((other.read_replay(r.match_id), r.players))
-            finally:
-                other.close()
+            sc2_replay_files(cfg.game, il.sc2_replays)
+        if il.league:  # read passively: that league changes in nothing
+            items += replays_of(il.league, cfg.game, None if il.players is None else set(il.players))
+            if phase is not None:
+                phase("imitation: re-simulating replays", 0, len(items))
+            found.append(collect(items, wanted, self.spec, cfg.reward_scale, targets=il.targets, label=il.label,
+                                 workers=il.workers, progress=None if phase is None else
+                                 (lambda k: phase("imitation: re-simulating replays", k, len(items)))))
         if il.matches:
-            teachers = [_slug(s) for s in il.teachers]
             for name, spec in zip(teachers, il.teachers):
-                if league.player(name) is None:
-                    league.add_player(name, "fixed", spec, [cfg.game], owner=self.owner)
-            items += self._league_matches(il.teachers, dict(zip(il.teachers, teachers)), il.matches,
-                                          self._teacher_seed_base(), "imitation", "imitation: teacher matches", phase)
-            wanted = set(il.players) if il.players else set(teachers)
-        else:
-            wanted = set(il.players) if il.players else None
-        if phase is not None:
-            phase("imitation: re-simulating replays", 0, len(items))
-        demos = demonstrations(items, wanted, self.spec, cfg.reward_scale, targets=il.targets, label=il.label,
-                               workers=il.workers, progress=None if phase is None else
-                               (lambda k: phase("imitation: re-simulating replays", k, len(items))))
+                self.session.join(name, "fixed", spec)
+            played, demos = self._league_matches(il.teachers, dict(zip(il.teachers, teachers)), il.matches,
+                                                 self._teacher_seed_base(), "imitation", "imitation: teacher matches",
+                                                 phase, wanted, first=len(items))
+            items += played
+            found.append(demos)
+        read = 0
+        if il.sc2_replays:  # the game's own replays, played through its replay observer
+            from arena.trainers.policy.imitation import sc2_replay_demonstrations
+
+            if phase is not None:
+                phase("imitation: reading .SC2Replay files", 0, 1)
+            demos, read = sc2_replay_demonstrations(cfg.game, cfg.game_kwargs, il.sc2_replays, il.players, self.spec,
+                                                    cfg.reward_scale, first=len(items))
+            found.append(demos)
+        found = [d for d in found if d is not None]
+        if not found:
+            raise ValueError(f"no moves of {sorted(wanted) if wanted else 'any player'} in {len(items)} replays")
+        demos = joined(found)
         train, val = split(demos, il.val_fraction, cfg.seed)
         train = self._mirrored(train)
         net = self.learners[self.main].net
@@ -289,7 +281,7 @@ class SCCTrainer(Trainer):
         report = behaviour_cloning(net, train, val, epochs=il.epochs, batch_size=il.batch_size, lr=il.lr,
                                    weight_decay=il.weight_decay, patience=il.patience, value_coef=il.value_coef,
                                    seed=cfg.seed, log=log)
-        report["replays"] = len(items)
+        report["replays"] = len(items) + read
         for r in range(1, il.dagger.rounds + 1):
             train, val, report = self._dagger_round(r, net, train, val, report, phase)
         folder = save_policy(self.dir / "checkpoints" / "il", net, {"stage": "imitation", **report})
@@ -304,25 +296,24 @@ class SCCTrainer(Trainer):
         restarted run finds the round's player (its checkpoint saved before its first match) and its
         committed matches, and plays only the rest with that checkpoint."""
         from arena.inference.policy_nets import save_policy
-        from arena.trainers.policy.imitation import behaviour_cloning, demonstrations, joined, split
+        from arena.trainers.policy.imitation import behaviour_cloning, joined, split
 
         cfg, il = self.cfg, self.cfg.il
         dg = il.dagger
         name = f"{self.main}@dagger{r}"
-        if self.league.player(name) is None:
+        if self.session.player(name) is None:
             folder = save_policy(self.dir / "checkpoints" / f"dagger{r}", net, {"stage": "imitation",
                                                                                  "dagger_round": r})
-            self.league.add_player(name, "fixed", f"policy:{folder}", [cfg.game], owner=self.owner)
-        spec, opponent = self.league.player(name).spec, dg.opponent or il.teachers[1]
+            self.session.join(name, "fixed", f"policy:{folder}")
+        spec, opponent = self.session.player(name).spec, dg.opponent or il.teachers[1]
         rival = _slug(opponent)
-        if self.league.player(rival) is None:
-            self.league.add_player(rival, "fixed", opponent, [cfg.game], owner=self.owner)
+        self.session.join(rival, "fixed", opponent)
         base = self._teacher_seed_base() + il.matches + (r - 1) * dg.matches
-        items = self._league_matches([spec, opponent], {spec: name, opponent: rival}, dg.matches, base,
-                                     f"imitation/dagger{r}", f"imitation: round {r} of {dg.rounds}, matches", phase)
-        demos = demonstrations(items, {name}, self.spec, cfg.reward_scale, targets=il.targets, label=il.label,
-                               workers=il.workers, progress=None if phase is None else
-                               (lambda k: phase(f"imitation: round {r}, labelling", k, len(items))))
+        items, demos = self._league_matches([spec, opponent], {spec: name, opponent: rival}, dg.matches, base,
+                                            f"imitation/dagger{r}", f"imitation: round {r} of {dg.rounds}, matches",
+                                            phase, {name})
+        if demos is None:
+            raise ValueError(f"no moves of {name} in {len(items)} replays")
         t2, v2 = split(demos, il.val_fraction, cfg.seed + r)
         t2 = self._mirrored(t2)
         train, val = joined([train, t2]), joined([val, v2])
@@ -357,20 +348,31 @@ class SCCTrainer(Trainer):
         return self.cfg.seed + 17
 
     def _league_matches(self, specs: list[str], names: dict[str, str], n: int, base: int, note: str, label: str,
-                        phase: Callable[[str, int, int], None] | None) -> list[tuple[Any, list[str]]]:
+                        phase: Callable[[str, int, int], None] | None, players: set[str] | None,
+                        first: int = 0) -> tuple[list[tuple[Any, list[str]]], Any]:
         """`n` seat-swapped matches of `specs` (seeds ``base + i``) played into the league, with their
-        replays, by match index. Each is committed (rated, its replay kept) as soon as it and every match
-        before it are played: a run stopped part-way keeps them, and the next start reads them back (by
-        `note` and seed) and plays only the rest, each with the seed and seats it has among all `n`, so the
-        league and the demonstrations are those of a run that never stopped."""
-        from arena.match.batch import play_matches
+        replays, by match index; and the demonstrations of `players` (league names or specs; None: every
+        seat) in them, from what those players saw as they played (``MatchResult.observed``), match i's
+        numbered ``first + i`` (None: they never moved).
 
-        cfg, league = self.cfg, self.league
+        Each match is committed (rated, its replay kept) as soon as it and every match before it are
+        played, its group's demonstrations written to the run folder first (`_commit_matches`): a run
+        stopped part-way keeps them, and the next start reads both back (by `note` and seed; the
+        demonstrations from ``demonstrations/<note>/``) and plays only the rest, each with the seed and
+        seats it has among all `n`, so the league and the demonstrations are those of a run that never
+        stopped. A kept match without its file (a run folder written before the files were) is
+        re-simulated from its replay."""
+        from arena.match.batch import play_matches
+        from arena.trainers.policy.imitation import asks, joined
+
+        cfg, il = self.cfg, self.cfg.il
         kept: dict[int, tuple[Any, list[str]]] = {}
-        for m in league.matches(source="external"):
-            r = league.result_for(m.match_id) if m.note == note else None
-            if r is not None and r.replay and 0 <= m.seed - base < n:
-                kept[m.seed - base] = (league.read_replay(r.match_id), r.players)
+        for seed, replay, seated in self.session.kept(note):
+            if 0 <= seed - base < n:
+                kept[seed - base] = (replay, seated)
+        folder = self.dir / "demonstrations" / note
+        parts = self._kept_demonstrations(folder, kept, players)
+        self._recording = (folder, parts)
         todo = [i for i in range(n) if i not in kept]
         waiting: dict[int, MatchResult] = {}
         order = iter(todo)
@@ -389,25 +391,82 @@ class SCCTrainer(Trainer):
 
         if phase is not None:
             phase(label, len(kept), n)
-        play_matches(cfg.game, specs, n, seed=base, workers=cfg.il.workers, record="actions",
-                     game_kwargs=cfg.game_kwargs, on_result=played, only=todo)
-        return [kept[i] for i in sorted(kept)]
+        observe = [k for k, s in enumerate(specs) if players is None or s in players or names.get(s) in players]
+        try:
+            play_matches(cfg.game, specs, n, seed=base, workers=il.workers, record="actions",
+                         game_kwargs=cfg.game_kwargs, on_result=played, only=todo, observe=observe,
+                         ask=asks(self.spec, il.targets, il.label))
+        finally:
+            self._recording = None
+        found = [parts[i] for i in sorted(parts) if parts[i] is not None]
+        demos = joined(found) if found else None
+        if demos is not None and first:
+            demos.match = demos.match + first
+        return [kept[i] for i in sorted(kept)], demos
+
+    def _kept_demonstrations(self, folder: Path, kept: dict[int, tuple[Any, list[str]]],
+                             players: set[str] | None) -> dict[int, Any]:
+        """The demonstrations of the `kept` matches (by index), by the first match index of each group
+        written: read from `folder`, where a file covers only kept matches (one whose group never reached
+        the league is a killed run's, removed); a kept match no file covers is re-simulated from its
+        replay (for a game that can be), or an `ArenaError` says what to do."""
+        from arena.errors import ArenaError
+        from arena.trainers.policy.imitation import collect, load_demonstrations
+
+        cfg, il = self.cfg, self.cfg.il
+        parts: dict[int, Any] = {}
+        covered: set[int] = set()
+        for path in sorted(folder.glob("*.npz")) if folder.is_dir() else []:
+            demos, indices = load_demonstrations(path)
+            group = {int(i) for i in indices}
+            if not group or not group <= kept.keys() or group & covered:
+                path.unlink()  # written before a commit that never happened
+                continue
+            covered |= group
+            parts[min(group)] = demos
+        missing = sorted(set(kept) - covered)
+        if not missing:
+            return parts
+        from arena.envs.registry import make_core
+
+        core = make_core(cfg.game, **cfg.game_kwargs)
+        try:
+            if not core.resimulates:
+                raise ArenaError(f"{len(missing)} imitation matches kept in the league have no demonstrations in "
+                                 f"{folder}, and {cfg.game} cannot be re-simulated from its replays: start the run "
+                                 "again in a new folder")
+        finally:
+            core.close()
+        runs: list[list[int]] = []
+        for i in missing:  # contiguous runs, each re-simulated in one call (numbered from its first index)
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        for run in runs:
+            parts[run[0]] = collect([kept[i] for i in run], players, self.spec, cfg.reward_scale,
+                                    targets=il.targets, label=il.label, workers=il.workers, first=run[0])
+        return parts
 
     def _commit_matches(self, results: list[MatchResult], names: dict[str, str], note: str, base: int,
                         kept: dict[int, tuple[Any, list[str]]]) -> None:
         """Imitation matches into the league, in one transaction, as rated matches with their replays
-        (the league's replays are the imitation data); each goes into `kept` by its index."""
-        from arena.league.protocols import Pairing as LeaguePairing
+        (kept for viewing and verifying); each goes into `kept` by its index. Their demonstrations (what
+        the chosen players saw) are written to the run folder first, so a restart that finds these
+        matches in the league finds their demonstrations too."""
+        from arena.trainers.policy.imitation import from_observed, save_demonstrations
 
-        commits, seated = [], []
-        with self.league.transaction():
-            for res in results:
-                seats = [names.get(a) or _slug(a) for a in res.agents]
-                row = self.league.begin(LeaguePairing(self.cfg.game, seats, list(res.agents), note),
-                                        status="running", source="external", seed=res.seed or 0, note=note)
-                commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
-                seated.append(seats)
-            self.league.commit_many(commits)
+        if not results:
+            return
+        folder, parts = self._recording
+        indices = [res.seed - base for res in results]
+        demos = from_observed(((i, res.returns, res.observed or []) for i, res in zip(indices, results)),
+                              self.spec, self.cfg.reward_scale)
+        save_demonstrations(folder / f"{min(indices):05d}-{max(indices):05d}.npz", demos, indices)
+        parts[min(indices)] = demos
+        seated = [[names.get(a) or _slug(a) for a in res.agents] for res in results]
+        self.session.record([PlayedMatch(seats, list(res.agents), res, note, note)
+                             for res, seats in zip(results, seated)])
         for res, seats in zip(results, seated):
             kept[res.seed - base] = (res.replay, seats)
 
@@ -460,30 +519,23 @@ class SCCTrainer(Trainer):
         self.actors.submit(pairings, self._nets(), seed=self.cfg.seed * 100_003 + it, version=version,
                            explore=self.cfg.explore)
 
-    def _roles(self, it: int) -> tuple[list[dict], list[dict]]:
-        """Snapshots and resets the role rules call for after iteration `it`'s updates (applied to the
-        learners now; recorded in the league after the checkpoint)."""
+    def _roles(self, it: int) -> tuple[list[Snapshot], list[dict]]:
+        """Snapshots and resets the league's role rules call for after iteration `it`'s updates (applied to
+        the learners now; recorded in the league after the checkpoint)."""
         from arena.inference.policy_nets import save_policy
-        from arena.league.roles import Member, after_update
 
         cfg = self.cfg
         snaps, events = [], []
-        members = self.league.members()
-        wr = self.league.win_rates(cfg.game)
         for e in cfg.learners:
-            prow = self.league.player(e.name)
-            state = prow.state or {}
-            me = Member(e.name, "learner", e.role, None)
-            steps_since = prow.steps - int(state.get("steps_at_snapshot", 0))
             due = bool(cfg.snapshot_every and it % cfg.snapshot_every == 0)
-            step = after_update(me, steps_since, members, wr, cfg.roles, self.rng, due=due)
+            step = self.session.role_step(e.name, self.rng, due=due)
             if not step.snapshot:
                 continue
 
-            n = int(state.get("snapshots", 0)) + len([s for s in snaps if s["parent"] == e.name]) + 1
+            n = self.session.snapshots_of(e.name) + 1
             folder = self.dir / "players" / "frozen" / f"{e.name}-it{it:05d}"
             save_policy(folder, self.learners[e.name].net, {"learner": e.name, "iteration": it, "role": e.role})
-            snaps.append({"parent": e.name, "spec": f"policy:{folder}", "name": f"{e.name}@{n}", "iteration": it})
+            snaps.append(Snapshot(e.name, f"policy:{folder}", f"{e.name}@{n}"))
             if step.reset:
                 source = step.branch_from
                 lrn = self.learners[e.name]
@@ -496,33 +548,18 @@ class SCCTrainer(Trainer):
                 events.append({"kind": "reset", "player": e.name, "branched_from": source, "iteration": it})
         return snaps, events
 
-    def _apply(self, bundle: dict) -> None:
-        """Write an iteration's effects into the league in ONE transaction (see the module docstring)."""
-        from arena.league.protocols import Pairing as LeaguePairing
-
-        league, it = self.league, bundle["iteration"]
-        if int(league.meta("scc_applied", -1)) >= it:
-            return
-        with league.transaction():
-            commits = []
-            for names, specs, why, note, res in bundle["matches"]:
-                row = self.league.begin(LeaguePairing(self.cfg.game, names, specs, why), status="running",
-                                        source="external", seed=res.seed or 0, note=note)
-                commits.append((row.match_id, self.league.attach_replay(row.match_id, res)))
-            self.league.commit_many(commits)
-            for name in self.learners:
-                league.update_player(name, spec=self._weights_spec(name, it), version=it)
-            if bundle["evaluated"]:
-                league.update_player(self.evaluator, spec=self._greedy_spec(it), version=it)
-            for s in bundle["snapshots"]:
-                league.add_snapshot(s["parent"], s["spec"], name=s["name"])
-            for ev in bundle["events"]:
-                league.add_event(ev["kind"], ev["player"], **{k: v for k, v in ev.items() if k not in ("kind", "player")})
-            league.set_meta("scc_applied", it)
+    def _bundle(self, it: int, matches: list[PlayedMatch], snapshots: list[Snapshot], events: list[dict],
+                evaluated: bool) -> Bundle:
+        """What iteration `it` gives the league: its matches, every learner's new weights (and the greedy
+        evaluation player's, after an evaluation), the snapshots and resets."""
+        players = {name: {"spec": self._weights_spec(name, it), "version": it} for name in self.learners}
+        if evaluated:
+            players[self.evaluator] = {"spec": self._greedy_spec(it), "version": it}
+        return Bundle(matches, players, snapshots, events)
 
     def _match_records(self, pairings: list[Pairing], results: list[MatchResult], note: str,
-                       specs_of: Callable[[Pairing], list[str]]) -> list:
-        return [(p.names, specs_of(p), p.why, note, r) for p, r in zip(pairings, results)]
+                       specs_of: Callable[[Pairing], list[str]]) -> list[PlayedMatch]:
+        return [PlayedMatch(p.names, specs_of(p), r, p.why, note) for p, r in zip(pairings, results)]
 
     def _seat_specs(self, it: int, greedy: bool = False) -> Callable[[Pairing], list[str]]:
         """The agent specs a match's seats are recorded with (`greedy`: the main's evaluation games)."""
@@ -578,11 +615,11 @@ class SCCTrainer(Trainer):
         from arena.trainers.policy.nashconv import nash_conv_of, net_policy_fn
 
         core = make_core(self.cfg.game, **self.cfg.game_kwargs)
-        game = getattr(core, "settings", {}).get("game")
+        game = core.settings.get("game")
         return nash_conv_of(game, net_policy_fn(self.learners[name].net), core.settings.get("params") or None)
 
     # -- checkpoints ---------------------------------------------------------------------------------
-    def save(self, folder: Path, it: int, bundle: dict | None = None) -> None:
+    def save(self, folder: Path, it: int, report: dict | None = None) -> None:
         from arena.inference.policy_nets import save_policy
 
         torch = _torch()
@@ -596,7 +633,7 @@ class SCCTrainer(Trainer):
             "magnets": {n: m.state_dict() for n, m in self.magnets.items()},
             "torch_rng": torch.get_rng_state(), "py_random": random.getstate(),
             "pairing_rng": self.rng.bit_generator.state, "config": asdict(self.cfg),
-            "bundle": bundle, "inflight": self._inflight,
+            "report": report, "inflight": self._inflight,
             # the metrics file up to this iteration's line, which comes after the league's transaction
             "metrics_size": self.metrics.size(),
         })
@@ -627,21 +664,35 @@ class SCCTrainer(Trainer):
         random.setstate(state["py_random"])
         self.rng.bit_generator.state = state["pairing_rng"]
         self._inflight = state.get("inflight")
-        bundle = state.get("bundle")
-        if bundle is not None:
-            self._apply(bundle)  # killed between the checkpoint and the league's transaction: applied now
-            if state.get("metrics_size") is not None and "metrics" in bundle:
-                # Killed before (or while) its metrics line was written: written again, once.
-                self.metrics.rewind(state["metrics_size"])
-                self._report(bundle)
+        state, report = self._legacy_state(state)
+        self.reapply(state)  # killed between the checkpoint and the league's transaction: applied now
+        if report is not None and state.get("metrics_size") is not None:
+            # Killed before (or while) its metrics line was written: written again, once.
+            self.metrics.rewind(state["metrics_size"])
+            self._report(report)
 
-    def _report(self, bundle: dict) -> None:
+    def _legacy_state(self, state: dict) -> tuple[dict, dict | None]:
+        """(state, its report) of a checkpoint, also of one written when the iteration's league effects
+        and its metrics rode together in one ``bundle`` dict."""
+        old = state.get("bundle")
+        if old is None or "league_bundle" in state:
+            return state, state.get("report")
+        it = old["iteration"]
+        players = {name: {"spec": self._weights_spec(name, it), "version": it} for name in self.learners}
+        if old["evaluated"]:
+            players[self.evaluator] = {"spec": self._greedy_spec(it), "version": it}
+        bundle = Bundle([PlayedMatch(n, s, r, why, note) for n, s, why, note, r in old["matches"]], players,
+                        [Snapshot(x["parent"], x["spec"], x["name"]) for x in old["snapshots"]], old["events"])
+        report = {k: old[k] for k in ("iteration", "metrics", "evaluated")} if "metrics" in old else None
+        return {**state, "league_bundle": bundle}, report
+
+    def _report(self, report: dict) -> None:
         """An iteration's metrics line and `best`, after its league transaction (and again on resume,
         over what a killed run wrote after its checkpoint)."""
-        if bundle["evaluated"]:
+        if report["evaluated"]:
             key = f"eval/win_rate/{_slug(self.cfg.eval.opponents[0])}"
-            self.track_best(bundle["iteration"], key, bundle["metrics"][key])
-        self.metrics.log(bundle["iteration"], **bundle["metrics"])
+            self.track_best(report["iteration"], key, report["metrics"][key])
+        self.metrics.log(report["iteration"], **report["metrics"])
 
     # -- the loop (`Trainer.run`: train to an iteration, resuming; progress; stop) -----------------------
     def on_phase(self, phase: Callable[[str, int, int], None] | None) -> None:
@@ -661,13 +712,10 @@ class SCCTrainer(Trainer):
         self._copy_magnets()
         self._attach_magnets()
         out, records = self.evaluate(0)
-        snaps = [] if cfg.il is None else [{"parent": self.main, "spec": f"policy:{self.dir / 'checkpoints' / 'il'}",
-                                             "name": IL_NAME, "iteration": 0}]
-        bundle = {"iteration": 0, "matches": records, "snapshots": snaps, "events": [], "metrics": out,
-                  "evaluated": True}
-        self.checkpoint(0, bundle=bundle)
-        self._apply(bundle)
-        self._report(bundle)
+        snaps = [] if cfg.il is None else [Snapshot(self.main, f"policy:{self.dir / 'checkpoints' / 'il'}", IL_NAME)]
+        report = {"iteration": 0, "metrics": out, "evaluated": True}
+        self.close_iteration(0, self._bundle(0, records, snaps, [], True), report=report)
+        self._report(report)
 
     def iterate(self, it: int, last: int) -> dict[str, float]:
         cfg = self.cfg
@@ -731,12 +779,10 @@ class SCCTrainer(Trainer):
         # The metrics line rides in the checkpoint: a run killed before it is written writes it on resume
         # (with the time to the checkpoint; a run that goes on counts the league's transaction too).
         line["time/iteration_s"] = time.perf_counter() - t0
-        bundle = {"iteration": it, "matches": records, "snapshots": snaps, "events": events, "metrics": line,
-                  "evaluated": evaluated}
-        self.checkpoint(it, bundle=bundle)
-        self._apply(bundle)
+        report = {"iteration": it, "metrics": line, "evaluated": evaluated}
+        self.close_iteration(it, self._bundle(it, records, snaps, events, evaluated), report=report)
         line["time/iteration_s"] = time.perf_counter() - t0
-        self._report(bundle)
+        self._report(report)
         return line
 
     def _resubmit(self, inflight: dict) -> None:
@@ -765,7 +811,8 @@ class SCCTrainer(Trainer):
         return {f"train/win_rate/{k}": float(np.mean(v)) for k, v in sorted(games.items())}
 
     def close(self) -> None:
-        """Stop the actors and learners, and close the league if this trainer opened it. A second call does nothing."""
+        """Stop the actors and learners, and close the league if this trainer opened it (the base's
+        session). A second call does nothing."""
         if getattr(self, "_closed", False):
             return
         self._closed = True
@@ -774,8 +821,6 @@ class SCCTrainer(Trainer):
             for lrn in self.learners.values():
                 lrn.close()
         finally:
-            if self.owns_league:
-                self.league.close()
             super().close()
 
 
@@ -824,11 +869,11 @@ def validate(cfg: SCCConfig) -> None:
         kind = "structured" if spec.action is not None else spec.action_kind
         raise ConfigError(f"magnet.kind: uniform needs one discrete action per move; {cfg.game} has {kind} moves "
                           "(use imitation or copy)")
-    if cfg.eval.tactics and (core.source != "openspiel" or not getattr(core, "perfect_information", False)
+    if cfg.eval.tactics and (core.source != "openspiel" or not core.perfect_information
                              or len(core.players) != 2):
         raise ConfigError(f"eval.tactics: the tactics probe is for two-player perfect-information OpenSpiel games; "
                           f"{cfg.game} is not (remove eval.tactics)")
-    if cfg.eval.nash_conv and (core.source != "openspiel" or getattr(core, "perfect_information", True)):
+    if cfg.eval.nash_conv and (core.source != "openspiel" or core.perfect_information):
         raise ConfigError(f"eval.nash_conv: {cfg.game} is not an OpenSpiel game of imperfect information "
                           "(NashConv is computed exactly for small poker games such as kuhn_poker and leduc_poker)")
     if cfg.il is not None and cfg.il.label is not None:
@@ -847,5 +892,13 @@ def validate(cfg: SCCConfig) -> None:
         if cfg.il.league and not (Path(cfg.il.league) / LEAGUE_DB).exists():
             raise ConfigError(f"il.league: no league in {cfg.il.league} (no {LEAGUE_DB}); give the folder of a league "
                               "(`arena league run CONFIG --dir FOLDER`) whose replays are to be imitated")
-        if not cfg.il.matches and not cfg.il.league:
-            raise ConfigError("il: give il.matches > 0 (teacher matches) or il.league (a league folder to imitate)")
+        if cfg.il.sc2_replays:
+            from arena.trainers.policy.imitation import sc2_replay_files
+
+            try:
+                sc2_replay_files(cfg.game, cfg.il.sc2_replays)
+            except ArenaError as e:
+                raise ConfigError(str(e)) from None
+        if not cfg.il.matches and not cfg.il.league and not cfg.il.sc2_replays:
+            raise ConfigError("il: give il.matches > 0 (teacher matches), il.league (a league folder to imitate) or "
+                              "il.sc2_replays (a folder of .SC2Replay files)")
