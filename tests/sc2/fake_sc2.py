@@ -32,6 +32,24 @@ process connects there and forwards its player's requests (JSON lines, protobufs
 The world steps in lockstep: a step returns once every joined agent has asked for that loop.
 A player that leaves (or whose process disconnects) before the end loses.
 
+Replays. ``save_replay`` answers with the stand-in's own replay format (`REPLAY_MAGIC`, then one
+JSON object, `read_replay`): the map, the world's seed and episode, the switches that change the world
+(below), each player's setup and interface options, every action each player sent with its game
+loop, the last loop and the results -- all it needs to play the game again, since its world is
+deterministic given those. ``replay_info`` reads that header (map, players and results, game loops,
+game version and build); ``start_replay`` (``replay_data`` or ``replay_path``, ``observed_player_id``,
+``options``) builds the world again and ``step`` / ``observation`` play it on: each loop's recorded
+actions are applied as they were, and the observed player sees what it saw, with the interface
+options of the request, its own actions of the interval in ``ResponseObservation.actions`` (the
+raw unit commands as sent, stamped with their game loop) and its refused ones in
+``action_errors``; at the last recorded loop the replay ends (``player_result``: the recorded
+results, Undecided where the game had not ended). The real game differs: its replays are MPQ
+archives of the players' commands that only the build that wrote them plays, it reports the
+commands it executed (not the requests, so no empty no-op actions, and a person's selections and
+camera moves as well), and ``disable_fog``, ``realtime`` and observer actions are its own; the
+stand-in reads only its own replays (anything else is ``InvalidReplayData``) and takes no actions
+in a replay.
+
 Environment variables for tests:
 
 * ``FAKE_SC2_DIE_AT_LOOP=N``: the process exits (code 3) without answering the step that reaches
@@ -48,6 +66,7 @@ Every launch appends a JSON line (pid, argv, start time) to ``<dataDir>/fake_sc2
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import math
@@ -73,6 +92,9 @@ MINI_GAMES = ("BuildMarines", "CollectMineralsAndGas", "CollectMineralShards", "
               "DefeatZerglingsAndBanelings", "FindAndDefeatZerglings", "MoveToBeacon")
 #: Two-player maps `make_sc2path` creates (placeholder bytes): a melee map and a ladder map.
 TWO_PLAYER_MAPS = ("Melee/Simple64.SC2Map", "Ladder2017Season4/AbyssalReefLE.SC2Map")
+#: The stand-in's replay files: this line, then one JSON object (`World.replay`, `read_replay`).
+REPLAY_MAGIC = b"FAKE-SC2Replay\n"
+REPLAY_FORMAT = 2
 
 MAP_SIZE = 64
 MARINE, BEACON = 48, 317
@@ -273,6 +295,8 @@ class World:
         self.bot_passive = os.environ.get("FAKE_SC2_BOT_PASSIVE") == "1"
         self.reject = env_int("FAKE_SC2_REJECT_ABILITY")
         self.episode = 0
+        #: In a replay (`from_replay`): the recorded game's final loop, results and actions by loop.
+        self.replaying: dict | None = None
         self.reset()
 
     # -- set-up
@@ -285,6 +309,8 @@ class World:
             self.rng = random.Random(self.seed + self.episode)
             self.loop, self.units, self.next_tag = 0, {}, 1
             self.results: dict[int, int] = {}
+            #: Every action a player sent this episode, in order: (game loop, player id, the Action's bytes).
+            self.log: list[tuple[int, int, bytes]] = []
             for p in self.players.values():
                 p.reset()
                 p.left = False
@@ -328,9 +354,19 @@ class World:
         return bool(self.results)
 
     def status(self) -> int:
-        return Status.ended if self.ended else Status.in_game
+        return Status.ended if self.ended else Status.in_replay if self.replaying else Status.in_game
 
     # -- requests
+    def seen_by(self, pid: int) -> Player:
+        """Player `pid` as its observations show it: in a replay, with the replay's interface options
+        (its recorded actions keep the options it played with)."""
+        me = self.players[pid]
+        if not self.replaying or self.replaying["options"] is me.options:
+            return me
+        view = copy.copy(me)
+        view.options = self.replaying["options"]
+        return view
+
     def game_info(self, pid: int) -> sc_pb.ResponseGameInfo:
         with self.cond:
             info = sc_pb.ResponseGameInfo(map_name=self.map_name, local_map_path=self.map_path)
@@ -356,13 +392,17 @@ class World:
             if not self.mini_game:
                 for x in (26.5, 37.5):
                     sr.start_locations.add(x=x, y=32.5)
-            info.options.CopyFrom(self.players[pid].options)
+            info.options.CopyFrom(self.seen_by(pid).options)
             return info
 
     def act(self, pid: int, request: sc_pb.RequestAction) -> sc_pb.ResponseAction:
         with self.cond:
             out = sc_pb.ResponseAction()
+            if self.replaying:
+                raise GameError("a replay takes no actions")
             for action in request.actions:
+                if not self.ended:
+                    self.log.append((self.loop, pid, action.SerializeToString()))
                 result = OK if self.ended else self.apply(pid, action)
                 out.result.append(result)
             return out
@@ -396,11 +436,67 @@ class World:
             self.cond.notify_all()
 
     def replay(self) -> bytes:
+        """The stand-in's replay file (`REPLAY_MAGIC`, then one JSON object: see `read_replay`)."""
         with self.cond:
-            summary = {"map": self.map_path, "loop": self.loop, "seed": self.seed, "episode": self.episode,
+            if self.replaying:
+                raise GameError("save_replay is for a game, not a replay")
+            summary = {"format": REPLAY_FORMAT, "map": self.map_path, "loop": self.loop, "seed": self.seed,
+                       "episode": self.episode, "game_version": GAME_VERSION, "base_build": BASE_BUILD,
+                       "data_version": DATA_VERSION,
                        "players": [[p.pid, sc_pb.PlayerType.Name(p.type), p.name] for p in self.players.values()],
+                       "setup": [{"id": p.pid, "type": int(p.type), "race": int(p.race), "difficulty": int(p.difficulty),
+                                  "ai_build": int(p.ai_build),
+                                  "options": _b64(p.options.SerializeToString()) if p.options is not None else None}
+                                 for p in self.players.values()],
+                       "settings": {"episode_loops": self.episode_loops, "bot_passive": self.bot_passive,
+                                    "reject": self.reject},
+                       "actions": [[loop, pid, _b64(data)] for loop, pid, data in self.log],
                        "results": {str(k): sc_pb.Result.Name(v) for k, v in self.results.items()}}
-            return b"FAKE-SC2Replay\n" + json.dumps(summary, sort_keys=True).encode()
+            return REPLAY_MAGIC + json.dumps(summary, sort_keys=True).encode()
+
+    # -- replays: the recorded game played again from its seed and its players' actions
+    @classmethod
+    def from_replay(cls, record: dict, observed: int, options: sc_pb.InterfaceOptions) -> World:
+        """The world of a replay `record` (`read_replay`) at its first loop, seen by player `observed`
+        with the interface `options`; `replay_step` plays it on."""
+        create = sc_pb.RequestCreateGame(random_seed=record["seed"])
+        for p in record["setup"]:
+            setup = create.player_setup.add(type=p["type"], race=p["race"])
+            if p["type"] == sc_pb.Computer:
+                setup.difficulty, setup.ai_build = p["difficulty"], p["ai_build"]
+        world = cls(create, record["map"])
+        settings = record["settings"]
+        world.episode_loops, world.bot_passive, world.reject = (settings["episode_loops"], settings["bot_passive"],
+                                                                settings["reject"])
+        world.episode = record["episode"] - 1
+        world.reset()
+        by_loop: dict[int, list] = {}
+        for loop, pid, data in record["actions"]:
+            by_loop.setdefault(loop, []).append((pid, sc_pb.Action.FromString(base64.b64decode(data))))
+        names = {pid: name for pid, _, name in record["players"]}
+        for p, setup in zip(world.players.values(), record["setup"]):
+            p.joined, p.name = True, names.get(p.pid, "")
+            recorded = setup.get("options")
+            p.options = sc_pb.InterfaceOptions.FromString(base64.b64decode(recorded)) if recorded else options
+        world.replaying = {"final": record["loop"], "actions": by_loop, "observed": observed, "options": options,
+                           "results": {int(k): sc_pb.Result.Value(v) for k, v in record["results"].items()}}
+        return world
+
+    def replay_step(self, count: int) -> int:
+        """Play the replay on `count` loops: each loop's recorded actions (each by the player who sent
+        it, under the interface it played with), then the loop; at the recording's last loop the
+        replay ends (with the recorded results, or Undecided where the game had not ended)."""
+        with self.cond:
+            r = self.replaying
+            for _ in range(max(1, count)):
+                if self.ended or self.loop >= r["final"]:
+                    break
+                for pid, action in r["actions"].get(self.loop, ()):
+                    self.apply(pid, action)
+                self.tick()
+            if self.loop >= r["final"] and not self.results:
+                self.results = dict(r["results"]) or {pid: sc_pb.Undecided for pid in self.players}
+            return self.loop
 
     # -- actions
     def apply(self, pid: int, action: sc_pb.Action) -> int:
@@ -627,11 +723,12 @@ class World:
     # -- observation
     def observe(self, pid: int, request: sc_pb.RequestObservation) -> sc_pb.ResponseObservation:
         with self.cond:
-            me = self.players[pid]
+            me = self.seen_by(pid)
             res = sc_pb.ResponseObservation()
             res.actions.extend(me.actions)
             res.action_errors.extend(me.errors)
-            me.actions, me.errors = [], []
+            me.actions.clear()  # (lists shared with `seen_by`'s view)
+            me.errors.clear()
             obs = res.observation
             obs.game_loop = self.loop
             own = self.own(pid)
@@ -656,7 +753,7 @@ class World:
             for u in sorted(self.units.values(), key=lambda u: u.tag):
                 raw.units.append(self.unit_proto(me, u))
             raw.event.dead_units.extend(me.dead)
-            me.dead = []
+            me.dead.clear()
             if len(me.selected) == 1:
                 u = self.units[me.selected[0]]
                 obs.ui_data.single.unit.CopyFrom(ui_pb2.UnitInfo(unit_type=u.unit_type, player_relative=1,
@@ -772,7 +869,7 @@ class LocalSession:
         elif op == "act":
             out = w.act(self.pid, sc_pb.RequestAction.FromString(data)).SerializeToString()
         elif op == "step":
-            out = str(w.step(self.pid, count)).encode()
+            out = str(w.replay_step(count) if w.replaying else w.step(self.pid, count)).encode()
         elif op == "leave":
             w.leave(self.pid)
             if self.on_leave:
@@ -1106,6 +1203,78 @@ class Game:
     def on_save_replay(self, req, res):
         res.save_replay.data = self.call("replay")
 
+    def replay_record(self, req, errors) -> dict | None:
+        """The replay a `RequestReplayInfo` / `RequestStartReplay` names (its bytes, or a path: absolute
+        or under ``Replays/``), read; None with the response's error set."""
+        data = req.replay_data
+        if not data:
+            if not req.replay_path:
+                self.replay_error = (errors.MissingReplay, "no replay_data or replay_path")
+                return None
+            path = Path(req.replay_path)
+            path = path if path.is_absolute() else self.data_dir / "Replays" / path
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                self.replay_error = (errors.InvalidReplayPath, f"cannot read {path}: {e.strerror}")
+                return None
+        try:
+            return read_replay(data)
+        except ValueError as e:
+            self.replay_error = (errors.InvalidReplayData, str(e))
+            return None
+
+    def on_replay_info(self, req, res):
+        info = res.replay_info
+        info.SetInParent()
+        record = self.replay_record(req, sc_pb.ResponseReplayInfo)
+        if record is None:
+            info.error, info.error_details = self.replay_error
+            return
+        info.map_name, info.local_map_path = Path(record["map"]).stem, record["map"]
+        info.game_duration_loops = record["loop"]
+        info.game_duration_seconds = record["loop"] / 22.4
+        info.game_version, info.data_version = record["game_version"], record["data_version"]
+        info.data_build = info.base_build = record["base_build"]
+        results = record["results"]
+        names = {pid: name for pid, _, name in record["players"]}
+        for p in record["setup"]:
+            extra = info.player_info.add()
+            pi = extra.player_info
+            pi.player_id, pi.type, pi.race_requested = p["id"], p["type"], p["race"]
+            pi.race_actual = p["race"] if p["race"] != common.Random else common.Terran
+            if p["type"] == sc_pb.Computer:
+                pi.difficulty = p["difficulty"]
+            else:
+                pi.player_name = names.get(p["id"], "")
+            extra.player_result.player_id = p["id"]
+            extra.player_result.result = sc_pb.Result.Value(results.get(str(p["id"]), "Undecided"))
+
+    def on_start_replay(self, req, res):
+        res.start_replay.SetInParent()
+        err = sc_pb.ResponseStartReplay
+        record = self.replay_record(req, err)
+        if record is None:
+            res.start_replay.error, res.start_replay.error_details = self.replay_error
+            return
+        if not req.HasField("options"):
+            res.start_replay.error = err.MissingOptions
+            return
+        path = record["map"]
+        if not (req.map_data or (self.data_dir / "Maps" / path).is_file() or (os.path.isabs(path) and os.path.isfile(path))):
+            res.start_replay.error, res.start_replay.error_details = err.InvalidMapData, f"map not found: {path!r}"
+            return
+        players = [p["id"] for p in record["setup"] if p["type"] == sc_pb.Participant]
+        observed = req.observed_player_id or players[0]
+        if observed not in players:
+            res.start_replay.error = err.InvalidObservedPlayerId
+            res.start_replay.error_details = f"player {observed} did not play in this replay (players {players})"
+            return
+        self.end_session()
+        self.world = World.from_replay(record, observed, req.options)
+        self.session = LocalSession(self.world, observed)
+        self.status = Status.in_replay
+
     def on_data(self, req, res):
         res.data.SetInParent()
 
@@ -1127,6 +1296,23 @@ class Game:
             self.session.close()
         self.session, self.world = None, None
         self.status = Status.launched
+
+
+def read_replay(data: bytes) -> dict:
+    """A replay this stand-in wrote (`World.replay`), as its JSON object: ``map`` (the map's path),
+    ``seed`` and ``episode`` (the world's random state), ``settings`` (the switches that change the
+    world), ``setup`` (each player's type, race, AI level and interface options), ``actions`` (every
+    action a player sent: game loop, player id, the ``Action`` protobuf in base64), ``loop`` (the last
+    game loop), ``results``, and the game's version. A `ValueError` for anything else."""
+    if not data.startswith(REPLAY_MAGIC):
+        raise ValueError("not a replay of this game (the stand-in reads only the replays it wrote)")
+    try:
+        record = json.loads(data[len(REPLAY_MAGIC):])
+    except ValueError as e:
+        raise ValueError(f"a damaged replay: {e}") from None
+    if not isinstance(record, dict) or record.get("format") != REPLAY_FORMAT:
+        raise ValueError(f"a replay of another format (this stand-in reads format {REPLAY_FORMAT})")
+    return record
 
 
 class _Die(Exception):

@@ -63,7 +63,10 @@ re-queues it; a worker process lives on).
 **Replays.** At the end of a match the game's own replay (``.SC2Replay``) is saved and handed to the
 match's result (`attachments`): written beside the arena's replay as ``<match id>.SC2Replay``. The
 game's version, base build and data version (from its ``ping``) go into ``engine`` in the replay's
-header. An arena replay of a StarCraft match cannot be re-simulated (`replay verify` says why).
+header. An arena replay of a StarCraft match cannot be re-simulated (`replay verify` says why). The
+game's own replays are read back through its replay observer (`arena.envs.sc2.replay_observer`, for
+imitation), into the views a seat sees (`SC2Core.view`) and the moves of the action model
+(`SC2Core.move_of`, the inverse of `function_call`).
 """
 
 from __future__ import annotations
@@ -477,6 +480,41 @@ def function_call(cfg: SC2Config, fn: Any, move: dict, rows: np.ndarray | None, 
     return a.FunctionCall(fn.id, args)
 
 
+def move_of(cfg: SC2Config, fns: list[Any], call: Any, rows: np.ndarray, raw_resolution: int) -> dict | None:
+    """`function_call` backwards, raw interface: the move that sends pysc2's `call` (a `FunctionCall`
+    whose ``unit_tags`` / ``target_unit_tag`` are rows of the observation's raw_units, as pysc2's
+    `reverse_raw_action` gives them; ``world`` in raw coordinates), or None where the action model
+    cannot say it: a function not in `fns`, a unit outside the entity slots (`rows`), a queued order
+    without the ``queued`` setting. A location is the minimap cell holding the point."""
+    ids = [int(f.id) for f in fns]
+    if int(call.function) not in ids:
+        return None
+    k = ids.index(int(call.function))
+    fn, move = fns[k], {"type": k}
+    slot = {int(r): i for i, r in enumerate(rows)}
+    for name, arg in zip(_arg_names(fn), call.arguments):
+        if name == "queued":
+            if cfg.queued:
+                move["queued"] = int(bool(arg[0]))
+            elif arg[0]:
+                return None
+        elif name == "unit_tags":
+            units = [slot.get(int(u)) for u in arg]
+            if not units or None in units:
+                return None
+            move["units"] = units
+        elif name == "target_unit_tag":
+            target = slot.get(int(arg[0]))
+            if target is None:
+                return None
+            move["target"] = target
+        elif name == "world":
+            x, y = (float(v) for v in arg)
+            scale, m = raw_resolution / cfg.minimap, cfg.minimap
+            move["location"] = [min(m - 1, max(0, int(y // scale))), min(m - 1, max(0, int(x // scale)))]
+    return move
+
+
 # -- the core --------------------------------------------------------------------------------------
 class SC2Core(GameCore):
     """One StarCraft II match through pysc2's `SC2Env` (see the module docstring)."""
@@ -548,11 +586,11 @@ class SC2Core(GameCore):
             raise ArenaError(f"pysc2 knows no map {self.cfg.map!r}") from None
 
     def _launch(self, seed: int | None) -> None:
-        from arena.envs.sc2._pysc2 import features, sc2_env
+        from arena.envs.sc2._pysc2 import sc2_env
 
         cfg = self.cfg
         check_install()  # before pysc2 is imported (it logs a warning on import): a missing game is one line
-        env_mod, feat = sc2_env(), features()
+        env_mod = sc2_env()
         self._functions()
         check_install(self._map_path())
         players = []
@@ -563,13 +601,7 @@ class SC2Core(GameCore):
                 race, difficulty, build = bot
                 players.append(env_mod.Bot(env_mod.Race[race], env_mod.Difficulty[difficulty],
                                            env_mod.BotBuild[build]))
-        if cfg.interface == "raw":
-            aif = feat.AgentInterfaceFormat(feature_dimensions=feat.Dimensions(screen=cfg.screen, minimap=cfg.minimap),
-                                            use_raw_units=True, use_raw_actions=True, raw_resolution=self.raw_resolution,
-                                            action_space=feat.ActionSpace.RAW)
-        else:
-            aif = feat.AgentInterfaceFormat(feature_dimensions=feat.Dimensions(screen=cfg.screen, minimap=cfg.minimap),
-                                            action_space=feat.ActionSpace.FEATURES)
+        aif = self.interface_format()
         kwargs: dict[str, Any] = {}
         if cfg.max_steps:
             kwargs["game_steps_per_episode"] = cfg.max_steps * cfg.step_mul
@@ -594,6 +626,17 @@ class SC2Core(GameCore):
                            "sc2_base_build": int(ping.base_build), "sc2_data_version": str(ping.data_version)}
         except Exception:
             pass
+
+    def interface_format(self) -> Any:
+        """pysc2's `AgentInterfaceFormat` of the seats (a match's, and a replay observer's: the same views)."""
+        from arena.envs.sc2._pysc2 import features
+
+        cfg, feat = self.cfg, features()
+        dims = feat.Dimensions(screen=cfg.screen, minimap=cfg.minimap)
+        if cfg.interface == "raw":
+            return feat.AgentInterfaceFormat(feature_dimensions=dims, use_raw_units=True, use_raw_actions=True,
+                                             raw_resolution=self.raw_resolution, action_space=feat.ActionSpace.RAW)
+        return feat.AgentInterfaceFormat(feature_dimensions=dims, action_space=feat.ActionSpace.FEATURES)
 
     @property
     def raw_resolution(self) -> int:
@@ -668,10 +711,15 @@ class SC2Core(GameCore):
         self._views = [None] * len(self.agent_seats)
 
     def _build_view(self, k: int) -> Any:
-        obs = self._ts[k].observation
+        return self.view(self._ts[k].observation, self._t)
+
+    def view(self, obs: Any, step: int) -> Any:
+        """A seat's view of pysc2's observation `obs` at `step` (a `RawView`, or the feature-layer arrays):
+        what `observation` hands out, here from a match and in `arena.envs.sc2.replay_observer` from a
+        replay."""
         if self.cfg.interface == "raw":
-            return RawView(self.cfg, obs, self._t, self.cfg.max_steps, self.raw_resolution)
-        return feature_arrays(self.cfg, obs, self._t, self.cfg.max_steps, [int(f.id) for f in self._functions()])
+            return RawView(self.cfg, obs, step, self.cfg.max_steps, self.raw_resolution)
+        return feature_arrays(self.cfg, obs, step, self.cfg.max_steps, [int(f.id) for f in self._functions()])
 
     # -- turns ---------------------------------------------------------------------------------------
     def current_player(self) -> int:
@@ -714,6 +762,11 @@ class SC2Core(GameCore):
         fn = self._functions()[int(move["type"])]
         rows = self._view_of(p).rows if self.cfg.interface == "raw" else None
         return function_call(self.cfg, fn, move, rows, self.raw_resolution)
+
+    def move_of(self, call: Any, view: RawView) -> dict | None:
+        """The move whose `function_call` is pysc2's `call` (raw interface, its unit arguments rows of the
+        observation `view` was built from), or None where the action model cannot say it (`move_of`)."""
+        return move_of(self.cfg, self._functions(), call, view.rows, self.raw_resolution)
 
     def apply_joint(self, actions: dict[int, Any]) -> dict[int, str]:
         if self._env is None:  # not a crash: there is no game to send the orders to
