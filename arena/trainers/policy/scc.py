@@ -66,6 +66,8 @@ from arena.trainers.policy.learner import PolicyLearner, UniformMagnet
 from arena.trainers.policy.make import make_policy_learner
 
 IL_NAME = "main@il"
+#: Teacher matches committed to the league (and their demonstrations written) this many at a time.
+COMMIT_GROUP = 32
 #: The league player of the main's greedy evaluation games: ``<main>`` and this (its spec plays greedily,
 #: so a person who plays it, ``arena play GAME --vs RUN:main.greedy``, meets what the evaluations measured).
 GREEDY_SUFFIX = ".greedy"
@@ -355,8 +357,9 @@ class SCCTrainer(Trainer):
         seat) in them, from what those players saw as they played (``MatchResult.observed``), match i's
         numbered ``first + i`` (None: they never moved).
 
-        Each match is committed (rated, its replay kept) as soon as it and every match before it are
-        played, its group's demonstrations written to the run folder first (`_commit_matches`): a run
+        The matches are committed (rated, their replays kept) in match order, `COMMIT_GROUP` at a time
+        once they and every match before them are played, each group's demonstrations written to the
+        run folder first (`_commit_matches`): a run
         stopped part-way keeps them, and the next start reads both back (by `note` and seed; the
         demonstrations from ``demonstrations/<note>/``) and plays only the rest, each with the seed and
         seats it has among all `n`, so the league and the demonstrations are those of a run that never
@@ -378,16 +381,20 @@ class SCCTrainer(Trainer):
         order = iter(todo)
         nxt = [next(order, None)]
 
+        ready: list[MatchResult] = []
+
         def played(res: MatchResult) -> None:
             waiting[res.seed - base] = res
-            ready = []
             while nxt[0] is not None and nxt[0] in waiting:
                 ready.append(waiting.pop(nxt[0]))
                 nxt[0] = next(order, None)
-            if ready:
-                self._commit_matches(ready, names, note, base, kept)
-            if phase is not None and (len(kept) % 20 == 0 or len(kept) == n):
-                phase(label, len(kept), n)
+            # in groups (one transaction and one demonstrations file each): a kill loses at most a group,
+            # which the next start plays again
+            if ready and (len(ready) >= COMMIT_GROUP or nxt[0] is None):
+                self._commit_matches(list(ready), names, note, base, kept)
+                ready.clear()
+                if phase is not None:
+                    phase(label, len(kept), n)
 
         if phase is not None:
             phase(label, len(kept), n)

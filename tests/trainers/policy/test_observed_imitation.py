@@ -74,12 +74,15 @@ def test_teacher_matches_are_never_resimulated(whole, tmp_path, monkeypatch):
     demos = demonstrations_of(config(), tmp_path / "run", monkeypatch)
     assert_same(demos, whole)
     assert demos.probs is not None and len(np.unique(demos.match)) == 12  # the labeller answered every move
-    assert sorted(p.name for p in (tmp_path / "run" / "demonstrations" / "imitation").glob("*.npz"))[0] == \
-        "00000-00000.npz"
+    # the 12 matches are one commit group: one file
+    assert sorted(p.name for p in (tmp_path / "run" / "demonstrations" / "imitation").glob("*.npz")) == \
+        ["00000-00011.npz"]
 
 
 def killed_after(cfg, folder, monkeypatch, k: int) -> None:
-    """Run until `k` teacher matches are committed, and die there (a kill -9)."""
+    """Run until `k` teacher matches are committed, one a group, and die there (a kill -9)."""
+    from arena.trainers.policy import scc
+
     real = SCCTrainer._commit_matches
 
     def commit_then_die(self, results, names, note, base, kept):
@@ -89,6 +92,7 @@ def killed_after(cfg, folder, monkeypatch, k: int) -> None:
 
     with monkeypatch.context() as m:
         m.setattr(SCCTrainer, "_commit_matches", commit_then_die)
+        m.setattr(scc, "COMMIT_GROUP", 1)  # the resumed run commits in the default groups: the same demonstrations
         t = SCCTrainer(cfg, folder)
         try:
             with pytest.raises(Killed):
