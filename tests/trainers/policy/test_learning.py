@@ -200,3 +200,21 @@ def test_leduc_nash_conv_below_random(tmp_path):
     # magnet keeps it (measured 0.098 at iteration 60, 0.062-0.098 on the way): docs/policy.md
     assert at_il <= 0.1 and after <= 0.1 and random_nc > 4.7, curve
     assert t.iteration == t.cfg.iterations
+
+
+@pytest.mark.recipe
+@pytest.mark.xfail(reason="goal not met yet: over seeds 0, 1, 2 the shipped config's RL ends at 0.098 / 0.089 / 0.155 "
+                          "from its imitation's 0.062 / 0.111 / 0.109 (docs/learning.md, 'Leduc with the CFR+ "
+                          "imitation')", strict=False)
+def test_leduc_rl_lowers_nash_conv_below_its_imitation_over_three_seeds(tmp_path):
+    """The goal: RL ends below its own imitation checkpoint's NashConv on every seed, by more than the
+    seeds' spread at imitation."""
+    ends = []
+    for seed in (0, 1, 2):
+        _train(CONFIGS / "scc_leduc.yaml", tmp_path / f"s{seed}", seed=seed)
+        rows = [json.loads(x) for x in (tmp_path / f"s{seed}" / "metrics.jsonl").read_text().splitlines()]
+        curve = [r["eval/nash_conv"] for r in rows if "eval/nash_conv" in r]
+        ends.append((curve[0], curve[-1]))
+    print(f"leduc NashConv (imitation, after RL) by seed: {ends}")
+    spread = max(a for a, _ in ends) - min(a for a, _ in ends)
+    assert all(after < at_il - spread for at_il, after in ends), ends
