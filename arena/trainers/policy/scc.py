@@ -359,7 +359,7 @@ class SCCTrainer(Trainer):
 
         The matches are committed (rated, their replays kept) in match order, `COMMIT_GROUP` at a time
         once they and every match before them are played, each group's demonstrations written to the
-        run folder first (`_commit_matches`): a run
+        run folder first (`_commit_matches`; a stop by Ctrl-C commits the group in hand): a run
         stopped part-way keeps them, and the next start reads both back (by `note` and seed; the
         demonstrations from ``demonstrations/<note>/``) and plays only the rest, each with the seed and
         seats it has among all `n`, so the league and the demonstrations are those of a run that never
@@ -403,6 +403,10 @@ class SCCTrainer(Trainer):
             play_matches(cfg.game, specs, n, seed=base, workers=il.workers, record="actions",
                          game_kwargs=cfg.game_kwargs, on_result=played, only=todo, observe=observe,
                          ask=asks(self.spec, il.targets, il.label))
+        except KeyboardInterrupt:  # a person's stop keeps every match played in order so far
+            if ready:
+                self._commit_matches(list(ready), names, note, base, kept)
+            raise
         finally:
             self._recording = None
         found = [parts[i] for i in sorted(parts) if parts[i] is not None]
