@@ -420,8 +420,9 @@ class LeagueData:
 
     def payoff(self, game: str = OVERALL) -> dict:
         def compute():
+            version = self.version()  # as the leaderboard's: a page served this table a computation behind asks again
             d = payoff_data(self.store, game)
-            return {"game": game, "players": d.players, "kind": d.kind,
+            return {"game": game, "version": version, "players": d.players, "kind": d.kind,
                     "mean_payoff": None if d.mean_payoff is None else
                     [[_num(x) for x in row] for row in d.mean_payoff.tolist()],
                     "win_rate": [[_num(x) for x in row] for row in d.win_rate.tolist()],
@@ -436,10 +437,11 @@ class LeagueData:
 
     def _history(self, game: str, top: int) -> dict:
         s = self.store
+        version = self.version()
         elo = s.elo(game)
         players = sorted(elo, key=lambda p: (-elo[p], p))[:max(0, top)]
         if not players:
-            return {"game": game, "players": [], "series": {}}
+            return {"game": game, "version": version, "players": [], "series": {}}
         rows = s.rating_history(game, players)
         series: dict[str, list] = {p: [] for p in players}
         for seq, p, e, mu, sigma in rows:
@@ -448,7 +450,7 @@ class LeagueData:
             if len(pts) > HISTORY_POINTS:
                 step = len(pts) / HISTORY_POINTS
                 series[p] = [pts[int(i * step)] for i in range(HISTORY_POINTS - 1)] + [pts[-1]]
-        return {"game": game, "players": players, "series": series}
+        return {"game": game, "version": version, "players": players, "series": series}
 
     # -- matches ------------------------------------------------------------------------------
     def _has_wide(self) -> bool:

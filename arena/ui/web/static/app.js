@@ -77,7 +77,8 @@
       const [b, p, h] = await Promise.all([api(`/api/players?game=${encodeURIComponent(game)}&sort=${sort}`),
         api(`/api/payoff?game=${encodeURIComponent(game)}`).catch(() => null),
         api(`/api/history?game=${encodeURIComponent(game)}`).catch(() => null)]);
-      if (b.version && lastVersion !== null && JSON.stringify(b.version) !== lastVersion) behind = true;
+      // any of the three served a computation behind: ask again at the next poll
+      if (lastVersion !== null && [b, p, h].some(x => x && x.version && JSON.stringify(x.version) !== lastVersion)) behind = true;
       $("board-title").textContent = `Leaderboard: ${b.label}`;
       $("summary").textContent = `${b.rows.length} players`;
       const t = clear($("board"));
