@@ -158,9 +158,10 @@ class SCCTrainer(Trainer):
         on each restart: they are active again, as in a run that never stopped)."""
         cfg = self.cfg
         teachers = set() if cfg.il is None or not cfg.il.matches else {_slug(s) for s in cfg.il.teachers} - configured
-        mine = {p.name for p in self.session.players() if (p.kind == "learner" and p.name in self.learners)
+        rows = self.session.players()
+        mine = {p.name for p in rows if (p.kind == "learner" and p.name in self.learners)
                 or (p.kind == "historical" and p.parent in self.learners)}
-        fixed = {p.name for p in self.session.players() if p.kind == "fixed" and p.name in teachers}
+        fixed = {p.name for p in rows if p.kind == "fixed" and p.name in teachers}
         self.session.claim(mine | fixed, reactivate=fixed)
 
 
@@ -688,12 +689,9 @@ class SCCTrainer(Trainer):
         old = state.get("bundle")
         if old is None or "league_bundle" in state:
             return state, state.get("report")
-        it = old["iteration"]
-        players = {name: {"spec": self._weights_spec(name, it), "version": it} for name in self.learners}
-        if old["evaluated"]:
-            players[self.evaluator] = {"spec": self._greedy_spec(it), "version": it}
-        bundle = Bundle([PlayedMatch(n, s, r, why, note) for n, s, why, note, r in old["matches"]], players,
-                        [Snapshot(x["parent"], x["spec"], x["name"]) for x in old["snapshots"]], old["events"])
+        bundle = self._bundle(old["iteration"], [PlayedMatch(n, s, r, why, note) for n, s, why, note, r in old["matches"]],
+                              [Snapshot(x["parent"], x["spec"], x["name"]) for x in old["snapshots"]], old["events"],
+                              old["evaluated"])
         report = {k: old[k] for k in ("iteration", "metrics", "evaluated")} if "metrics" in old else None
         return {**state, "league_bundle": bundle}, report
 
