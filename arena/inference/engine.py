@@ -50,6 +50,7 @@ import queue
 import re
 import shutil
 import sys
+import subprocess
 import tempfile
 import threading
 import time
@@ -587,7 +588,6 @@ class VLLMEngine:
     # -- the worker process ------------------------------------------------------------------------
     def _start(self) -> dict:
         import secrets
-        import subprocess
         from multiprocessing.connection import Client
 
         from arena.inference import vllm_worker
@@ -648,6 +648,17 @@ class VLLMEngine:
         errors = raised or [ln for ln in lines if "Error" in ln or "error" in ln]
         return " ".join((errors or lines or ["no output"])[-1].split())[:300]
 
+    def _exit_code(self, wait_s: float = 5.0) -> int | None:
+        """The worker's exit code once its connection broke. The kernel closes a dying process's sockets
+        before its parent can reap it, so the broken pipe can come first: wait for the exit a little (None:
+        the worker still runs and only the connection broke)."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
     def _kill(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(OSError):
@@ -663,7 +674,7 @@ class VLLMEngine:
             self._conn.send((op, args))
             status, value = self._conn.recv()
         except (EOFError, OSError) as e:
-            code = self._proc.poll() if self._proc is not None else None
+            code = self._exit_code()
             self._kill()
             if not retry:
                 raise VLLMEngineError(f"the vLLM worker died during {op!r} (exit code {code}): {self._log_tail()} "
