@@ -2,9 +2,10 @@
 
 Every distribution here, and the continuous ones (`arena.inference.continuous.Gaussian` and
 `Beta`), answers the same five calls over a batch ``[B]``: ``sample(generator)``, ``mode()``,
-``log_prob(actions) -> [B]``, ``entropy() -> [B]`` and ``kl(other) -> [B]`` (``KL(self || other)``).
-So the learners' losses (PPO's ratio, V-trace's importance weights, UPGO, the entropy bonus, the KL
-to the imitation policy) are written once.
+``log_prob(actions) -> [B]``, ``entropy() -> [B]`` and ``kl(other) -> [B]`` (``KL(self || other)``);
+those with a finite set of choices also ``uniform()``, their uniform counterpart over the same legal
+choices (`uniform_like`: a uniform magnet). So the learners' losses (PPO's ratio, V-trace's importance
+weights, UPGO, the entropy bonus, the KL to the imitation policy or a magnet) are written once.
 
 * `MaskedCategorical`: a **categorical** part (an action type, a discrete game's move), a
   **pointer** (one entity slot) and a **spatial** part (one cell of a grid, flattened); an illegal
@@ -28,7 +29,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["Composite", "MaskedCategorical", "SelectDist", "normalized_entropy", "select_active", "select_choices"]
+__all__ = ["Composite", "MaskedCategorical", "SelectDist", "normalized_entropy", "select_active", "select_choices",
+           "uniform_like"]
 
 # torch is imported where it is used: `arena.inference.policy_nets` imports this module, and importing
 # that needs no torch.
@@ -86,6 +88,12 @@ class MaskedCategorical:
         p = self.probs
         return (p * (self.log_probs - other.log_probs)).where(p > 0, p.new_zeros(())).sum(-1)
 
+    def uniform(self) -> "MaskedCategorical":
+        """The uniform distribution over the same legal actions (a uniform magnet's)."""
+        import torch
+
+        return MaskedCategorical(torch.zeros_like(self.logits), self.mask)
+
 
 def select_active(actions: Tensor) -> Tensor:
     """``[B, S]`` bool: the steps a selection of padded slots ``actions [B, S]`` made (each chosen slot,
@@ -128,6 +136,9 @@ class SelectDist:
     def kl(self, other: "SelectDist") -> Tensor:
         k = self.steps.kl(other.steps)
         return k.where(self.active, k.new_zeros(())).sum(-1)
+
+    def uniform(self) -> "SelectDist":
+        return SelectDist(self.steps.uniform(), self.active, self.n)
 
 
 #: What a network's chain returns: the actions of every part ``{name: [B, ...]}``, each part's
@@ -207,6 +218,15 @@ class Composite:
         other.condition(self.actions)
         return self._sum(lambda n: self.parts[n].kl(other.parts[n]))
 
+    def uniform(self) -> "Composite":
+        """The uniform policy over each part's legal choices along this chain (each part's mask given
+        the choices before it): a composite conditioned on the same moves, whose parts are uniform."""
+        self._need_chain("uniform")
+        u = Composite(self._chain, self.names)
+        u.actions, u.used = self.actions, self.used
+        u.parts = {n: uniform_like(p) for n, p in self.parts.items()}
+        return u
+
     def _need_chain(self, what: str) -> None:
         if self.actions is None:
             raise RuntimeError(f"{what}() of a composite move needs a chain of choices: call sample(), mode() "
@@ -218,3 +238,13 @@ def normalized_entropy(dist: Any, by: str | None) -> Tensor:
     ``"legal"`` or ``"head"``; None: not normalised). A continuous distribution's is its own."""
     fn = getattr(dist, "normalized_entropy", None)
     return dist.entropy() if by is None or fn is None else fn(by)
+
+
+def uniform_like(dist: Any) -> Any:
+    """The uniform counterpart of `dist` over the same legal choices (`MaskedCategorical`, `SelectDist`,
+    `Composite`); a ValueError for a distribution over a box (it has no uniform policy to pull towards)."""
+    fn = getattr(dist, "uniform", None)
+    if fn is None:
+        raise ValueError(f"magnet.kind uniform needs moves with a finite set of choices; a {type(dist).__name__} "
+                         "draws from a box (use magnet.kind imitation or copy)")
+    return fn()

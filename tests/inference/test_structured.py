@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from arena.envs.actions import ActionModel, Part, is_fault, json_form  # noqa: E402
-from arena.inference.distributions import Composite, SelectDist, select_active  # noqa: E402
+from arena.inference.distributions import Composite, SelectDist, select_active, uniform_like  # noqa: E402
 from arena.inference.policy_nets import MaskedCategorical  # noqa: E402
 
 MODEL = ActionModel(
@@ -107,6 +107,43 @@ def _kl(p, q):
     return sum(a * math.log(a / b) for a, b in zip(p, q) if a > 0)
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_a_masked_uniform_has_entropy_log_k_whatever_the_illegal_logits(k):
+    logits = torch.full((2, 6), 3.0, dtype=torch.float64)
+    logits[:, k:] = 50.0
+    mask = torch.zeros(2, 6, dtype=torch.bool)
+    mask[:, :k] = True
+    assert MaskedCategorical(logits, mask).entropy().tolist() == pytest.approx([math.log(k)] * 2)
+
+
+def test_a_forced_move_has_no_entropy_and_no_entropy_gradient():
+    # row 0: one legal move, H = 0; row 1: [0.25, 0.75, illegal], H = 0.5623351
+    logits = torch.log(torch.tensor([[1.0, 1.0, 1.0], [0.25, 0.75, 1.0]], dtype=torch.float64)).requires_grad_(True)
+    mask = torch.tensor([[True, False, False], [True, True, False]])
+    h = MaskedCategorical(logits, mask).entropy()
+    assert h.tolist() == pytest.approx([0.0, 0.5623351], abs=1e-7)
+    (grad,) = torch.autograd.grad(h.sum(), logits)
+    assert torch.isfinite(grad).all() and grad[0].tolist() == [0.0, 0.0, 0.0] and grad[1, 2].item() == 0.0
+
+
+def test_the_kl_between_masked_categoricals_by_hand():
+    # pi = [0.5, 0.5], q = [0.25, 0.75], a third action illegal (its logits 9 and -9 play no part):
+    #   KL(q || pi) = 0.1308120 with gradient pi - q = [0.25, -0.25, 0] in pi's logits; KL(pi || q) = 0.1438410
+    logits = torch.tensor([[0.0, 0.0, 9.0]], dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[True, True, False]])
+    pi = MaskedCategorical(logits, mask)
+    q = MaskedCategorical(torch.tensor([[math.log(0.25), math.log(0.75), -9.0]], dtype=torch.float64), mask)
+    kl = q.kl(pi)
+    assert kl.item() == pytest.approx(0.1308120, abs=1e-7)
+    assert torch.autograd.grad(kl.sum(), logits)[0][0].tolist() == pytest.approx([0.25, -0.25, 0.0])
+    pi = MaskedCategorical(logits, mask)
+    assert pi.kl(q).item() == pytest.approx(0.1438410, abs=1e-7)
+    grad = torch.autograd.grad(pi.kl(q).sum(), logits)[0]
+    assert torch.isfinite(grad).all() and grad[0, 2].item() == 0.0
+    shifted = MaskedCategorical(logits.detach() + 7.0, mask)  # the same softmax
+    assert pi.kl(shifted).item() == pytest.approx(0.0, abs=1e-12)
+
+
 def test_composite_log_prob_entropy_and_kl_are_the_used_parts_summed():
     pi, anchor = _two_part([0.5, 0.5], [0.75, 0.25]), _two_part([0.25, 0.75], [0.5, 0.5])
     attack = {"type": torch.tensor([1]), "target": torch.tensor([0])}
@@ -168,6 +205,28 @@ def test_normalised_entropy_by_hand():
     assert pi.normalized_entropy("legal").item() == pytest.approx(1.0 + _h([0.75, 0.25]) / math.log(2))
     pi.log_prob({"type": torch.tensor([0]), "target": torch.tensor([0])})
     assert pi.normalized_entropy("head").item() == pytest.approx(1.0)  # the unused target adds nothing
+
+
+def test_the_uniform_counterpart_is_uniform_over_each_parts_legal_choices_along_the_chain():
+    # KL(pi || uniform) of a composite: each used part's log(legal choices) - entropy, summed
+    pi = _two_part([0.2, 0.8], [0.75, 0.25])
+    pi.log_prob({"type": torch.tensor([1]), "target": torch.tensor([0])})
+    u = uniform_like(pi)
+    assert pi.kl(u).item() == pytest.approx((math.log(2) - _h([0.2, 0.8])) + (math.log(2) - _h([0.75, 0.25])))
+    assert u.kl(pi).item() == pytest.approx(_kl([0.5, 0.5], [0.2, 0.8]) + _kl([0.5, 0.5], [0.75, 0.25]))
+    pi.log_prob({"type": torch.tensor([0]), "target": torch.tensor([0])})  # a move that uses no target
+    assert pi.kl(uniform_like(pi)).item() == pytest.approx(math.log(2) - _h([0.2, 0.8]))
+    c = _cat([[0.2, 0.8, 0.0]], [[True, True, False]])  # the masked choice stays impossible
+    assert uniform_like(c).probs.tolist() == [[0.5, 0.5, 0.0]]
+    logits = torch.log(torch.tensor([[[0.25, 0.75, 1.0], [0.5, 1.0, 0.5]]], dtype=torch.float64))
+    mask = torch.tensor([[[True, True, False], [True, False, True]]])
+    d = SelectDist(MaskedCategorical(logits, mask), torch.tensor([[True, False]]), 2)  # one step taken
+    assert d.kl(uniform_like(d)).item() == pytest.approx(math.log(2) - _h([0.25, 0.75]))
+    from arena.inference.continuous import GaussianHead
+
+    box = GaussianHead(4, 2, np.zeros(2, np.float32), np.ones(2, np.float32))(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match="finite set of choices"):
+        uniform_like(box)
 
 
 # -- the structured policy ----------------------------------------------------------------------------

@@ -36,8 +36,6 @@ Losses
 * :func:`ppo_clip_loss`          PPO's clipped surrogate (delegates to
                                  :func:`arena.trainers.common.losses.ppo_clip`).
 * :func:`value_loss`             ``0.5 (V - G)^2`` or Huber.
-* :func:`entropy_bonus`          entropy of a masked categorical (as a loss, -H).
-* :func:`kl_to_anchor`           KL to a frozen (supervised) policy, masked.
 * :func:`anneal`                 coefficient schedules (constant / linear / cosine).
 """
 
@@ -54,14 +52,11 @@ from arena.trainers.common.schedules import lr_at
 
 __all__ = [
     "ANNEAL_KINDS",
-    "KL_DIRECTIONS",
     "VALUE_LOSS_KINDS",
     "VTraceReturns",
     "anneal",
     "clipped_importance_weights",
-    "entropy_bonus",
     "gae_tb",
-    "kl_to_anchor",
     "policy_gradient_loss",
     "ppo_clip_loss",
     "upgo_advantages",
@@ -75,7 +70,6 @@ LossOutput = tuple[Tensor, Stats]
 
 ANNEAL_KINDS: tuple[str, ...] = ("constant", "linear", "cosine")
 VALUE_LOSS_KINDS: tuple[str, ...] = ("mse", "huber")
-KL_DIRECTIONS: tuple[str, ...] = ("anchor_to_policy", "policy_to_anchor")
 
 
 class VTraceReturns(NamedTuple):
@@ -480,103 +474,6 @@ def value_loss(
     return loss, stats
 
 
-def _masked_log_softmax(logits: Tensor, action_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-    """``(log_probs, legal, row_ok)`` of a categorical restricted to legal actions.
-
-    An action is legal where ``action_mask`` is true (all if None) and its
-    logit is not -inf.  Illegal entries of ``log_probs`` are 0 (not -inf), so
-    ``p * log_probs`` and its gradient stay finite; rows with no legal action
-    (padding) are flagged by ``row_ok = False`` and computed on zero logits.
-    """
-    if logits.dim() < 1:
-        raise ValueError("logits must be [..., num_actions]")
-    legal = logits > float("-inf")
-    if action_mask is not None:
-        if action_mask.shape != logits.shape:
-            raise ValueError(f"action_mask shape {tuple(action_mask.shape)} != logits shape {tuple(logits.shape)}")
-        legal = legal & (action_mask != 0)
-    row_ok = legal.any(-1)
-    neg_inf = torch.full((), float("-inf"), dtype=logits.dtype, device=logits.device)
-    zero = torch.zeros((), dtype=logits.dtype, device=logits.device)
-    z = torch.where(legal, logits, neg_inf)
-    z = torch.where(row_ok.unsqueeze(-1), z, zero)
-    logp = torch.log_softmax(z, dim=-1)
-    return torch.where(legal, logp, zero), legal, row_ok
-
-
-def entropy_bonus(logits: Tensor, action_mask: Tensor | None = None, mask: Tensor | None = None) -> LossOutput:
-    """Entropy of the masked categorical policy, as a loss ``-mean H`` (add it with a positive coefficient).
-
-    ``pi(a|x) = softmax(logits)`` over the legal actions only (``action_mask``
-    true and logit finite); ``H = -sum_{a legal} pi(a) log pi(a)``.  A uniform
-    over k legal moves has ``H = log k``; a row with one legal move has
-    ``H = 0`` with a finite (zero) gradient.  ``logits``/``action_mask`` are
-    ``[T, B, A]``; ``mask`` (``[T, B]``) drops padding steps, and rows with
-    no legal action are dropped too.
-
-    Stats: ``entropy`` (mean H over the counted rows).
-    """
-    logp, _, row_ok = _masked_log_softmax(logits, action_mask)
-    h = -(torch.exp(logp) * logp).sum(-1)
-    valid = row_ok if mask is None else row_ok & _valid(mask, row_ok)
-    loss = -aggregate(torch.where(valid, h, torch.zeros_like(h)), valid, "token_mean")
-    return loss, {"entropy": _masked_mean(h, valid)}
-
-
-def kl_to_anchor(
-    logits: Tensor,
-    anchor_logits: Tensor,
-    action_mask: Tensor | None = None,
-    direction: str = "anchor_to_policy",
-    mask: Tensor | None = None,
-) -> LossOutput:
-    """KL between the current policy pi and a frozen anchor policy q (e.g. the supervised one), masked.
-
-    AlphaStar (Vinyals et al. 2019) and SCC keep the RL policy near the
-    imitation policy with a KL penalty.  Over the legal actions of each row::
-
-        'anchor_to_policy'   KL(q || pi) = sum_a q(a) (log q(a) - log pi(a))   (mass-covering)
-        'policy_to_anchor'   KL(pi || q) = sum_a pi(a) (log pi(a) - log q(a))  (mode-seeking)
-
-    Both are softmaxes of their logits over the same legal set (``action_mask``
-    true and the policy logit finite).  ``anchor_logits`` are detached.  For
-    ``'anchor_to_policy'``, ``dKL / dlogits = (pi - q) / n`` on legal actions.
-    A legal action the anchor gives probability 0 (a -inf anchor logit) makes
-    ``'policy_to_anchor'`` infinite where pi puts mass there.
-    ``mask`` (``[T, B]``) drops padding steps; rows with no legal action (or
-    an anchor with no finite legal logit) drop out.
-
-    Returns ``(mean KL, stats)``; stats: ``kl``.
-    """
-    if direction not in KL_DIRECTIONS:
-        raise ValueError(f"unknown KL direction {direction!r}; valid directions: {', '.join(KL_DIRECTIONS)}")
-    _same_shape("kl_to_anchor", logits, "logits", anchor_logits, "anchor_logits")
-    logp, legal, row_ok = _masked_log_softmax(logits, action_mask)
-    anchor = anchor_logits.detach().to(logits.dtype)
-    zero = torch.zeros((), dtype=logits.dtype, device=logits.device)
-    neg_inf = torch.full((), float("-inf"), dtype=logits.dtype, device=logits.device)
-    za = torch.where(legal, anchor, neg_inf)
-    anchor_ok = (za > float("-inf")).any(-1)
-    za = torch.where(anchor_ok.unsqueeze(-1), za, zero)
-    logq_full = torch.log_softmax(za, dim=-1)
-    q = torch.where(legal, torch.exp(logq_full), zero)
-    if direction == "anchor_to_policy":
-        # 0 log 0 = 0: an action the anchor never plays adds nothing
-        kl = (q * (torch.where(q > 0, logq_full, zero) - logp)).sum(-1)
-    else:
-        # illegal entries are 0 * (0 - 0), so neither the value nor the gradient sees a -inf there
-        pi = torch.where(legal, torch.exp(logp), zero)
-        kl = (pi * (logp - torch.where(legal, logq_full, zero))).sum(-1)
-    valid = row_ok & anchor_ok
-    if mask is not None:
-        valid = valid & _valid(mask, row_ok)
-    loss = aggregate(torch.where(valid, kl, torch.zeros_like(kl)), valid, "token_mean")
-    return loss, {"kl": _masked_mean(kl, valid)}
-
-
-# --------------------------------------------------------------------------- #
-# Schedules
-# --------------------------------------------------------------------------- #
 def anneal(coef: float, iteration: int, iterations: int, kind: str = "constant", end: float = 0.0) -> float:
     """A loss coefficient at ``iteration`` (1-based) of ``iterations``: ``coef`` at the first and,
     for ``'linear'`` and ``'cosine'``, ``end`` at the last.

@@ -144,6 +144,10 @@ class MagnetConfig:
     kind: Literal["imitation", "uniform", "copy"] = "imitation"
     #: Iterations between a copy magnet's refreshes (kind copy only).
     every: int = 0
+    #: kind copy: each magnet's stage runs the learning-rate and KL schedules from their start over its
+    #: `every` iterations (R-NaD: each regularised game is solved, its noise annealed away, before the
+    #: magnet moves to the solution); false: one schedule over the whole run.
+    restart: bool = False
 
     def __post_init__(self):
         if self.kind not in ("imitation", "uniform", "copy"):
@@ -153,6 +157,8 @@ class MagnetConfig:
                              "(set magnet.every, e.g. 10)")
         if self.kind != "copy" and self.every:
             raise ValueError(f"magnet.every is for magnet.kind copy, not {self.kind} (remove it or set kind: copy)")
+        if self.kind != "copy" and self.restart:
+            raise ValueError(f"magnet.restart is for magnet.kind copy, not {self.kind} (remove it or set kind: copy)")
 
 
 @dataclass
@@ -245,12 +251,20 @@ class SCCConfig(TrainerConfig):
             raise ValueError(f"kl_coef and kl_end (the magnet's coefficient) must be >= 0, got {self.kl_coef} "
                              f"and {self.kl_end}")
 
+    def _on_schedule(self, iteration: int) -> tuple[int, int]:
+        """(iteration, length) on the schedules' curve: the run's, or the magnet stage's when a copy
+        magnet restarts them (iteration 1 of a stage follows the refresh)."""
+        m = self.magnet
+        if m.kind == "copy" and m.restart:
+            return (iteration - 1) % m.every + 1, m.every
+        return iteration, self.iterations
+
     def lr_at(self, iteration: int) -> float:
         from arena.trainers.common.schedules import lr_at
 
-        return lr_at(self.lr, iteration, self.iterations, self.lr_schedule, self.lr_end)
+        return lr_at(self.lr, *self._on_schedule(iteration), self.lr_schedule, self.lr_end)
 
     def kl_at(self, iteration: int) -> float:
         from arena.trainers.common.schedules import lr_at
 
-        return lr_at(self.kl_coef, iteration, self.iterations, self.kl_schedule, self.kl_end)
+        return lr_at(self.kl_coef, *self._on_schedule(iteration), self.kl_schedule, self.kl_end)

@@ -27,10 +27,10 @@ legal moves, which needs no network.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from arena.inference.distributions import MaskedCategorical, normalized_entropy
+from arena.inference.distributions import normalized_entropy, uniform_like
 from arena.inference.trees import tree_columns, tree_rows, tree_to
 from arena.trainers.common import rl
 
@@ -74,6 +74,12 @@ class LearnerSettings:
     (`arena.trainers.common.base.TrainerConfig`)."""
 
     algo: Literal["ppo", "vtrace"] = "ppo"
+    #: algo ppo: the surrogate, by name from the losses every learner shares
+    #: (`arena.trainers.common.losses.LOSSES`: ``ppo_clip``, the DPPO trust regions ``dppo_binary_tv`` and
+    #: ``dppo_binary_kl``, ``drpo``), on each move's log-probability (a structured move's: the sum of its
+    #: parts'), and its keyword settings (``ppo_clip``'s range defaults to `clip`).
+    loss: str = "ppo_clip"
+    loss_kwargs: dict[str, Any] = field(default_factory=dict)
     #: Passes over each batch, in minibatches of this many moves.
     epochs: int = 4
     minibatch: int = 128
@@ -112,6 +118,22 @@ class LearnerSettings:
     def __post_init__(self):
         if self.epochs < 1 or self.minibatch < 1:
             raise ValueError("epochs >= 1 and minibatch >= 1 are required")
+        from arena.trainers.common.losses import LOSSES, TOPK_LOSSES
+
+        move_losses = sorted(set(LOSSES) - TOPK_LOSSES)
+        if self.loss not in move_losses:
+            why = " (it reads a language model's top-K log-probs)" if self.loss in TOPK_LOSSES else ""
+            raise ValueError(f"learner.loss {self.loss!r} is not one of {', '.join(move_losses)}{why}")
+        if self.loss != "ppo_clip" and self.algo != "ppo":
+            raise ValueError(f"learner.loss is PPO's surrogate: set learner.algo: ppo to use {self.loss} "
+                             f"(algo {self.algo} has its own policy gradient)")
+        import inspect
+
+        known = set(inspect.signature(LOSSES[self.loss]).parameters) - {"logp", "old_logp", "adv", "mask", "max_len"}
+        unknown = sorted(set(self.loss_kwargs) - known)
+        if unknown:
+            raise ValueError(f"learner.loss_kwargs: {unknown[0]!r} is not a setting of {self.loss} "
+                             f"(its settings: {', '.join(sorted(known))})")
         if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
             raise ValueError("gamma must be in (0, 1] and lam in [0, 1]")
         if self.sil_coef < 0:
@@ -144,6 +166,9 @@ class PolicyLearner:
             for p in self.anchor.parameters():
                 p.requires_grad_(False)
         self.s = settings
+        from arena.trainers.common.losses import get_loss
+
+        self._loss_fn = get_loss(settings.loss)
         self.device = device
         self.opt = self._adam(lr)
         #: Updates applied (the weights' version).
@@ -232,33 +257,21 @@ class PolicyLearner:
                 anchor, _ = self.anchor(inputs, None, priv, actions=act)
         return dist, value, act, anchor
 
-    def _terms(self, dist, anchor, mask, kl_coef: float, valid=None):
-        """(entropy, KL to the anchor) as means over the counted moves: the shared masked-categorical
-        functions of `arena.trainers.common.rl` for discrete actions, the distributions' own otherwise."""
+    def _terms(self, dist, anchor, valid=None):
+        """(entropy, KL to the anchor) as means over the counted moves, through the distribution's own
+        methods, whatever the move's kind (one categorical, a structured move's parts along the chain
+        played, a box): the entropy normalised per part as ``entropy_norm`` says, the KL in
+        ``kl_direction``. A uniform magnet is the distribution's own uniform counterpart (the uniform
+        policy over each part's legal choices)."""
         torch = self.torch
-        use_kl = anchor is not None  # measured (and logged) while its coefficient anneals to 0 as well
-        norm = self.s.entropy_norm
-        if hasattr(dist, "logits"):
-            if norm is None:
-                neg_h, _ = rl.entropy_bonus(dist.logits, mask, valid)
-            else:
-                h = MaskedCategorical(dist.logits, mask).normalized_entropy(norm)
-                w = torch.ones_like(h) if valid is None else valid.float()
-                neg_h = -(h * w).sum() / w.sum().clamp(min=1)
-            if use_kl:
-                q = torch.zeros_like(dist.logits) if isinstance(anchor, UniformMagnet) else anchor.logits
-                kl = rl.kl_to_anchor(dist.logits, q, mask, self.s.kl_direction, valid)[0]
-            else:
-                kl = dist.logits.new_zeros(())
-            return -neg_h, kl
-        h = normalized_entropy(dist, norm)
-        w = torch.ones(h.shape, device=self.device) if valid is None else valid.float()
+        h = normalized_entropy(dist, self.s.entropy_norm)
+        w = torch.ones(h.shape, device=h.device) if valid is None else valid.reshape(h.shape).to(h.dtype)
         n = w.sum().clamp(min=1)
         ent = (h * w).sum() / n
-        if not use_kl:
+        if anchor is None:  # measured (and logged) while its coefficient anneals to 0 as well
             return ent, ent.new_zeros(())
         if isinstance(anchor, UniformMagnet):
-            raise ValueError("magnet.kind uniform needs discrete moves (a categorical policy); use imitation or copy")
+            anchor = uniform_like(dist)
         kl = anchor.kl(dist) if self.s.kl_direction == "anchor_to_policy" else dist.kl(anchor)
         return ent, (kl * w).sum() / n
 
@@ -306,6 +319,19 @@ class PolicyLearner:
             if math.isfinite(v):
                 stats.setdefault(k, []).append(v)
 
+    def _surrogate(self, logp, old, adv):
+        """PPO's policy term: the named loss of `arena.trainers.common.losses` over the minibatch's moves."""
+        kwargs = dict(self.s.loss_kwargs)
+        if self.s.loss == "ppo_clip":
+            kwargs.setdefault("clip_low", self.s.clip)
+            kwargs.setdefault("clip_high", self.s.clip)
+        loss, stats = self._loss_fn(logp, old, adv, self.torch.ones_like(logp, dtype=self.torch.bool), **kwargs)
+        if "approx_kl" not in stats:  # PPO's early stop (target_kl) reads it whatever the loss
+            with self.torch.no_grad():
+                lr = logp.detach() - old
+                stats["approx_kl"] = float((self.torch.expm1(lr) - lr).mean())
+        return loss, stats
+
     def _minibatch(self, b, idx, stats, kl_coef, *, adv, ret, upgo, raw_adv, sil) -> None:
         s = self.s
         n = len(idx)
@@ -313,15 +339,13 @@ class PolicyLearner:
         idx, adv, ret, upgo, raw_adv = idx[part], adv[part], ret[part], upgo[part], raw_adv[part]
         weight = 0.0 if empty else len(idx) / n  # the losses are means over the moves
         dist, value, act, anchor = self._forward(b, idx)
-        m = b.inputs.get("mask")
-        mask = m.reshape(-1, m.shape[-1])[idx] if m is not None else None
         logp = dist.log_prob(act)
         old = b.behaviour_logp.reshape(-1)[idx]
-        pg, pst = rl.ppo_clip_loss(logp, old, adv, clip=s.clip)
+        pg, pst = self._surrogate(logp, old, adv)
         rho = self.torch.exp(logp.detach() - old).clamp(max=s.rho_bar)
         upgo_loss, _ = rl.policy_gradient_loss(logp, rho * upgo)
         vloss, vst = rl.value_loss(value, ret)
-        ent, kl = self._terms(dist, anchor, mask, kl_coef)
+        ent, kl = self._terms(dist, anchor)
         loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
         extra = {}
         if sil is not None:  # self-imitation, where it is on
@@ -331,7 +355,7 @@ class PolicyLearner:
             extra = {"sil_loss": float(sil_loss.detach()), "sil_share": float((sil > 0).float().mean())}
         self._apply(loss, stats, weight, pg_loss=float(pg.detach()), upgo_loss=float(upgo_loss.detach()), **extra,
                     value_loss=float(vloss.detach()), entropy=float(ent.detach()), kl_anchor=float(kl.detach()),
-                    approx_kl=pst["approx_kl"], clip_frac=pst["clip_frac"],
+                    **{f"loss/{k}" if k in ("kl", "tv") else k: v for k, v in pst.items()},
                     explained_variance=vst["explained_variance"], **self._diagnostics(dist, logp, old, raw_adv))
 
     def _vtrace_minibatch(self, b, cols, stats, kl_coef) -> None:
@@ -366,9 +390,7 @@ class PolicyLearner:
                                           sub.discounts)
         upgo_loss, _ = rl.policy_gradient_loss(logp, (upgo_target - values.detach()) * vt.rhos, sub.valid)
         vloss, vst = rl.value_loss(values, vt.vs, sub.valid)
-        m = sub.inputs.get("mask")
-        mask = m.reshape(-1, m.shape[-1]) if m is not None else None
-        ent, kl = self._terms(dist, anchor, mask, kl_coef, sub.valid.reshape(-1))
+        ent, kl = self._terms(dist, anchor, sub.valid.reshape(-1))
         loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
         n = valid.sum().clamp(min=1)
         extra = {}

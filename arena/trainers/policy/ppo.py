@@ -137,7 +137,7 @@ class PPOTrainer(Trainer):
     def __init__(self, cfg: PPOConfig, directory: str | Path):
         from arena.envs.registry import make_core
         from arena.inference.policy_nets import build_policy, spec_from_core
-        from arena.trainers.policy.make import check_parallel, make_policy_learner
+        from arena.trainers.policy.make import check_learner, check_parallel, make_policy_learner
 
         import torch
 
@@ -150,6 +150,7 @@ class PPOTrainer(Trainer):
                 raise ConfigError(f"trainer: ppo trains single-agent tasks; {cfg.game} has {len(core.players)} players "
                                   "(train two-player games with trainer: scc)")
             self.spec = spec_from_core(core)
+            check_learner(cfg.learner, self.spec, cfg.game)
         finally:
             core.close()
         super().__init__(cfg, directory)

@@ -154,3 +154,49 @@ def test_entropy_normalised_by_the_number_of_choices():
         stats = PolicyLearner(net, LearnerSettings(epochs=1, minibatch=8, entropy_norm=norm), lr=0.0).step(
             batch, generator=torch.Generator().manual_seed(0))
         assert stats["entropy"] == pytest.approx(expect, rel=1e-5), norm
+
+
+@pytest.mark.parametrize("loss", ["dppo_binary_tv", "dppo_binary_kl", "drpo"])
+def test_the_shared_trust_region_losses_learn_the_winning_move(loss):
+    """``learner.loss`` names the PPO surrogate from the losses the language-model learner uses: each
+    DPPO trust region learns the bandit too, and logs its own statistics (the share of masked moves)."""
+    torch.manual_seed(0)
+    net = build_policy(SPEC, hidden=[16])
+    lrn = PolicyLearner(net, LearnerSettings(epochs=2, minibatch=32, upgo_coef=0.0, loss=loss), lr=3e-3)
+    for i in range(30):
+        stats = lrn.step(bandit_batch(net, seed=i), generator=torch.Generator().manual_seed(i))
+    assert p_win(net)[0] > 0.9 and p_win(net)[2] == 0.0
+    assert stats["approx_kl"] >= 0
+    if loss != "drpo":
+        assert 0.0 <= stats["mask_frac"] <= 1.0
+
+
+def test_ppo_clip_by_name_is_the_clip_setting():
+    """The default surrogate is ``ppo_clip`` at ``clip``; naming it with its own range is the same update."""
+    nets = []
+    for settings in (LearnerSettings(epochs=2, minibatch=32, clip=0.1),
+                     LearnerSettings(epochs=2, minibatch=32, loss="ppo_clip",
+                                     loss_kwargs={"clip_low": 0.1, "clip_high": 0.1})):
+        torch.manual_seed(3)
+        net = build_policy(SPEC, hidden=[16])
+        lrn = PolicyLearner(net, settings, lr=3e-3)
+        for i in range(3):
+            lrn.step(bandit_batch(net, seed=i), generator=torch.Generator().manual_seed(i))
+        nets.append(net)
+    assert all(torch.equal(a, b) for a, b in zip(nets[0].state_dict().values(), nets[1].state_dict().values()))
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"loss": "grpo"}, "learner.loss 'grpo' is not one of dppo_binary_kl, dppo_binary_tv, drpo, ppo_clip"),
+    ({"loss": "dppo_topk_tv"}, "top-K log-probs"),
+    ({"loss": "dppo_binary_tv", "algo": "vtrace"}, "set learner.algo: ppo to use dppo_binary_tv"),
+    ({"loss": "dppo_binary_tv", "loss_kwargs": {"clip": 0.3}}, "'clip' is not a setting of dppo_binary_tv"),
+])
+def test_a_bad_loss_is_one_line(change, message):
+    from arena.config import from_dict
+    from arena.errors import ConfigError
+    from arena.trainers.policy.config import SCCConfig
+
+    with pytest.raises(ConfigError) as e:
+        from_dict(SCCConfig, {"learner": change})
+    assert message in str(e.value) and "\n" not in str(e.value)

@@ -136,17 +136,50 @@ def test_magnet_config_errors_are_one_line(change, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-def test_a_uniform_magnet_needs_discrete_moves(tmp_path):
+def test_a_uniform_magnet_pulls_a_structured_move_and_a_box_is_refused(tmp_path):
+    """Every part with a finite set of choices has its uniform counterpart (a structured game trains
+    with it); a move drawn from a box has none."""
+    import json
+
     from arena.envs import load_plugin
 
     load_plugin("plugins.squad_games")
-    with pytest.raises(ConfigError) as e:
-        SCCTrainer(config(game="test/Squads-v0", magnet={"kind": "uniform"}), tmp_path / "bad")
-    assert "magnet.kind: uniform needs one discrete action per move" in str(e.value) and "\n" not in str(e.value)
-    assert not (tmp_path / "bad" / "league.db").exists()
+    t = train(config(game="test/Squads-v0", magnet={"kind": "uniform"}, iterations=1), tmp_path / "squads")
+    assert isinstance(t.learners["main"].anchor, UniformMagnet)
+    rows = [json.loads(x) for x in (tmp_path / "squads" / "metrics.jsonl").read_text().splitlines()]
+    kl = [r["train/kl_anchor"] for r in rows if "train/kl_anchor" in r]
+    assert kl and all(0 < k < 50 for k in kl)
+    box = build_policy(PolicySpec("test/box-v0", (4,), "continuous", action_shape=(2,), low=(0.0, 0.0),
+                                  high=(1.0, 1.0)), hidden=[16])
+    obs = torch.randn(3, 2, 4)
+    with torch.no_grad():
+        dist, value = box(obs.reshape(6, 4))
+        a = dist.sample()
+    batch = RolloutBatch(obs, None, a.reshape(3, 2, 2), dist.log_prob(a).reshape(3, 2), value.reshape(3, 2),
+                         torch.zeros(3, 2), torch.ones(3, 2), torch.ones(3, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="magnet.kind uniform needs moves with a finite set of choices"):
+        PolicyLearner(box, LearnerSettings(epochs=1), anchor=UniformMagnet()).step(batch, kl_coef=1.0)
 
 
 def test_kl_coef_without_a_magnet_section_keeps_the_imitation_anchor():
     cfg = from_dict(SCCConfig, {"kl_coef": 0.5, "kl_end": 0.05})
     assert cfg.magnet == MagnetConfig("imitation", 0)
     assert cfg.kl_at(1) == pytest.approx(0.5) and cfg.kl_at(cfg.iterations) == pytest.approx(0.05)
+
+
+def test_a_restarting_copy_magnet_runs_the_schedules_again_in_each_stage():
+    """R-NaD's stages: the learning rate and the KL weight go from their start to their end within each
+    magnet stage (iterations 1-4, 5-8, 9-12), the stage's first iteration following the refresh."""
+    cfg = from_dict(SCCConfig, {"iterations": 12, "lr": 1e-3, "lr_end": 1e-4, "lr_schedule": "linear",
+                                "kl_coef": 0.2, "kl_end": 0.1, "kl_schedule": "cosine",
+                                "magnet": {"kind": "copy", "every": 4, "restart": True}})
+    lrs = [cfg.lr_at(it) for it in range(1, 13)]
+    assert lrs[:4] == lrs[4:8] == lrs[8:] and lrs[0] == pytest.approx(1e-3) and lrs[3] == pytest.approx(1e-4)
+    assert lrs[1] == pytest.approx(1e-3 - 0.9e-3 / 3)
+    kls = [cfg.kl_at(it) for it in range(1, 13)]
+    assert kls[:4] == kls[8:] and kls[0] == pytest.approx(0.2) and kls[3] == pytest.approx(0.1)
+    plain = from_dict(SCCConfig, {"iterations": 12, "lr": 1e-3, "lr_end": 1e-4, "lr_schedule": "linear",
+                                  "magnet": {"kind": "copy", "every": 4}})
+    assert plain.lr_at(12) == pytest.approx(1e-4) and plain.lr_at(4) > plain.lr_at(5)
+    with pytest.raises(ConfigError, match="magnet.restart is for magnet.kind copy"):
+        from_dict(SCCConfig, {"magnet": {"kind": "uniform", "restart": True}})

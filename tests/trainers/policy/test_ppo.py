@@ -38,6 +38,13 @@ def test_two_player_games_are_refused(tmp_path):
         _trainer(tmp_path, game="openspiel/tic_tac_toe-v0")
 
 
+def test_a_trust_region_on_a_moves_probability_is_refused_for_box_moves(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        _trainer(tmp_path, learner={"loss": "dppo_binary_tv"})
+    assert "plugin/Target-v0's moves draw from a box (a density): use learner.loss: ppo_clip" in str(e.value)
+    assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
+
+
 def test_rollout_bootstraps_cut_episodes_and_not_ended_ones(tmp_path, monkeypatch):
     t = _trainer(tmp_path, steps_per_env=20, learner={"epochs": 2, "minibatch": 32, "gamma": 0.9})  # Target-v0 episodes are 8 steps
     from arena.trainers.policy import segments
