@@ -30,13 +30,14 @@ from typing import Any
 import numpy as np
 import pyspiel
 from open_spiel.python import policy as os_policy
-from open_spiel.python.algorithms import cfr, expected_game_score, exploitability
+from open_spiel.python.algorithms import best_response, cfr, expected_game_score, exploitability
 
 __all__ = [
     "TENSOR_KINDS",
     "PolicyFn",
     "cfr_nash_conv",
     "cfr_table",
+    "exploitability_by_infostate",
     "expected_payoff",
     "nash_conv_of",
     "tabulate",
@@ -198,6 +199,49 @@ def expected_payoff(game_name: str, policy_fn: PolicyFn, opponent: os_policy.Pol
     seat0 = expected_game_score.policy_value(root, [mine, other])[0]
     seat1 = expected_game_score.policy_value(root, [other, mine])[1]
     return float((seat0 + seat1) / 2)
+
+
+def exploitability_by_infostate(game: pyspiel.Game, table: os_policy.Policy) -> list[dict]:
+    """Where a policy is exploited: NashConv split exactly over the best responder's information states.
+
+    For each player ``p`` the performance-difference identity, rolled in with the policy and rolled out
+    with ``p``'s best response ``b`` to the others, gives::
+
+        u_p(b, pi_-p) - u_p(pi) = sum_I  reach_p(I) * ( max_a Q_b(I, a) - sum_a pi(a | I) Q_b(I, a) )
+
+    over ``p``'s information states ``I``, where ``reach_p(I)`` is the probability of ``p``'s own moves
+    to ``I`` under ``pi`` and ``Q_b(I, a)`` sums, over the histories of ``I`` weighted by their chance
+    and opponent reach, ``p``'s value of playing ``a`` there and best-responding after. Each row:
+    ``player``, ``infostate``, ``gain`` (its term; the rows of a player sum to that player's part of
+    NashConv), ``visit`` (the chance that self-play under ``pi`` reaches ``I``), ``policy`` and
+    ``best`` (``pi``'s probabilities at ``I`` and the best response's action). A term is large where the
+    policy errs at a state it reaches; ``visit`` says whether self-play sees that state often enough
+    to learn it."""
+    rows: list[dict] = []
+    for p in range(game.num_players()):
+        br = best_response.BestResponsePolicy(game, p, table)
+        for key, histories in br.infosets.items():
+            state = histories[0][0]
+            legal = state.legal_actions()
+            probs = table.action_probabilities(state, p)
+            q = {a: sum(w * br.q_value(h, a) for h, w in histories) for a in legal}
+            own = _own_reach(game, state, p, table)
+            best = max(legal, key=lambda a: q[a])
+            gain = own * (q[best] - sum(probs.get(a, 0.0) * q[a] for a in legal))
+            rows.append({"player": p, "infostate": key, "gain": float(gain),
+                         "visit": float(own * sum(w for _, w in histories)),
+                         "policy": {int(a): float(probs.get(a, 0.0)) for a in legal}, "best": int(best)})
+    return rows
+
+
+def _own_reach(game: pyspiel.Game, state: pyspiel.State, player: int, table: os_policy.Policy) -> float:
+    """The product of ``player``'s own move probabilities under ``table`` on the way to ``state``."""
+    s, reach = game.new_initial_state(), 1.0
+    for action in state.history():
+        if not s.is_chance_node() and s.current_player() == player:
+            reach *= table.action_probabilities(s, player).get(action, 0.0)
+        s.apply_action(action)
+    return reach
 
 
 def net_policy_fn(net) -> PolicyFn:

@@ -118,3 +118,30 @@ def test_expected_payoff_is_exact_and_seat_balanced():
     game = pyspiel.load_game("kuhn_poker")
     seat0 = expected_game_score.policy_value(game.new_initial_state(), [table, table])[0]
     assert seat0 == pytest.approx(-1 / 18, abs=5e-3)
+
+
+@pytest.mark.parametrize("name", ["kuhn_poker", "leduc_poker"])
+def test_the_split_over_information_states_sums_to_nash_conv(name) -> None:
+    """The performance-difference split is exact: every term >= 0, each player's terms sum to what its
+    best response gains, and the self-play reach of a player's states sums to its expected decisions."""
+    game = pyspiel.load_game(name)
+    solver = cfr.CFRSolver(game)
+    for _ in range(5):
+        solver.evaluate_and_update_policy()
+    for policy in (os_policy.UniformRandomPolicy(game), solver.average_policy()):
+        rows = N.exploitability_by_infostate(game, policy)
+        assert len({(r["player"], r["infostate"]) for r in rows}) == len(rows) == (12 if name == "kuhn_poker" else 936)
+        assert min(r["gain"] for r in rows) >= -1e-12
+        assert sum(r["gain"] for r in rows) == pytest.approx(exploitability.nash_conv(game, policy), abs=1e-9)
+        for r in rows:
+            assert r["best"] in r["policy"] and sum(r["policy"].values()) == pytest.approx(1.0)
+
+
+def test_the_self_play_reach_of_kuhns_first_decisions_is_a_third_each() -> None:
+    game = pyspiel.load_game("kuhn_poker")
+    rows = N.exploitability_by_infostate(game, os_policy.UniformRandomPolicy(game))
+    first = sorted((r["infostate"], r["visit"]) for r in rows if r["player"] == 0 and len(r["infostate"]) == 1)
+    assert first == [("0", pytest.approx(1 / 3)), ("1", pytest.approx(1 / 3)), ("2", pytest.approx(1 / 3))]
+    # after a pass and a bet (half the games reach player 1's bet, half of those player 0's answer)
+    answer = [r["visit"] for r in rows if r["player"] == 0 and r["infostate"].endswith("pb")]
+    assert answer == pytest.approx([1 / 12] * 3)
