@@ -204,3 +204,18 @@ def test_bench_simultaneous_smoke_prints_its_ratios():
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| lock step")]
     assert len(rows) == 3
     assert all(float(r.split("|")[2].strip().replace(",", "")) > 0 for r in rows)  # a rate in every row
+
+
+def test_leduc_exploitability_tables_add_up_to_nash_conv(capsys):
+    """The split of NashConv by self-play reach: the parts of each table sum to the NashConv it heads."""
+    import re
+
+    sys.path.insert(0, str(BENCH))
+    import leduc_exploitability
+
+    assert leduc_exploitability.main(["--cfr", "5", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    total = float(re.search(r"NashConv ([0-9.]+) over 936 information states", out).group(1))
+    parts = [float(m) for m in re.findall(r"^\| (?:>=|\[|<)[^|]*\| \d+ \| [0-9.]+ \| ([0-9.]+) \|", out, re.M)]
+    assert len(parts) == 4 and sum(parts) == pytest.approx(total, abs=0.003) and total > 0.1
+    assert len(re.findall(r"^\| `P[01] card \d", out, re.M)) == 3
