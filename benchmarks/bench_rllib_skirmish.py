@@ -4,7 +4,9 @@ Why: RLlib is the reference point for the arena's own learners. In one process t
 after the other, for the same wall-clock budget (``--seconds``):
 
 (a) the arena's SCC learner with ``configs/train/scc_skirmish.yaml`` (imitation of the scripted
-    bots, then league RL with three learners and their entity network);
+    bots, then league RL with three learners and their entity network), or with each config
+    ``--scc-config`` names (e.g. ``configs/train/scc_skirmish_selfplay.yaml``: self-play alone from
+    untrained weights), one after the other;
 (b) RLlib PPO self-play on the same game with RLlib's own default model
     (``configs/train/rllib_ppo_skirmish.yaml``, ``trainer: rllib_ppo``): the arena's parallel
     PettingZoo env through RLlib's ``ParallelPettingZooEnv``, seen flat (the observation as one
@@ -39,6 +41,7 @@ Method.
 
 Usage:
     python benchmarks/bench_rllib_skirmish.py --seconds 600 --seed 0
+    python benchmarks/bench_rllib_skirmish.py --seconds 600 --scc-config configs/train/scc_skirmish_selfplay.yaml
     python benchmarks/bench_rllib_skirmish.py --smoke --seconds 5     # tiny settings, a check that it runs
 """
 
@@ -101,15 +104,20 @@ def evaluate(spec: str, games: int, seed: int) -> dict:
     return out
 
 
-def scc_run(seconds: float, seed: int = 0, eval_games: int = 200, smoke: bool = False) -> dict:
-    """Train the SCC learner for `seconds` (see the module docstring); its figures."""
+def scc_run(seconds: float, seed: int = 0, eval_games: int = 200, smoke: bool = False,
+            config: Path = SCC_CONFIG) -> dict:
+    """Train the SCC learner of `config` for `seconds` (see the module docstring); its figures."""
     from arena.trainers.common.metrics import read_metrics
     from arena.trainers.registry import read_train_config
 
+    import yaml
+
     overrides = dict(SCC_SMOKE) if smoke else {}
+    if yaml.safe_load(Path(config).read_text()).get("il") is None:
+        overrides.pop("il", None)  # a config with no imitation stage keeps none
     folder = Path(tempfile.mkdtemp(prefix="bench-scc-"))
     try:
-        entry, cfg = read_train_config(SCC_CONFIG, seed=seed, iterations=max(2, int(seconds // 10)),
+        entry, cfg = read_train_config(config, seed=seed, iterations=max(2, int(seconds // 10)),
                                        eval={"every": NEVER, "games": 2}, **overrides)
         t0 = time.perf_counter()
         trainer = entry.builder()(cfg, folder / "run")
@@ -133,7 +141,8 @@ def scc_run(seconds: float, seed: int = 0, eval_games: int = 200, smoke: bool = 
         rollout_s = sum(r.get("time/rollout_s", 0.0) for r in rows if r["step"] >= 1)
         t2 = time.perf_counter()
         ev = evaluate(spec, eval_games, seed)
-        return {"learner": "arena SCC", "iterations": iterations, "env_steps": env_steps, "train_s": train_s,
+        return {"learner": f"arena SCC ({Path(config).stem})", "iterations": iterations, "env_steps": env_steps,
+                "train_s": train_s,
                 "env_steps_per_s": env_steps / max(train_s, 1e-9),
                 "rollout_env_steps_per_s": env_steps / max(rollout_s, 1e-9),
                 "setup_s": setup_s, "eval_s": time.perf_counter() - t2, "eval": ev}
@@ -195,10 +204,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--eval-games", type=int, default=200, help="seat-swapped games against each bot")
     ap.add_argument("--smoke", action="store_true", help="tiny trainer settings: checks that the script runs")
     ap.add_argument("--only", choices=("scc", "rllib"), help="train one learner only")
+    ap.add_argument("--scc-config", action="append", type=Path, default=[],
+                    help=f"an SCC training config (repeatable; default {SCC_CONFIG.relative_to(ROOT)})")
     args = ap.parse_args(argv)
     runs = []
     if args.only in (None, "scc"):
-        runs.append(scc_run(args.seconds, args.seed, args.eval_games, args.smoke))
+        for config in args.scc_config or [SCC_CONFIG]:
+            runs.append(scc_run(args.seconds, args.seed, args.eval_games, args.smoke, config))
     if args.only in (None, "rllib"):
         runs.append(rllib_run(args.seconds, args.seed, args.eval_games, args.smoke))
     print(f"{GAME}, {args.seconds:.0f} s of training each, seed {args.seed}, {args.eval_games} greedy seat-swapped "
@@ -208,11 +220,14 @@ def main(argv: list[str] | None = None) -> dict:
     print("\n(train s: the budget each used, stopping before the iteration that would cross it; SCC's includes its "
           "imitation stage, whose teacher matches are not counted as env steps. One env step: one simultaneous "
           "tick of one game. Win rate: wins / games, draws beside it.)")
-    if len(runs) == 2:
-        ratio = runs[0]["env_steps_per_s"] / max(runs[1]["env_steps_per_s"], 1e-9)
-        print(f"\nenv steps/s, arena SCC / RLlib PPO: {ratio:.2f}x (rollouts alone: "
-              f"{runs[0]['rollout_env_steps_per_s']:.0f} vs {runs[1]['rollout_env_steps_per_s']:.0f} env steps/s, "
-              f"{runs[0]['rollout_env_steps_per_s'] / max(runs[1]['rollout_env_steps_per_s'], 1e-9):.2f}x)")
+    rllib = [r for r in runs if r["learner"] == "RLlib PPO"]
+    for r in runs if rllib else []:
+        if r is rllib[0]:
+            continue
+        ratio = r["env_steps_per_s"] / max(rllib[0]["env_steps_per_s"], 1e-9)
+        print(f"\nenv steps/s, {r['learner']} / RLlib PPO: {ratio:.2f}x (rollouts alone: "
+              f"{r['rollout_env_steps_per_s']:.0f} vs {rllib[0]['rollout_env_steps_per_s']:.0f} env steps/s, "
+              f"{r['rollout_env_steps_per_s'] / max(rllib[0]['rollout_env_steps_per_s'], 1e-9):.2f}x)")
     out = {"game": GAME, "seconds": args.seconds, "seed": args.seed, "smoke": args.smoke, "runs": runs}
     print(json.dumps(out))
     return out
