@@ -1,4 +1,6 @@
-"""Policy-gradient losses for LLM self-play training.
+"""Policy-gradient losses, shared by every learner: a language model's tokens (SPIRAL, ``loss:``) and a
+neural policy's moves (SCC and PPO, ``learner.loss``, where ``T`` is 1: one move, its log-probability the
+sum of its parts'). `register_loss` adds one; a config names it.
 
 Every loss is a *pure function* of tensors: no state, no modules.  Each returns
 ``(loss, stats)`` where ``loss`` is a scalar tensor (differentiable w.r.t.
@@ -65,6 +67,7 @@ __all__ = [
     "ppo_clip",
     "predicted_divergence_change",
     "predictive_mask",
+    "register_loss",
     "topk_kl",
     "topk_tv",
     "with_tail_bucket",
@@ -682,6 +685,21 @@ LOSSES: dict[str, Callable[..., LossOutput]] = {
 #: Losses that read the rollout's top-K log-probs (``topk_old_logp`` / ``topk_logp`` keywords): the
 #: learner passes them only to these, and a run whose rollouts keep no top-K (``top_k: 0``) is refused.
 TOPK_LOSSES: frozenset[str] = frozenset({"dppo_topk_tv", "dppo_topk_kl", "predictive_mask"})
+
+
+def register_loss(name: str, fn: Callable[..., LossOutput], *, topk: bool = False) -> None:
+    """Add a loss under `name` for every learner's config: ``fn(logp, old_logp, adv, mask, *, agg,
+    max_len, **settings) -> (loss, stats)`` as the losses here (``topk``: it also reads the rollout's
+    top-K log-probs, ``topk_old_logp``/``topk_logp``, which only language-model rollouts keep). A name
+    already taken is a ValueError."""
+    global TOPK_LOSSES
+    if not name or not name.replace("_", "").isalnum():
+        raise ValueError(f"a loss name is letters, digits and _, got {name!r}")
+    if name in LOSSES:
+        raise ValueError(f"loss {name!r} is registered already")
+    LOSSES[name] = fn
+    if topk:
+        TOPK_LOSSES = TOPK_LOSSES | {name}
 
 
 def get_loss(name: str) -> Callable[..., LossOutput]:

@@ -200,3 +200,25 @@ def test_a_bad_loss_is_one_line(change, message):
     with pytest.raises(ConfigError) as e:
         from_dict(SCCConfig, {"learner": change})
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_registered_loss_is_named_by_a_config_and_learns(monkeypatch):
+    """`register_loss` adds a loss every learner's config can name: here plain REINFORCE on the move."""
+    from arena.trainers.common import losses
+
+    monkeypatch.setattr(losses, "LOSSES", dict(losses.LOSSES))
+
+    def reinforce(logp, old_logp, adv, mask, agg="token_mean", max_len=None, scale=1.0):
+        m = mask.float()
+        return -(scale * adv * logp * m).sum() / m.sum().clamp(min=1), {"scale": scale}
+
+    losses.register_loss("reinforce", reinforce)
+    with pytest.raises(ValueError, match="registered already"):
+        losses.register_loss("reinforce", reinforce)
+    torch.manual_seed(0)
+    net = build_policy(SPEC, hidden=[16])
+    s = LearnerSettings(epochs=2, minibatch=32, upgo_coef=0.0, loss="reinforce", loss_kwargs={"scale": 0.5})
+    lrn = PolicyLearner(net, s, lr=3e-3)
+    for i in range(30):
+        stats = lrn.step(bandit_batch(net, seed=i), generator=torch.Generator().manual_seed(i))
+    assert p_win(net)[0] > 0.9 and stats["scale"] == 0.5 and stats["approx_kl"] >= 0
