@@ -49,8 +49,8 @@ import os
 import queue
 import re
 import shutil
-import sys
 import subprocess
+import sys
 import tempfile
 import threading
 import time

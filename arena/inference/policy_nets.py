@@ -103,6 +103,12 @@ class PolicySpec:
             return (c + self.players, h, w)
         return (int(math.prod(self.obs_shape)) + self.players,)
 
+    @property
+    def box_moves(self) -> bool:
+        """Whether the moves (or a part of them) are drawn from a box: no finite set of choices."""
+        return self.action_kind == "continuous" or (
+            self.action is not None and any(p.get("kind") == "box" for p in self.action["parts"]))
+
     def describe(self) -> str:
         if self.action is not None:
             from arena.envs.actions import ActionModel

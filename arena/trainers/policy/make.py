@@ -16,18 +16,12 @@ def check_parallel(parallel: Any) -> None:
                           "the neural-policy learner takes odc or fsdp")
 
 
-def box_moves(spec: Any) -> bool:
-    """Whether a policy spec's moves (or a part of them) are drawn from a box: no finite set of choices."""
-    return spec.action_kind == "continuous" or (
-        spec.action is not None and any(p.get("kind") == "box" for p in spec.action["parts"]))
-
-
 def check_learner(settings: LearnerSettings, spec: Any, game: str) -> None:
     """Learner settings the game's moves allow (a `ConfigError` naming the fix): the DPPO trust regions
     measure how far a move's probability moved, and a move drawn from a box has a density instead."""
     from arena.errors import ConfigError
 
-    if box_moves(spec) and settings.loss != "ppo_clip":
+    if spec.box_moves and settings.loss != "ppo_clip":
         raise ConfigError(f"learner.loss: {settings.loss} bounds the change of a move's probability; {game}'s moves "
                           "draw from a box (a density): use learner.loss: ppo_clip")
 

@@ -840,7 +840,7 @@ def validate(cfg: SCCConfig) -> None:
     from arena.errors import ArenaError, ConfigError, IncompatibleAgent
     from arena.inference.policy_nets import build_policy, spec_from_core
     from arena.replays.format import LEAGUE_DB
-    from arena.trainers.policy.make import box_moves, check_learner, check_parallel
+    from arena.trainers.policy.make import check_learner, check_parallel
 
     check_parallel(cfg.parallel)
     if cfg.parallel.mode != "none" and cfg.device != "cpu":
@@ -875,7 +875,7 @@ def validate(cfg: SCCConfig) -> None:
             except ArenaError as e:
                 raise ConfigError(f"{key}: {e}") from None
     check_learner(cfg.learner, spec, cfg.game)
-    if cfg.magnet.kind == "uniform" and box_moves(spec):
+    if cfg.magnet.kind == "uniform" and spec.box_moves:
         raise ConfigError(f"magnet.kind: uniform needs moves with a finite set of choices; {cfg.game}'s moves draw "
                           "from a box (use imitation or copy)")
     if cfg.eval.tactics and (core.source != "openspiel" or not core.perfect_information
