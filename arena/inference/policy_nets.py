@@ -1,7 +1,9 @@
 """Neural policies over a game's structured view: observation tensor + action mask.
 
 `PolicySpec` says what a game shows and takes (read from its spaces by `spec_from_core`);
-`build_policy` makes a `PolicyNet` for it:
+`build_policy` makes its network, always of the one family
+`arena.inference.structured.StructuredPolicyNet` (every move an action model; a one-tensor game's
+is one part). The architecture names the encoder:
 
 * ``mlp``: a flat observation (poker's information-state vector) through an MLP;
 * ``conv``: board planes ``[C, H, W]`` (connect four, tic-tac-toe) through a small residual conv
@@ -12,8 +14,7 @@
   game's actions are "pick an entity";
 * ``structured``: a game with structured moves (`arena.envs.actions.ActionModel`: an action
   type, units by pointer, a target or a cell) or several observation inputs (entities, a map,
-  scalars): an encoder per input and a head per part of the move
-  (`arena.inference.structured.StructuredPolicyNet`).
+  scalars): an encoder per input and a head per part of the move.
 
 A policy reads a dict of arrays (`policy_inputs`): ``{"obs", "mask"}`` (and ``"entity_mask"``
 for entity sets) for a game with one observation tensor, the game's own keys otherwise. Rollout
@@ -27,7 +28,9 @@ critic sees; the policy never does.
 
 A policy checkpoint is a folder with ``policy.pt`` (the spec, the architecture and its sizes,
 the weights): `save_policy` / `load_policy`. `policy:<folder>` plays it
-(`arena.agents.neural`).
+(`arena.agents.neural`). A checkpoint of format version 1 (before one-tensor games' networks
+joined the structured family) loads as it is: `load_policy` renames its tensors to the one
+family's (`upgrade_state`; the same weights, the same outputs) and the next save writes version 2.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from arena.errors import AgentSpecError, IncompatibleAgent
 from arena.inference.distributions import MaskedCategorical  # noqa: F401  (the categorical policies' distribution)
 
 FORMAT = "arena-policy"
-VERSION = 1
+#: 2: every network is of the one family (`StructuredPolicyNet`); 1 (read, upgraded): one-tensor games
+#: had their own network class.
+VERSION = 2
 FILE = "policy.pt"
 
 ARCHS = ("auto", "mlp", "conv", "entity", "structured")
@@ -256,25 +261,16 @@ def _choose_arch(spec: PolicySpec, arch: str) -> str:
 
 
 def build_policy(spec: PolicySpec, arch: str = "auto", **sizes: Any):
-    """A `PolicyNet` for `spec`; `sizes` override `DEFAULT_SIZES` (unknown keys are an error)."""
+    """The policy network (`arena.inference.structured.StructuredPolicyNet`) for `spec`; `sizes`
+    override `DEFAULT_SIZES` (unknown keys are an error)."""
     unknown = set(sizes) - set(DEFAULT_SIZES)
     if unknown:
         raise ValueError(f"unknown policy size {sorted(unknown)[0]!r}; known: {', '.join(DEFAULT_SIZES)}")
     chosen = _choose_arch(spec, arch)
-    if chosen == "structured":
-        from arena.inference.structured import StructuredPolicyNet
-
-        return StructuredPolicyNet(spec, chosen, {**DEFAULT_SIZES, **sizes})
-    return _net_class()(spec, chosen, {**DEFAULT_SIZES, **sizes})
-
-
-def _net_class():
-    """`PolicyNet` (`arena.inference.tensor_policy`), imported on first use (importing this module
-    needs no torch)."""
     _torch()  # a one-line error naming the extra where torch is missing
-    from arena.inference.tensor_policy import PolicyNet
+    from arena.inference.structured import StructuredPolicyNet
 
-    return PolicyNet
+    return StructuredPolicyNet(spec, chosen, {**DEFAULT_SIZES, **sizes})
 
 
 # -- checkpoints --------------------------------------------------------------------------------
@@ -419,9 +415,8 @@ def _parameter_count_and_shapes(spec: PolicySpec, arch: str, sizes: dict) -> tup
     torch = _torch()
     with torch.device("meta"):
         net = build_policy(spec, arch, **sizes)
-    shapes = {k: tuple(v.shape) for k, v in net.state_dict().items()}
-    count = sum(p.numel() for p in net.parameters()) + sum(b.numel() for b in net.buffers())
-    return int(count), shapes
+    state = net.state_dict()  # parameters and the buffers a checkpoint carries
+    return int(sum(v.numel() for v in state.values())), {k: tuple(v.shape) for k, v in state.items()}
 
 
 def _check_archive(f: Path) -> None:
@@ -472,7 +467,15 @@ def load_policy(path: str | Path, expect: PolicySpec | None = None):
 
         raise AgentSpecError(f"{f} is not a policy checkpoint (format "
                              f"{shown(blob.get('format'), 60) if isinstance(blob, dict) else type(blob).__name__!r})")
+    version = blob.get("version")
+    if version not in (1, VERSION):
+        from arena.errors import shown
+
+        raise AgentSpecError(f"{f}: checkpoint format version {shown(version, 20)} is not one this arena reads "
+                             f"(1 or {VERSION}); a newer arena wrote it: upgrade arena to play it")
     _check_recorded_sizes(blob, f)
+    if version == 1:
+        blob["state_dict"] = upgrade_state(blob["state_dict"], blob["arch"], blob["spec"])
     try:
         spec = PolicySpec.from_dict(blob["spec"])
     except (TypeError, ValueError, KeyError) as e:
@@ -508,6 +511,30 @@ def load_policy(path: str | Path, expect: PolicySpec | None = None):
     net.load_state_dict(state)
     net.eval()
     return net, PolicyMeta(spec, arch, sizes, blob.get("info", {}))
+
+
+#: Version 1's one-tensor network (``mlp``, ``conv``, ``entity``): its modules' names -> the one family's.
+_V1_NAMES = (("stem.", "encoders.of_obs."), ("logits.", "heads.to_action.logits."),
+             ("pointer.", "heads.to_action.pointer."), ("head.", "heads.to_action.dist."))
+
+
+def upgrade_state(state: dict, arch: str, spec: dict) -> dict:
+    """A version-1 checkpoint's state dict as the one family names it: a one-tensor network's
+    encoder and head move under ``encoders.of_obs`` and ``heads.to_action``; a structured network
+    drops its last part's embedding (the last choice feeds no later part, so it never affected an
+    output). The weights are the same, and so are the outputs (tested)."""
+    if arch != "structured":
+        out = {}
+        for k, v in state.items():
+            for old, new in _V1_NAMES:
+                if k.startswith(old):
+                    k = new + k[len(old):]
+                    break
+            out[k] = v
+        return out
+    parts = (spec.get("action") or {}).get("parts") or [{}]
+    last = f"heads.to_{parts[-1].get('name')}.embed."
+    return {k: v for k, v in state.items() if not k.startswith(last)}
 
 
 def _sizes_text(sizes: dict) -> str:

@@ -88,11 +88,11 @@ def test_state_dict_shapes_must_agree_with_the_recorded_sizes(tmp_path):
     net = build_policy(_spec(), "conv", hidden=[16], channels=8)
     # sizes say 32 channels, tensors have 8
     msg = _refused(_forged(tmp_path / "a", channels=32))
-    assert msg.endswith("refused: tensor 'stem.0.weight' has shape (8, 5, 3, 3), but its recorded sizes give "
+    assert msg.endswith("refused: tensor 'encoders.of_obs.0.weight' has shape (8, 5, 3, 3), but its recorded sizes give "
                         "(32, 5, 3, 3)")
     sd = dict(net.state_dict())
-    sd["logits.weight"] = torch.zeros(7, 17)
-    assert "tensor 'logits.weight' has shape (7, 17), but its recorded sizes give (7, 16)" in \
+    sd["heads.to_action.logits.weight"] = torch.zeros(7, 17)
+    assert "tensor 'heads.to_action.logits.weight' has shape (7, 17), but its recorded sizes give (7, 16)" in \
         _refused(_forged(tmp_path / "b", state_dict=sd))
     sd = dict(net.state_dict())
     sd.pop("value.0.bias")

@@ -99,7 +99,7 @@ def test_entity_observations_get_the_transformer_and_a_pointer_head():
 
     spec = PolicySpec("test/units-v0", (6, 4), "discrete", n_actions=6, entities=True)
     net = build_policy(spec, d_model=16, heads=2, layers=1, hidden=[16])
-    assert net.arch == "entity" and net.pointer is not None
+    assert net.arch == "entity" and net.model.parts[0].kind == "pointer"
     torch.manual_seed(0)
     ents = torch.randn(3, 6, 4)
     present = torch.tensor([[True] * 6, [True, True, True, False, False, False], [True, False] * 3])
@@ -123,3 +123,71 @@ def test_continuous_actions_get_a_gaussian_or_beta_head():
         assert a.shape == (4, 3) and dist.log_prob(a).shape == (4,)
         if kind == "beta":
             assert ((a >= 0) & (a <= 1)).all()
+
+
+# -- one family; checkpoints of format version 1 ----------------------------------------------------
+V1 = __import__("pathlib").Path(__file__).parent / "data" / "policy_v1"
+
+
+@pytest.mark.parametrize("name", ["mlp", "conv", "entity", "gaussian", "beta", "structured"])
+def test_a_version_1_checkpoint_loads_into_the_one_family_with_the_same_outputs(name, tmp_path):
+    """Checkpoints written before one-tensor games' networks joined the structured family (format
+    version 1: Kuhn's MLP, tic-tac-toe's conv net, an entity pointer, Gaussian with input
+    normalisation, Beta, Skirmish's structured net; saved with their outputs on fixed inputs by that
+    code) load with the same outputs, and save again as version 2."""
+    from arena.inference.policy_nets import VERSION
+    from arena.inference.structured import StructuredPolicyNet
+
+    assert torch.load(V1 / name / "policy.pt", weights_only=True)["version"] == 1
+    net, meta = load_policy(V1 / name)
+    assert isinstance(net, StructuredPolicyNet) and meta.info == {"fixture": "version 1"}
+    want = dict(np.load(V1 / name / "expected.npz"))
+    x = {k[3:]: torch.as_tensor(v) for k, v in want.items() if k.startswith("in/")}
+
+    def outputs(net):
+        with torch.no_grad():
+            dist, value = net(x)
+            if meta.spec.action is not None:
+                a = {k[len("out/actions/"):]: torch.as_tensor(v) for k, v in want.items() if k.startswith("out/actions/")}
+                assert {k: v.tolist() for k, v in dist.mode().items()} == {k: v.tolist() for k, v in a.items()}
+                return {"logp": net(x, actions=a)[0].log_prob(a), "value": value}
+            if meta.spec.action_kind == "discrete":
+                return {"probs": dist.probs, "value": value}
+            return {"mode": dist.mode(), "logp": dist.log_prob(dist.mode()), "value": value}
+
+    for k, v in outputs(net).items():
+        np.testing.assert_allclose(v.numpy(), want["out/" + k], rtol=1e-5, atol=1e-6, err_msg=k)
+    save_policy(tmp_path / "again", net, meta.info)
+    assert torch.load(tmp_path / "again" / "policy.pt", weights_only=True)["version"] == VERSION
+    again, _ = load_policy(tmp_path / "again")
+    for k, v in outputs(again).items():
+        np.testing.assert_allclose(v.numpy(), want["out/" + k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_a_checkpoint_from_a_newer_format_is_refused_in_one_line(tmp_path):
+    blob = torch.load(V1 / "mlp" / "policy.pt", weights_only=True)
+    blob["version"] = 99
+    (tmp_path / "p").mkdir()
+    torch.save(blob, tmp_path / "p" / "policy.pt")
+    with pytest.raises(AgentSpecError, match="format version 99 is not one this arena reads.*upgrade arena"):
+        load_policy(tmp_path / "p")
+
+
+def test_every_game_a_network_plays_gets_the_one_family():
+    """Board games, poker, an entity set, a box and a structured game: one class, every move an action
+    model (a one-tensor game's is one part named ``action``)."""
+    from arena.inference.policy_nets import PolicySpec
+    from arena.inference.structured import StructuredPolicyNet
+
+    specs = [spec_from_core(make_core(g)) for g in ("openspiel/kuhn_poker-v0", "openspiel/connect_four-v0",
+                                                    "arena/Skirmish-3m-v0")]
+    specs += [PolicySpec("test/units-v0", (6, 4), "discrete", n_actions=6, entities=True),
+              PolicySpec("test/box-v0", (5,), "continuous", action_shape=(2,), low=(0.0,) * 2, high=(1.0,) * 2)]
+    kinds = []
+    for spec in specs:
+        net = build_policy(spec, hidden=[8], d_model=8, heads=2, layers=1, channels=4)
+        assert type(net) is StructuredPolicyNet
+        kinds.append((net.arch, [p.kind for p in net.model.parts]))
+    assert kinds[:2] == [("mlp", ["categorical"]), ("conv", ["categorical"])]
+    assert kinds[2][0] == "structured" and len(kinds[2][1]) > 1
+    assert kinds[3:] == [("entity", ["pointer"]), ("mlp", ["box"])]

@@ -245,9 +245,9 @@ def _own_reach(game: pyspiel.Game, state: pyspiel.State, player: int, table: os_
 
 
 def net_policy_fn(net) -> PolicyFn:
-    """The `PolicyFn` of a neural policy (`arena.inference.policy_nets.PolicyNet`): its masked action
-    probabilities at an information-state tensor, the tensor the arena's OpenSpiel games show for
-    imperfect-information games."""
+    """The `PolicyFn` of a neural policy of a one-tensor game (`arena.inference.structured`): its
+    masked action probabilities at an information-state tensor, the tensor the arena's OpenSpiel
+    games show for imperfect-information games."""
     import torch
 
     from arena.inference.policy_nets import policy_input

@@ -52,7 +52,7 @@ def test_the_kl_term_pulls_towards_the_anchor():
     torch.manual_seed(1)
     anchor = build_policy(SPEC, hidden=[16])
     with torch.no_grad():  # an anchor that prefers the losing move
-        anchor.logits.bias.copy_(torch.tensor([-2.0, 2.0, 0.0]))
+        anchor.heads.to_action.logits.bias.copy_(torch.tensor([-2.0, 2.0, 0.0]))
     free = build_policy(SPEC, hidden=[16])
     held = build_policy(SPEC, hidden=[16])
     held.load_state_dict(free.state_dict())
@@ -131,7 +131,7 @@ def test_the_default_kl_is_the_imitation_policys_kl():
     torch.manual_seed(3)
     net, anchor = build_policy(SPEC, hidden=[16]), build_policy(SPEC, hidden=[16])
     with torch.no_grad():
-        anchor.logits.bias.copy_(torch.tensor([-1.0, 1.5, 0.0]))
+        anchor.heads.to_action.logits.bias.copy_(torch.tensor([-1.0, 1.5, 0.0]))
     batch = chain_batch(net, T=1, B=16)
     p, q = _probs(net, batch)[:, :2], _probs(anchor, batch)[:, :2]
     by_hand = float((q * (q.log() - p.log())).sum(-1).mean())

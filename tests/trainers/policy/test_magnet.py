@@ -43,7 +43,7 @@ def test_the_uniform_magnets_kl_is_the_kl_to_uniform_over_the_legal_moves(algo, 
     torch.manual_seed(4)
     net = build_policy(SPEC, hidden=[16])
     with torch.no_grad():
-        net.logits.bias.copy_(torch.tensor([1.0, -0.5, 0.3]))
+        net.heads.to_action.logits.bias.copy_(torch.tensor([1.0, -0.5, 0.3]))
     batch = masked_batch(net)
     with torch.no_grad():
         p = net(batch.obs.reshape(-1, 4), batch.mask.reshape(-1, 3))[0].probs
@@ -64,7 +64,7 @@ def test_the_uniform_magnet_pulls_towards_uniform():
     torch.manual_seed(5)
     net = build_policy(SPEC, hidden=[16])
     with torch.no_grad():
-        net.logits.bias.copy_(torch.tensor([3.0, -3.0, 0.0]))
+        net.heads.to_action.logits.bias.copy_(torch.tensor([3.0, -3.0, 0.0]))
     s = LearnerSettings(epochs=4, minibatch=64, upgo_coef=0.0, value_coef=0.0, entropy_coef=0.0)
     lrn = PolicyLearner(net, s, lr=1e-2, anchor=UniformMagnet())
     first = lrn.step(masked_batch(net), kl_coef=50.0, generator=torch.Generator().manual_seed(0))["kl_anchor"]

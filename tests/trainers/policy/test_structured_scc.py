@@ -169,7 +169,7 @@ def test_arch_entity_trains_on_an_entity_game_with_a_pointer_move(tmp_path):
     finally:
         t.close()
     net = t.learners["main"].net
-    assert net.arch == "entity" and net.pointer is not None
+    assert net.arch == "entity" and net.model.parts[0].kind == "pointer"
     evals = _evals(tmp_path / "run")
     assert evals[-1]["eval/win_rate/random"] >= 0.75, evals
 
