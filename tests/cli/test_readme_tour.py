@@ -78,15 +78,43 @@ def test_the_tour_has_the_commands_a_newcomer_needs():
     assert any(" human" in c for c in cmds)
 
 
-@pytest.mark.timeout(1800)
-def test_every_tour_command_runs(tmp_path):
+def chain_of(line: str) -> str:
+    """The run folder a command reads or writes (``runs/<name>``: the commands on one folder run in order,
+    as a chain), else the command itself (a chain of one)."""
+    m = re.search(r"runs/([A-Za-z0-9_]+)", line)
+    return m.group(1) if m else line
+
+
+def chains() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in tour_commands():
+        out.setdefault(chain_of(line), []).append(line)
+    return out
+
+
+#: The chains of the long-running games (Connect Four, the prosthetics task), run from
+#: `test_readme_tour_games.py` so that a second test worker takes them; every other chain runs here.
+GAMES_CHAINS = ("c4", "pros", "pl")
+
+
+def run_chain(name: str, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     (tmp_path / "configs").symlink_to(ROOT / "configs")
     env = dict(os.environ, COLUMNS="200", OMP_WAIT_POLICY="PASSIVE")
-    for line in tour_commands():
+    for line in chains()[name]:
         args = _small(shlex.split(line)[1:], tmp_path)
         stdin = HUMAN_MOVES if ("human" in args or "--vs" in args) else ("q\n" if args[:2] == ["replay", "show"] else "")
         r = subprocess.run([sys.executable, "-m", "arena.cli", *args], cwd=tmp_path, input=stdin, capture_output=True,
                            text=True, timeout=1200, env=env)
         assert r.returncode == 0, f"{line}\n-> {' '.join(args)}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         assert "Traceback" not in r.stdout + r.stderr, line
+
+
+def test_the_games_chains_are_in_the_tour():
+    assert set(GAMES_CHAINS) <= set(chains()), sorted(chains())
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("name", [c for c in chains() if c not in GAMES_CHAINS])
+def test_every_tour_command_runs(name, tmp_path):
+    run_chain(name, tmp_path)

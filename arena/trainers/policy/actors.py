@@ -191,7 +191,7 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
         disc[: n - 1, b] = gamma
         valid[:n, b] = True
     tt = torch.from_numpy
-    return RolloutBatch(tree_torch(obs), None, tree_torch(act), tt(logp), tt(val), tt(rew), tt(disc),
+    return RolloutBatch(tree_torch(obs), tree_torch(act), tt(logp), tt(val), tt(rew), tt(disc),
                         tt(valid), None if priv is None else tt(priv),
                         torch.tensor([t.version for t in trajs], dtype=torch.long))
 

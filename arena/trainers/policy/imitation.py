@@ -32,10 +32,10 @@ from arena.replays.format import Replay
 
 @dataclass
 class Demonstrations:
-    #: What the network reads at each move: ``[N, *obs_shape]``, or a dict of ``[N, ...]`` arrays
-    #: (`arena.inference.policy_nets.policy_inputs`, for a game with structured moves).
-    obs: Any
-    mask: np.ndarray | None  # [N, A] bool
+    #: What the network reads at each move, a dict of ``[N, ...]`` arrays for every game
+    #: (`arena.inference.policy_nets.policy_inputs`: a one-tensor game's ``obs`` and ``mask``, a
+    #: structured game's own keys).
+    obs: dict
     #: ``[N]``, or a dict of the parts' ``[N, ...]`` arrays (structured moves).
     actions: Any
     outcome: np.ndarray  # [N]: the final return of the player who moved
@@ -52,8 +52,7 @@ class Demonstrations:
         from arena.inference.trees import tree_map
 
         take = lambda x: x[idx]  # noqa: E731
-        return Demonstrations(tree_map(take, self.obs), None if self.mask is None else self.mask[idx],
-                              tree_map(take, self.actions),
+        return Demonstrations(tree_map(take, self.obs), tree_map(take, self.actions),
                               self.outcome[idx], self.match[idx],
                               None if self.privileged is None else self.privileged[idx],
                               None if self.probs is None else self.probs[idx])
@@ -119,7 +118,7 @@ def from_observed(matches: Iterable[tuple[int, Sequence[float], Sequence[tuple]]
     `spec`, the moves (as the action model's arrays for structured moves), the final return of the
     player who moved times `reward_scale`, and, where every move has an answer, the answers as the
     teacher's probabilities over the mask. None: no moves."""
-    from arena.inference.policy_nets import policy_input, policy_inputs
+    from arena.inference.policy_nets import policy_inputs
     from arena.inference.trees import tree_stack
 
     model = None
@@ -127,34 +126,28 @@ def from_observed(matches: Iterable[tuple[int, Sequence[float], Sequence[tuple]]
         from arena.envs.actions import ActionModel
 
         model = ActionModel.from_dict(spec.action)
-    obs, masks, acts, outs, which, probs = [], [], [], [], [], []
+    obs, acts, outs, which, probs = [], [], [], [], []
     for index, returns, moves in matches:
         for move in moves:
             seat, raw, action = move[:3]
-            if model is not None:  # the network's inputs and the move's arrays
-                obs.append(policy_inputs(raw, seat, spec))
-                masks.append(None)
-                acts.append(model.to_arrays(model.check(action, raw)[0]))
-            else:
-                x, m = policy_input(raw, seat, spec)
-                obs.append(x)
-                masks.append(m)
-                acts.append(action)
+            obs.append(policy_inputs(raw, seat, spec))
+            # a structured move as its action model's arrays; a one-part move as it is
+            acts.append(action if model is None else model.to_arrays(model.check(action, raw)[0]))
             probs.append(move[3] if len(move) > 3 else None)
             outs.append(float(returns[seat]) * reward_scale)
             which.append(index)
     if not acts:
         return None
+    inputs = tree_stack(obs)
     if model is not None:
-        return Demonstrations(tree_stack(obs), None, tree_stack(acts), np.asarray(outs, np.float32), np.asarray(which))
-    mask = np.stack(masks).astype(bool) if masks[0] is not None else None
+        return Demonstrations(inputs, tree_stack(acts), np.asarray(outs, np.float32), np.asarray(which))
+    mask = inputs.get("mask")
     soft = None
     if mask is not None and all(p is not None for p in probs):  # every move's teacher could be read
         soft = np.zeros(mask.shape, np.float32)
         for j, (legal, p) in enumerate(probs):
             soft[j, legal] = p
-    return Demonstrations(np.stack(obs).astype(np.float32), mask, np.asarray(acts), np.asarray(outs, np.float32),
-                          np.asarray(which), probs=soft)
+    return Demonstrations(inputs, np.asarray(acts), np.asarray(outs, np.float32), np.asarray(which), probs=soft)
 
 
 def sc2_replay_files(game: str, folder: str | Path) -> list[Path]:
@@ -256,7 +249,7 @@ def joined(parts: list[Demonstrations]) -> Demonstrations:
         xs = [getattr(p, name) for p in parts]
         return None if any(x is None for x in xs) else cat(xs)
 
-    return Demonstrations(cat([p.obs for p in parts]), every("mask"), cat([p.actions for p in parts]),
+    return Demonstrations(cat([p.obs for p in parts]), cat([p.actions for p in parts]),
                           cat([p.outcome for p in parts]), cat([p.match for p in parts]), every("privileged"),
                           every("probs"))
 
@@ -264,11 +257,14 @@ def joined(parts: list[Demonstrations]) -> Demonstrations:
 def with_mirror_images(demos: Demonstrations, perm: np.ndarray) -> Demonstrations:
     """`demos` and after them each position's mirror image (`GameCore.mirror`: the board's last axis
     reversed, each move, mask entry and probability moved to its image `perm[a]`), from the same match."""
-    if not isinstance(demos.obs, np.ndarray) or demos.obs.ndim != 4:
+    planes = demos.obs.get("obs")
+    if planes is None or planes.ndim != 4 or set(demos.obs) - {"obs", "mask"}:
         raise ValueError("mirror images are of board planes ([N, C, H, W] inputs)")
     inv = np.argsort(perm)  # the image's entry for move b is the original's for move inv[b]
-    image = Demonstrations(np.ascontiguousarray(demos.obs[..., ::-1]), None if demos.mask is None else demos.mask[:, inv],
-                           perm[demos.actions], demos.outcome, demos.match, demos.privileged,
+    inputs = {"obs": np.ascontiguousarray(planes[..., ::-1])}
+    if "mask" in demos.obs:
+        inputs["mask"] = demos.obs["mask"][:, inv]
+    image = Demonstrations(inputs, perm[demos.actions], demos.outcome, demos.match, demos.privileged,
                            None if demos.probs is None else demos.probs[:, inv])
     return joined([demos, image])
 
@@ -288,7 +284,7 @@ def save_demonstrations(path: str | Path, demos: Demonstrations | None, indices:
                 arrays.update({f"{name}:{k}": np.asarray(v) for k, v in tree.items()})
             else:
                 arrays[name] = np.asarray(tree)
-        for name in ("mask", "outcome", "match", "privileged", "probs"):
+        for name in ("outcome", "match", "privileged", "probs"):
             value = getattr(demos, name)
             if value is not None:
                 arrays[name] = np.asarray(value)
@@ -310,8 +306,11 @@ def load_demonstrations(path: str | Path) -> tuple[Demonstrations | None, np.nda
             return arrays[name]
         return {k.split(":", 1)[1]: v for k, v in arrays.items() if k.startswith(name + ":")}
 
-    return Demonstrations(tree("obs"), arrays.get("mask"), tree("actions"), arrays["outcome"], arrays["match"],
-                          arrays.get("privileged"), arrays.get("probs")), indices
+    inputs = tree("obs")
+    if not isinstance(inputs, dict):  # written before every input was a dict: the tensor and its mask
+        inputs = {"obs": inputs, **({"mask": arrays["mask"]} if "mask" in arrays else {})}
+    return Demonstrations(inputs, tree("actions"), arrays["outcome"], arrays["match"], arrays.get("privileged"),
+                          arrays.get("probs")), indices
 
 
 class _StrategyReaders:
@@ -392,11 +391,10 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
 
     def tensors(d: Demonstrations):
         acts = tree_torch(d.actions) if isinstance(d.actions, dict) else tt(d.actions).long()
-        return (tree_torch(d.obs) if isinstance(d.obs, dict) else tt(d.obs), None if d.mask is None else tt(d.mask),
-                acts, tt(d.outcome))
+        return tree_torch(d.obs), acts, tt(d.outcome)
 
-    X, M, A, Z = tensors(train)
-    Xv, Mv, Av, Zv = tensors(val)
+    X, A, Z = tensors(train)
+    Xv, Av, Zv = tensors(val)
     # the teacher's action probabilities where its strategy could be read (for both sets, or for neither)
     P, Pv = (None, None) if train.probs is None or val.probs is None else (tt(train.probs), tt(val.probs))
     n_train, n_val = len(tree_leaf(A)), len(tree_leaf(Av))
@@ -425,7 +423,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
             losses, correct = [], 0
             for i in range(0, n_val, 4096):
                 j = slice(i, i + 4096)
-                dist, value = net(rows(Xv, j), None if Mv is None else Mv[j])
+                dist, value = net(rows(Xv, j))
                 a = rows(Av, j)
                 losses.append(float((-dist.log_prob(a) if Pv is None else _soft_nll(dist, Pv[j])).sum()))
                 correct += hits(dist, a if Pv is None else Pv[j].argmax(-1))
@@ -440,7 +438,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
         tot, correct = 0.0, 0
         for i in range(0, n_train, batch_size):
             j = perm[i:i + batch_size]
-            dist, value = net(rows(X, j), None if M is None else M[j])
+            dist, value = net(rows(X, j))
             a = rows(A, j)
             nll = -dist.log_prob(a) if P is None else _soft_nll(dist, P[j])
             loss = nll.mean() + value_coef * 0.5 * ((value - Z[j]) ** 2).mean()

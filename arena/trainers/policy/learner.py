@@ -37,10 +37,10 @@ from arena.trainers.common import rl
 
 @dataclass
 class RolloutBatch:
-    #: What the network read: ``[T, B, *obs_shape]``, or a dict of ``[T, B, ...]`` tensors
-    #: (`arena.inference.policy_nets.policy_inputs`: the observation and its masks).
-    obs: Any
-    mask: Any  # [T, B, A] bool, or None (continuous actions; or inside obs)
+    #: What the network read: a dict of ``[T, B, ...]`` tensors, for every game
+    #: (`arena.inference.policy_nets.policy_inputs`: a one-tensor game's ``obs`` and ``mask``, a
+    #: structured game's own keys).
+    inputs: dict
     #: ``[T, B]`` (discrete) or ``[T, B, *action_shape]``, or a dict of those (structured moves).
     actions: Any
     behaviour_logp: Any  # [T, B]
@@ -51,13 +51,6 @@ class RolloutBatch:
     privileged: Any = None  # [T, B, P]
     #: Weights version that played each column (for the actors' lag).
     version: Any = None  # [B]
-
-    @property
-    def inputs(self) -> dict:
-        """The network's inputs as a dict of ``[T, B, ...]`` tensors."""
-        if isinstance(self.obs, dict):
-            return self.obs
-        return {"obs": self.obs, "mask": self.mask} if self.mask is not None else {"obs": self.obs}
 
     @property
     def moves(self) -> int:
@@ -366,7 +359,7 @@ class PolicyLearner:
         part, empty = self._part(len(cols))
         cols = cols[part]
         weight = 0.0 if empty else float(b.valid[:, cols].sum() / total)  # the losses are means over valid moves
-        sub = RolloutBatch(tree_columns(b.inputs, cols), None, tree_columns(b.actions, cols),
+        sub = RolloutBatch(tree_columns(b.inputs, cols), tree_columns(b.actions, cols),
                            *(x[:, cols] if x is not None else x for x in (b.behaviour_logp, b.behaviour_value,
                                                                           b.rewards, b.discounts, b.valid,
                                                                           b.privileged)))
@@ -433,7 +426,7 @@ class PolicyLearner:
 def _to(b: RolloutBatch, device: str) -> RolloutBatch:
     if device == "cpu":
         return b
-    return RolloutBatch(tree_to(b.obs, device), tree_to(b.mask, device), tree_to(b.actions, device),
+    return RolloutBatch(tree_to(b.inputs, device), tree_to(b.actions, device),
                         *(x.to(device) if x is not None and hasattr(x, "to") else x for x in
                           (b.behaviour_logp, b.behaviour_value, b.rewards, b.discounts, b.valid, b.privileged,
                            b.version)))

@@ -311,5 +311,5 @@ def to_batch(segments: Sequence[Segment | None], steps: int, *, gamma: float, re
         disc[:, b] = np.where(s.ends == GOES_ON, gamma, 0.0)
         valid[:, b] = True
     tt = torch.from_numpy
-    return RolloutBatch(obs=tree_torch(obs), mask=None, actions=tree_torch(act), behaviour_logp=tt(logp),
+    return RolloutBatch(inputs=tree_torch(obs), actions=tree_torch(act), behaviour_logp=tt(logp),
                         behaviour_value=tt(val), rewards=tt(rew), discounts=tt(disc), valid=tt(valid))

@@ -40,8 +40,9 @@ def test_cfr_teachers_give_their_probabilities_and_other_teachers_their_moves():
     spec = _spec()
     played = _replays([CFR, CFR])
     demos = demonstrations(played, None, spec)
-    assert demos.probs is not None and demos.probs.shape == demos.mask.shape
-    assert np.allclose(demos.probs.sum(1), 1.0) and not (demos.probs[~demos.mask] > 0).any()
+    mask = demos.obs["mask"]
+    assert demos.probs is not None and demos.probs.shape == mask.shape
+    assert np.allclose(demos.probs.sum(1), 1.0) and not (demos.probs[~mask] > 0).any()
     # every row is one of the solved table's (Kuhn has 12 information states), and a mixed one among them
     game = pyspiel.load_game("kuhn_poker")
     table = cfr_average_policy(game, 40)
@@ -101,11 +102,12 @@ def test_a_labeller_answers_at_every_position_and_workers_do_not_change_the_targ
     label = "mcts:simulations=300,backend=cpp"
     one = demonstrations(played, None, spec, label=label)
     assert one.probs is not None and len(one) == sum(len(r.replay.steps) for r in res)
-    assert np.allclose(one.probs.sum(1), 1.0) and not (one.probs[~one.mask] > 0).any()
-    several = one.mask.sum(1) > 1
+    mask = one.obs["mask"]
+    assert np.allclose(one.probs.sum(1), 1.0) and not (one.probs[~mask] > 0).any()
+    several = mask.sum(1) > 1
     assert ((one.probs.max(1) == 1.0) & several).any() and (one.probs.max(1) < 0.9).any()  # proven wins; open play
     two = demonstrations(played, None, spec, label=label, workers=2)
-    assert np.array_equal(two.probs, one.probs) and np.array_equal(two.obs, one.obs)
+    assert np.array_equal(two.probs, one.probs) and np.array_equal(two.obs["obs"], one.obs["obs"])
     assert np.array_equal(two.match, one.match) and np.array_equal(two.actions, one.actions)
     assert demonstrations(played, None, spec).probs is None  # random players alone: their moves
     from arena.errors import ArenaError

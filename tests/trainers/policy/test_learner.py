@@ -21,7 +21,7 @@ def bandit_batch(net, B=64, seed=0):
         a = dist.sample(g)
         logp = dist.log_prob(a)
     rewards = torch.where(a == 0, 1.0, -1.0)[None]
-    return RolloutBatch(obs, mask, a[None], logp[None], value[None], rewards, torch.zeros(1, B),
+    return RolloutBatch({"obs": obs, "mask": mask}, a[None], logp[None], value[None], rewards, torch.zeros(1, B),
                         torch.ones(1, B, dtype=torch.bool))
 
 
@@ -79,7 +79,7 @@ def test_a_gaussian_head_learns_a_target_action():
             a = dist.sample(g)
             logp = dist.log_prob(a)
         r = -((a - target) ** 2).sum(-1)
-        lrn.step(RolloutBatch(obs, None, a[None], logp[None], value[None], r[None], torch.zeros(1, 128),
+        lrn.step(RolloutBatch({"obs": obs}, a[None], logp[None], value[None], r[None], torch.zeros(1, 128),
                               torch.ones(1, 128, dtype=torch.bool)), generator=g)
     with torch.no_grad():
         mode = net(torch.zeros(1, 2))[0].mode()[0]
@@ -100,7 +100,7 @@ def chain_batch(net, B=32, T=3, seed=0, values=None):
     rewards[-1] = torch.where(a[-1] == 0, 1.0, -1.0)
     disc = torch.ones(T, B)
     disc[-1] = 0.0
-    return RolloutBatch(obs, mask, a, logp, value if values is None else values, rewards, disc,
+    return RolloutBatch({"obs": obs, "mask": mask}, a, logp, value if values is None else values, rewards, disc,
                         torch.ones(T, B, dtype=torch.bool))
 
 
@@ -122,7 +122,7 @@ def test_vtrace_upgo_reads_the_learners_values_not_the_actors():
 
 def _probs(net, batch):
     with torch.no_grad():
-        return net(batch.obs.reshape(-1, 4), batch.mask.reshape(-1, 3))[0].probs
+        return net(batch.inputs["obs"].reshape(-1, 4), batch.inputs["mask"].reshape(-1, 3))[0].probs
 
 
 def test_the_default_kl_is_the_imitation_policys_kl():

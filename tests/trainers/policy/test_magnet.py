@@ -33,7 +33,7 @@ def masked_batch(net, T=2, B=8):
     rewards[-1] = torch.where(a.reshape(T, B)[-1] == 0, 1.0, -1.0)
     disc = torch.ones(T, B)
     disc[-1] = 0.0
-    return RolloutBatch(obs, mask, a.reshape(T, B), logp.reshape(T, B), value.reshape(T, B), rewards, disc,
+    return RolloutBatch({"obs": obs, "mask": mask}, a.reshape(T, B), logp.reshape(T, B), value.reshape(T, B), rewards, disc,
                         torch.ones(T, B, dtype=torch.bool))
 
 
@@ -46,13 +46,14 @@ def test_the_uniform_magnets_kl_is_the_kl_to_uniform_over_the_legal_moves(algo, 
         net.heads.to_action.logits.bias.copy_(torch.tensor([1.0, -0.5, 0.3]))
     batch = masked_batch(net)
     with torch.no_grad():
-        p = net(batch.obs.reshape(-1, 4), batch.mask.reshape(-1, 3))[0].probs
-    n = batch.mask.reshape(-1, 3).sum(-1).float()
+        p = net(batch.inputs["obs"].reshape(-1, 4), batch.inputs["mask"].reshape(-1, 3))[0].probs
+    mask = batch.inputs["mask"].reshape(-1, 3)
+    n = mask.sum(-1).float()
     logp = torch.where(p > 0, p.log(), torch.zeros(()))
     if direction == "policy_to_anchor":  # sum pi log pi + log n
         by_hand = (p * logp).sum(-1) + n.log()
     else:  # -log n - mean over the legal moves of log pi
-        by_hand = -n.log() - (logp * batch.mask.reshape(-1, 3)).sum(-1) / n
+        by_hand = -n.log() - (logp * mask).sum(-1) / n
     s = LearnerSettings(algo=algo, epochs=1, minibatch=64, kl_direction=direction)
     stats = PolicyLearner(net, s, lr=0.0, anchor=UniformMagnet()).step(
         batch, kl_coef=1.0, generator=torch.Generator().manual_seed(0))
@@ -155,7 +156,7 @@ def test_a_uniform_magnet_pulls_a_structured_move_and_a_box_is_refused(tmp_path)
     with torch.no_grad():
         dist, value = box(obs.reshape(6, 4))
         a = dist.sample()
-    batch = RolloutBatch(obs, None, a.reshape(3, 2, 2), dist.log_prob(a).reshape(3, 2), value.reshape(3, 2),
+    batch = RolloutBatch({"obs": obs}, a.reshape(3, 2, 2), dist.log_prob(a).reshape(3, 2), value.reshape(3, 2),
                          torch.zeros(3, 2), torch.ones(3, 2), torch.ones(3, 2, dtype=torch.bool))
     with pytest.raises(ValueError, match="magnet.kind uniform needs moves with a finite set of choices"):
         PolicyLearner(box, LearnerSettings(epochs=1), anchor=UniformMagnet()).step(batch, kl_coef=1.0)

@@ -34,10 +34,10 @@ def test_the_image_of_a_position_is_the_position_of_the_mirrored_moves(game, mov
     probs = np.where(m, np.arange(1, len(m) + 1), 0).astype(np.float32)
     probs /= probs.sum()
     a = int(np.flatnonzero(m)[0])
-    d = Demonstrations(x[None], m[None], np.array([a]), np.array([1.0], np.float32), np.array([7]), probs=probs[None])
+    d = Demonstrations({"obs": x[None], "mask": m[None]}, np.array([a]), np.array([1.0], np.float32), np.array([7]), probs=probs[None])
     both = with_mirror_images(d, perm)
-    assert len(both) == 2 and np.array_equal(both.obs[0], x) and both.match.tolist() == [7, 7]
-    assert np.array_equal(both.obs[1], xi) and np.array_equal(both.mask[1], mi)
+    assert len(both) == 2 and np.array_equal(both.obs["obs"][0], x) and both.match.tolist() == [7, 7]
+    assert np.array_equal(both.obs["obs"][1], xi) and np.array_equal(both.obs["mask"][1], mi)
     assert both.actions[1] == perm[a] and mi[perm[a]]
     for b in range(len(m)):  # each move's probability sits on its image
         assert both.probs[1][perm[b]] == probs[b]

@@ -50,8 +50,10 @@ def demonstrations_of(cfg, folder, monkeypatch) -> imitation.Demonstrations:
 
 
 def assert_same(a, b):
-    for name in ("obs", "mask", "actions", "outcome", "match", "probs"):
-        x, y = getattr(a, name), getattr(b, name)
+    assert sorted(a.obs) == sorted(b.obs)
+    pairs = [(f"obs:{k}", a.obs[k], b.obs[k]) for k in a.obs]
+    pairs += [(name, getattr(a, name), getattr(b, name)) for name in ("actions", "outcome", "match", "probs")]
+    for name, x, y in pairs:
         assert (x is None) == (y is None), name
         if x is not None:
             assert x.dtype == y.dtype and np.array_equal(x, y), name

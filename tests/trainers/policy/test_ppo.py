@@ -52,14 +52,14 @@ def test_rollout_bootstraps_cut_episodes_and_not_ended_ones(tmp_path, monkeypatc
     monkeypatch.setattr(segments._Recorder, "value_of", lambda self, core: 100.0)  # V(s') of the cut episodes
     try:
         batch, stats = t.collect(1)
-        assert batch.obs["obs"].shape == (20, 2, 2) and batch.actions.shape == (20, 2, 2)
+        assert batch.inputs["obs"].shape == (20, 2, 2) and batch.actions.shape == (20, 2, 2)
         # steps 7 and 15 end an episode by the time limit, step 19 is cut by the segment: discount 0 and
         # gamma * V(next) = 0.9 * 100 folded into the reward; every other step has discount gamma
         d = batch.discounts.numpy()
         cut = [7, 15, 19]
         assert (d[cut] == 0).all() and np.allclose(np.delete(d, cut, axis=0), 0.9)
         # the env's reward is minus the squared distance of the (clipped) action to the target it showed
-        r = -((np.clip(batch.actions.numpy(), -1, 1) - batch.obs["obs"].numpy()) ** 2).sum(-1)
+        r = -((np.clip(batch.actions.numpy(), -1, 1) - batch.inputs["obs"].numpy()) ** 2).sum(-1)
         bonus = np.zeros((20, 2))
         bonus[cut] = 90.0
         assert batch.rewards.numpy() == pytest.approx(r + bonus, abs=1e-4)
@@ -71,7 +71,7 @@ def test_rollout_bootstraps_cut_episodes_and_not_ended_ones(tmp_path, monkeypatc
 
 
 def _same_batch(a, b) -> bool:
-    pairs = [(a.obs["obs"], b.obs["obs"]), (a.actions, b.actions)] + [
+    pairs = [(a.inputs["obs"], b.inputs["obs"]), (a.actions, b.actions)] + [
         (getattr(a, k), getattr(b, k)) for k in ("behaviour_logp", "behaviour_value", "rewards", "discounts", "valid")]
     return all(torch.equal(x, y) for x, y in pairs)
 

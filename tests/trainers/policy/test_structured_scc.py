@@ -198,7 +198,7 @@ def test_one_learner_step_on_structured_moves(algo):
 
     net, _, batch = _self_play_batch(6, seed=4)
     T, B = batch.valid.shape
-    assert B == 12 and batch.obs["entities"].shape == (T, B, 6, 6) and batch.obs["unit_mask"].dtype == torch.bool
+    assert B == 12 and batch.inputs["entities"].shape == (T, B, 6, 6) and batch.inputs["unit_mask"].dtype == torch.bool
     assert batch.actions["units"].shape == (T, B, 3) and batch.actions["type"].shape == (T, B)
     lrn = PolicyLearner(net, LearnerSettings(algo=algo, epochs=1, minibatch=64), lr=1e-3, anchor=copy.deepcopy(net))
     stats = lrn.step(batch, kl_coef=0.1, generator=torch.Generator().manual_seed(0))
