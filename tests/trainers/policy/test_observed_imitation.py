@@ -147,3 +147,18 @@ def test_a_game_that_cannot_be_resimulated_says_what_to_do(tmp_path, monkeypatch
             t.run()
     finally:
         t.close()
+
+
+def test_demonstrations_written_before_inputs_were_one_dict_load_as_the_dict(tmp_path):
+    """A run folder's demonstrations from before every input was a dict (a one-tensor game's tensor and
+    mask as two arrays) read back as ``{"obs", "mask"}``, so such a run resumes."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    mask = np.array([[True, False, True], [True, True, False]])
+    np.savez(tmp_path / "old.npz", indices=np.array([4, 5]), obs=x, mask=mask, actions=np.array([0, 1]),
+             outcome=np.array([1.0, -1.0], np.float32), match=np.array([4, 5]))
+    demos, indices = imitation.load_demonstrations(tmp_path / "old.npz")
+    assert indices.tolist() == [4, 5] and sorted(demos.obs) == ["mask", "obs"]
+    assert np.array_equal(demos.obs["obs"], x) and np.array_equal(demos.obs["mask"], mask)
+    imitation.save_demonstrations(tmp_path / "new.npz", demos, indices)
+    again, _ = imitation.load_demonstrations(tmp_path / "new.npz")
+    assert np.array_equal(again.obs["mask"], mask) and again.actions.tolist() == [0, 1]
