@@ -123,8 +123,7 @@ class PolicyAgent(BaseAgent):
                 gens = [self._seats.get((id(o.core), o.player)) for o in observations] if self._seats else None
                 if self.explore > 0 and spec.action_kind in ("discrete", "structured"):
                     a, logp = self._explored(dist)
-                    return self._moves(a, len(observations)), {"inputs": x, "obs": x.get("obs"),
-                                                               "mask": x.get("mask"), "action": a, "logp": logp,
+                    return self._moves(a, len(observations)), {"inputs": x, "action": a, "logp": logp,
                                                                "value": value}
                 if gens and all(g is not None for g in gens) and spec.action_kind == "discrete":
                     probs = dist.probs  # each row from its match's generator, exactly as a one-row batch draws
@@ -133,8 +132,18 @@ class PolicyAgent(BaseAgent):
                 else:
                     a = dist.sample(self._gen)
             logp = dist.log_prob(a)
-        return self._moves(a, len(observations)), {"inputs": x, "obs": x.get("obs"), "mask": x.get("mask"),
-                                                   "action": a, "logp": logp, "value": value}
+        return self._moves(a, len(observations)), {"inputs": x, "action": a, "logp": logp, "value": value}
+
+    @staticmethod
+    def rows(x: dict) -> list[tuple]:
+        """What `decide` kept, one ``(inputs, action, logp, value)`` of numpy arrays and floats a move:
+        the row a learner's recorder appends (the league's actors and single-agent PPO's alike)."""
+        from arena.inference.trees import tree_map, tree_row
+
+        numpy = lambda t: t.numpy()  # noqa: E731
+        inputs, act = tree_map(numpy, x["inputs"]), tree_map(numpy, x["action"])
+        logp, val = x["logp"].tolist(), x["value"].tolist()
+        return [(tree_row(inputs, k), tree_row(act, k), logp[k], val[k]) for k in range(len(logp))]
 
     def _moves(self, a: Any, n: int) -> list[Any]:
         """The network's action arrays as the game's moves, one per observation."""

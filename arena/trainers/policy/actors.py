@@ -53,7 +53,6 @@ class Trajectory:
     seat: int
     #: What the network read at each move: a dict of ``[L, ...]`` arrays (`policy_inputs`).
     obs: dict
-    mask: np.ndarray | None  # [L, A] bool (also obs["mask"]), or None
     #: ``[L]`` or ``[L, *action_shape]``, or a dict of those (structured moves).
     actions: Any
     logp: np.ndarray  # [L]
@@ -91,18 +90,14 @@ class LearnerSeat:
         moves, x = self.agent.decide(observations)
         if self.record:
             from arena.inference.policy_nets import privileged_vector
-            from arena.inference.trees import tree_map, tree_row
 
-            numpy = lambda t: t.numpy()  # noqa: E731
-            inputs, act = tree_map(numpy, x["inputs"]), tree_map(numpy, x["action"])
-            logp, val = x["logp"].numpy(), x["value"].numpy()
-            for k, o in enumerate(observations):
+            for o, row in zip(observations, self.agent.rows(x)):
                 pv = privileged_vector(o.core) if self.priv else None
                 key = (id(o.core), o.player)
                 past = self.steps.setdefault(key, [])
                 if past and o.core.shaped_rewards() is not None:
                     self.shaped.setdefault(key, []).append(float(o.core.shaped_rewards()[o.player]))
-                past.append((tree_row(inputs, k), tree_row(act, k), logp[k], val[k], pv))
+                past.append((*row, pv))
         return moves
 
 
@@ -155,7 +150,7 @@ def play_pairings(game: str, pairings: Sequence[Pairing], nets: dict[str, Any], 
             if cores[i].shaped_rewards() is not None:  # the last move's: the step that ended the match
                 shaped = np.asarray(ls.shaped.get((cid, seat), []) + [cores[i].shaped_rewards()[seat]],
                                     dtype=np.float32)[:len(steps)]
-            trajs.append(Trajectory(name, i + index_offset, seat, inputs, inputs.get("mask"), tree_stack(act),
+            trajs.append(Trajectory(name, i + index_offset, seat, inputs, tree_stack(act),
                                     np.asarray(logp, dtype=np.float32), np.asarray(val, dtype=np.float32),
                                     None if pv[0] is None else np.stack(pv), float(results[i].returns[seat]), version,
                                     shaped))

@@ -86,11 +86,7 @@ class _Recorder:
             self.rewards.append(float(observation.core.step_rewards()[observation.player]))
         moves, x = self.agent.decide([observation])
         if self.record:
-            from arena.inference.trees import tree_map, tree_row
-
-            numpy = lambda t: t.numpy()  # noqa: E731
-            self.rows.append((tree_row(tree_map(numpy, x["inputs"]), 0), tree_row(tree_map(numpy, x["action"]), 0),
-                              float(x["logp"][0]), float(x["value"][0])))
+            self.rows.extend(self.agent.rows(x))
         return moves[0]
 
     def value_of(self, core) -> float:
