@@ -48,6 +48,14 @@ def game_label(game: str) -> str:
     return "all games" if game == OVERALL else game
 
 
+def default_scope(store: LeagueStore) -> str:
+    """The rating scope a person sees first: a league of one rated game opens on that game's table
+    (its payoffs, its vs-Nash column: the game's own, which the all-games table cannot have); a league
+    of several games, or of none yet, on all games."""
+    games = [g for g in store.rated_games() if g != OVERALL]
+    return games[0] if len(games) == 1 else OVERALL
+
+
 def league_name(store: LeagueStore) -> str:
     cfg = store.get_meta("config") or {}
     return str(cfg.get("name") or store.dir.name)

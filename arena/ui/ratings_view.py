@@ -70,10 +70,12 @@ def ratings_views(store: LeagueStore, game: Optional[str], *, width: int, payoff
 
 
 def _payoff_views(store: LeagueStore, game: Optional[str], games: list[str]) -> Iterator[Table]:
-    """The payoff matrix of `game` (None: overall, then each game's when there are several)."""
+    """The payoff matrix of `game` (None: the league's first scope, `default_scope`: its one game's, or
+    overall then each game's when there are several)."""
+    from arena.league.queries import default_scope
     from arena.ui.views import payoff_view
 
-    yield payoff_view(store, game or OVERALL)
+    yield payoff_view(store, game or default_scope(store))
     per_game = [x for x in games if x != OVERALL]
     if game is None and len(per_game) > 1:
         for x in per_game:
@@ -82,11 +84,12 @@ def _payoff_views(store: LeagueStore, game: Optional[str], games: list[str]) -> 
 
 def _rating_views(store: LeagueStore, game: Optional[str], games: list[str], method: str,
                   resamples: int) -> Iterator[Table]:
-    """The fitted table (bt) or the live one sorted by Elo or OpenSkill, of `game` (None: overall, then
-    each game's)."""
+    """The fitted table (bt) or the live one sorted by Elo or OpenSkill, of `game` (None: the league's
+    one game's, `default_scope`; with several games overall, then each game's)."""
+    from arena.league.queries import default_scope
     from arena.ui.views import fitted_view, ratings_per_game_views, ratings_view
 
-    g = game or OVERALL
+    g = game or default_scope(store)
     if method == "bt":
         scopes = [g] + ([x for x in games if x != OVERALL] if game is None and len(games) > 2 else [])
         for x in scopes:
@@ -94,7 +97,7 @@ def _rating_views(store: LeagueStore, game: Optional[str], games: list[str], met
     else:
         sort = "elo" if method == "elo" else "conservative"
         yield ratings_view(store, g, sort)
-        if game is None:
+        if game is None and g == OVERALL:
             yield from ratings_per_game_views(store, sort)
 
 

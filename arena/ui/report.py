@@ -27,6 +27,7 @@ from arena.ui.plots import figure_png, fitted_figure, game_slug, payoff_figure, 
 from arena.league.storage import OVERALL, LeagueStore, ResultRow
 from arena.league.queries import (
     MATCH_STATUSES,
+    default_scope,
     describe_outcome,
     game_label,
     league_name,
@@ -315,8 +316,8 @@ def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, rece
     def scope(game: str, anchor: str) -> str:
         label = game_label(game)
         title = label.capitalize() if game == OVERALL else label
-        if game == OVERALL and len(games) == 1:
-            title += f" (the only game: {games[0]})"
+        if game != OVERALL and len(games) == 1:
+            title += " (the league's only game)"
         plots = (_img(figure_png(ratings_figure(store, game)), f"ratings over time: {label}")
                  + _img(figure_png(payoff_figure(store, game)), f"payoff heatmap: {label}"))
         return (f'<section id="{_e(anchor)}"><h2>{_e(title)}</h2>'
@@ -329,11 +330,13 @@ def render_report(store: LeagueStore, out_dir: str | Path | None = None, *, rece
     # One-player games have no ratings or payoff: their returns table instead (and no empty Elo
     # section in a league of one-player games only).
     rated = bool(games) or not solo
-    nav = (['<a href="#overall">All games</a>'] if rated else []) + [
+    first = default_scope(store)  # a league of one game: that game's tables (its vs-Nash column included)
+    nav = ([f'<a href="#overall">{_e(game_label(first).capitalize() if first == OVERALL else first)}</a>']
+           if rated else []) + [
         f'<a href="#game-{_e(game_slug(g))}">{_e(g)}</a>' for g in per_game + solo] + [
         '<a href="#players">Players</a>', '<a href="#results">Recent results</a>', '<a href="#events">Events</a>',
         '<a href="#config">Configuration</a>']
-    sections = ([scope(OVERALL, "overall")] if rated else []) + [scope(g, f"game-{game_slug(g)}") for g in per_game]
+    sections = ([scope(first, "overall")] if rated else []) + [scope(g, f"game-{game_slug(g)}") for g in per_game]
     sections += [f'<section id="game-{_e(game_slug(g))}"><h2>{_e(g)}</h2>'
                  f"<h3>Returns</h3>{_returns_html(store, g)}</section>" for g in solo]
     return f"""<!DOCTYPE html>

@@ -298,32 +298,41 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
 
 
 def top_table(store: LeagueStore, n: int = 5, fitted: bool = False) -> Table:
-    """Compact top-`n` of all games, cheap enough to refresh during a run: by the live Elo, a player
-    with fewer than `PROVISIONAL_GAMES` games marked provisional and ranked after the rest. `fitted`
-    (a run's last word): the reference table's top-`n` instead, Bradley-Terry ratings with their 95%
-    intervals (200 resamples). A league of one-player games only: its first game's returns table."""
-    from arena.league.leaderboard import PROVISIONAL_GAMES, leaderboard
+    """Compact top-`n` of the league's first scope (`default_scope`: its one game, else all games),
+    cheap enough to refresh during a run: by the live Elo, a player with fewer than `PROVISIONAL_GAMES`
+    games marked provisional and ranked after the rest. `fitted` (a run's last word): the reference
+    table's top-`n` instead, Bradley-Terry ratings with their 95% intervals (200 resamples), in the
+    order that table gives (a payoff game's: by payoff against the Nash mixture). A league of
+    one-player games only: its first game's returns table."""
+    from arena.league.leaderboard import PROVISIONAL_GAMES
+    from arena.league.queries import default_scope
 
-    elo, skill = store.elo(OVERALL), store.openskill(OVERALL)
+    scope = default_scope(store)
+    label = game_label(scope)
+    elo, skill = store.elo(scope), store.openskill(scope)
     if not elo and store.one_player_games():
         return returns_view(store, store.one_player_games()[0])
     played = {p.name: p.steps for p in store.players()}
     if fitted and elo:
-        board = leaderboard(store, OVERALL, resamples=200)
-        t = Table(title=f"Top {n} (fitted ratings, 95% intervals, all games)", title_justify="left", box=None,
+        board = fitted_board(store, scope, resamples=200)
+        t = Table(title=f"Top {n} (fitted ratings, 95% intervals, {label})", title_justify="left", box=None,
                   pad_edge=False)
-        for col, kw in (("#", {"justify": "right", "style": "dim"}), ("Player", {"style": "bold", "overflow": "fold"}),
-                        ("Rating", {"justify": "right"}), ("95% CI", {"justify": "right"}),
-                        ("Games", {"justify": "right"}), ("Elo", {"justify": "right"})):
+        payoff = board.scoring == "payoff"  # ordered by payoff against the Nash mixture: shown first
+        cols = [("#", {"justify": "right", "style": "dim"}), ("Player", {"style": "bold", "overflow": "fold"})]
+        cols += [("vs Nash", {"justify": "right"})] if payoff else []
+        cols += [("Rating", {"justify": "right"}), ("95% CI", {"justify": "right"}), ("Games", {"justify": "right"}),
+                 ("Elo", {"justify": "right"})]
+        for col, kw in cols:
             t.add_column(col, **kw)
         for i, r in enumerate(board.rows[:n], 1):
+            nash = ([f"{r.nash.mean:+.3f}" if r.nash and r.nash.n else "-"] if payoff else [])
             t.add_row(f"{i}?" if r.provisional else str(i), r.player + (" (provisional)" if r.provisional else ""),
-                      f"{r.rating:.0f}", _interval(r.lo, r.hi), str(r.games), f"{elo.get(r.player, 0.0):.0f}",
+                      *nash, f"{r.rating:.0f}", _interval(r.lo, r.hi), str(r.games), f"{elo.get(r.player, 0.0):.0f}",
                       style="dim" if r.provisional else None)
         return t
-    games = {p: sum(v) for p, v in store.records(OVERALL).items()}
+    games = {p: sum(v) for p, v in store.records(scope).items()}
     best = sorted(elo, key=lambda p: (games.get(p, 0) < PROVISIONAL_GAMES, -elo[p], p))[:n]
-    t = Table(title=f"Top {n} (Elo, all games; provisional: under {PROVISIONAL_GAMES} games)", title_justify="left",
+    t = Table(title=f"Top {n} (Elo, {label}; provisional: under {PROVISIONAL_GAMES} games)", title_justify="left",
               box=None, pad_edge=False)
     t.add_column("#", justify="right", style="dim")
     t.add_column("Player", style="bold", overflow="fold")

@@ -208,6 +208,40 @@ def test_ratings_payoff_per_game_when_the_league_has_several(tmp_path):
         and any("kuhn_poker" in t for t in titles), r.output
 
 
+def test_a_league_of_one_payoff_game_opens_on_that_games_table(tmp_path):
+    """A league of one poker game shows that game's table first (ordered by payoff against the Nash
+    mixture, its vs-Nash column filled), in `arena ratings`, its end-of-run top table, the web page and
+    the report: not the all-games table, whose vs-Nash column a payoff game's cannot fill."""
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text("name: k\ngames: [{id: openspiel/kuhn_poker-v0}]\n"
+                   "players: [{name: cfr, agent: 'cfr:iterations=200'}, {name: weak, agent: 'cfr:iterations=1'},"
+                   " {name: random, agent: random}]\nmatches: 300\nworkers: 1\nseed: 1\n")
+    r = runner.invoke(app, ["league", "run", str(cfg), "--dir", str(tmp_path / "k")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    top = r.output[r.output.index("Top 5"):]
+    assert "kuhn_poker" in " ".join(top.splitlines()[:2]) and "vs Nash" in top, r.output
+    r = runner.invoke(app, ["ratings", str(tmp_path / "k")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    title = next(line for line in lines if line.startswith("Ratings"))
+    assert "openspiel/kuhn_poker-v0" in title and "all games" not in r.output, r.output
+    header = next(line for line in lines if "vs Nash" in line)
+    rows = [line.split() for line in lines[lines.index(header) + 1:] if line.split()[:1] and line.split()[0].isdigit()]
+    assert [row[1] for row in rows][:1] == ["cfr"], r.output  # the equilibrium first, by payoff against Nash
+    from arena.ui.web.data import LeagueData
+
+    data = LeagueData(tmp_path / "k")
+    try:
+        assert data.games()["default"] == "openspiel/kuhn_poker-v0"  # the web page opens on it too
+    finally:
+        data.close()
+    r = runner.invoke(app, ["league", "report", str(tmp_path / "k")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    html = (tmp_path / "k" / "report.html").read_text()
+    first = html[html.index('<section id="overall">'):html.index("</section>")]
+    assert "openspiel/kuhn_poker-v0 (the league&#x27;s only game)" in first and "All games" not in html
+
+
 def test_an_agent_module_next_to_you_plays_by_its_spec(tmp_path):
     (tmp_path / "my_agents_q.py").write_text("class LastMove:\n    def act(self, observation):\n"
                                             "        return observation.legal_actions[-1]\n")

@@ -112,6 +112,36 @@ def test_payoff_matrix_is_mean_payoffs_from_the_log(poker):
     assert data.mean_payoff[i, j] > 0 and data.games[i, j] == count[res.names.index("cfr"), res.names.index("random")]
 
 
+def test_a_simplex_that_runs_out_of_time_falls_back_to_the_interior_point_method(monkeypatch):
+    """HiGHS's simplex stalled on some bootstrap resamples of large poker leagues (no time limit: the
+    command never ended). The real solver is given a time limit it cannot meet (1 ns): the simplex
+    stops at its limit and the interior-point method gives the same equilibrium; where every method
+    fails, one error names each."""
+    from arena.league import ratings
+
+    rng = np.random.default_rng(0)
+    M = rng.normal(size=(60, 60))
+    want = nash_average(M, maxent=False)
+    calls = []
+    from scipy import optimize
+
+    real = optimize.linprog
+
+    def watched(*a, method, options, **kw):
+        res = real(*a, method=method, options=options, **kw)
+        calls.append((method, options["time_limit"], res.status))
+        return res
+
+    monkeypatch.setattr(optimize, "linprog", watched)
+    monkeypatch.setattr(ratings, "LP_METHODS", (("highs-ds", 1e-9), ("highs-ipm", 60.0)))
+    p, r = nash_average(M, maxent=False)
+    assert [c[:2] for c in calls] == [("highs-ds", 1e-9), ("highs-ipm", 60.0)] and calls[0][2] != 0
+    assert p == pytest.approx(want[0], abs=1e-6) and r == pytest.approx(want[1], abs=1e-6)
+    monkeypatch.setattr(ratings, "LP_METHODS", (("highs-ds", 1e-9), ("highs-ipm", 1e-9)))
+    with pytest.raises(RuntimeError, match="linear program failed \\(highs-ds: .*; highs-ipm: .*\\)"):
+        nash_average(M, maxent=False)
+
+
 def test_kuhn_ranks_cfr_first_by_payoff_against_the_nash_mixture(poker):
     board = leaderboard(poker, KUHN, resamples=100)
     assert board.scoring == "payoff"

@@ -42,8 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from arena.league.queries import (describe_outcome, game_label, league_name, payoff_data, rating_rows, result_page,
-                                  return_rows)
+from arena.league.queries import (default_scope, describe_outcome, game_label, league_name, payoff_data, rating_rows,
+                                  result_page, return_rows)
 from arena.errors import ArenaError
 from arena.league.storage import OVERALL, LeagueStore
 
@@ -348,7 +348,8 @@ class LeagueData:
                 "players": s.player_count(humans=False), "running": running, "games": games}
 
     def games(self) -> dict:
-        """The rating scopes (OVERALL first, once), the one-player games, and the scope a page opens on.
+        """The rating scopes (OVERALL first, once), the one-player games, and the scope a page opens on
+        (`default_scope`: a league of one game opens on that game's table).
 
         A league of one-player games only has no rating scope at all (its table is the returns'):
         ``rated`` is empty and ``default`` is its first game, not an empty "all games" Elo table."""
@@ -361,7 +362,7 @@ class LeagueData:
             per_game = [g for g in s.rated_games() if g != OVERALL]
             two_player = per_game or [g for g in configured if g not in solo] or not solo
             rated = [OVERALL, *per_game] if two_player else []
-            return {"rated": rated, "solo": solo, "default": rated[0] if rated else solo[0],
+            return {"rated": rated, "solo": solo, "default": default_scope(s) if rated else solo[0],
                     "labels": {OVERALL: game_label(OVERALL)}}
         return self.cached(("games",), compute)
 
