@@ -116,7 +116,8 @@ def play(
         "is `-p human -p random`."),
     players: Optional[List[str]] = typer.Option(None, "--players", "-p", help=PLAYERS_HELP),
     vs: Optional[str] = typer.Option(None, "--vs", help="Play a league player yourself: LEAGUE_DIR:PLAYER (rated)."),
-    seat: int = typer.Option(0, "--seat", help="With --vs: your seat (0 moves first)."),
+    seat: int = typer.Option(0, "--seat", help="With --vs: your seat, 0, 1, ... (which one moves first is the "
+                             "game's rule: TextArena's Kuhn poker opens with seat 1; said when the match starts)."),
     name: Optional[str] = typer.Option(
         None, "--name", help="With --vs: the name you play under, rated as the player human:NAME (1-24 letters, "
         "digits, '.', '_', '-'), and remembered for next time. Default: the name remembered (in "

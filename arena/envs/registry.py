@@ -713,6 +713,29 @@ def make(game_id: str, **kwargs: Any):
         raise ConfigError(f"{game_id} refuses the settings {kwargs}: {msg}") from None
 
 
+#: `first_mover`'s answers, by game id and settings (a game's rules do not change within a process).
+_FIRST_MOVERS: dict[tuple[str, str], int | None] = {}
+
+
+def first_mover(game_id: str, settings: dict | None = None, seeds: tuple[int, ...] = (0, 1, 2, 3)) -> int | None:
+    """The seat that moves first in `game_id`, from its own rules: the seat to move once a match starts,
+    the same on each of `seeds`. None where the seats move at once (`SIMULTANEOUS`) or the first mover
+    changes from match to match. (TextArena's Kuhn poker, ``arena/KuhnPoker-v1``, opens with seat 1;
+    OpenSpiel's with seat 0: no seat number says "first" for every game.)"""
+    import json
+
+    key = (game_id, json.dumps(settings or {}, sort_keys=True, default=str))
+    if key not in _FIRST_MOVERS:
+        core = make_core(game_id, **(settings or {}))
+        seen = set()
+        for seed in seeds:
+            core.reset(seed)
+            seen.add(core.current_player())
+        seat = seen.pop() if len(seen) == 1 else None
+        _FIRST_MOVERS[key] = seat if isinstance(seat, int) and seat >= 0 else None
+    return _FIRST_MOVERS[key]
+
+
 def make_core(game: Any, **kwargs: Any) -> GameCore:
     """The `GameCore` of a game given by id, by env object, or already a core."""
     if isinstance(game, GameCore):

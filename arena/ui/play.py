@@ -193,7 +193,7 @@ def play_league_player(game: str, vs: str, *, seat: int, seed: int, with_players
         name = remembered_name()  # None: a new guest name, remembered once the match is scheduled
     try:
         out = play_against(directory, player, game, seat=seat, seed=seed, name=name,
-                           on_start=lambda human: _greet(human, console))
+                           on_start=lambda human: _greet(human, console, game, seat))
     except BadName as e:  # the league's own checks (a league player's name, a name taken in other case)
         raise ArenaError(f"--name: {e}" if given else f"{e} (the name remembered in {player_file()}): give "
                          "--name NAME") from None
@@ -206,13 +206,18 @@ def play_league_player(game: str, vs: str, *, seat: int, seed: int, with_players
     console.print(f"Replay: {out['replay']}")
 
 
-def _greet(human: str, console: Console) -> None:
-    """Once the match is scheduled: who you play as, and the name remembered for next time (a name
-    that cannot be written down is said, not fatal)."""
+def _greet(human: str, console: Console, game: str, seat: int) -> None:
+    """Once the match is scheduled: who you play as, your seat and who moves first (the game's rule), and
+    the name remembered for next time (a name that cannot be written down is said, not fatal)."""
+    from arena.envs.registry import first_mover
     from arena.league.play import person_of, player_file, remember_name, remembered_name
 
     person = person_of(human) or human
-    console.print(f"You play as [bold]{escape(person)}[/], rated as the player {escape(human)}.", soft_wrap=True)
+    first = first_mover(game)
+    order = ("the seats move at once or in an order drawn each match" if first is None else
+             "you move first" if first == seat else f"seat {first} moves first")
+    console.print(f"You play as [bold]{escape(person)}[/], rated as the player {escape(human)}; you are seat {seat} "
+                  f"({order}).", soft_wrap=True)
     if person != remembered_name():
         try:
             where = remember_name(person)

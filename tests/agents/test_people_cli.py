@@ -61,7 +61,8 @@ def humans(league: Path) -> list[str]:
 def test_name_is_played_rated_and_remembered(league, name_file, monkeypatch, capsys):
     code, out, err = arena(monkeypatch, capsys, "play", TTT, "--vs", f"{league}:first", "--name", "zoe")
     assert code == 0, err
-    assert "You play as zoe, rated as the player human:zoe." in out and "human:zoe wins" in out
+    assert "You play as zoe, rated as the player human:zoe; you are seat 0 (you move first)." in out
+    assert "human:zoe wins" in out
     assert json.loads(name_file.read_text()) == {"name": "zoe"} and remembered_name() == "zoe"
     code, out, err = arena(monkeypatch, capsys, "play", TTT, "--vs", f"{league}:first")  # no --name: remembered
     assert code == 0 and "You play as zoe" in out, err

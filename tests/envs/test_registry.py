@@ -130,3 +130,21 @@ def test_entry_point_group_plugins(tmp_path, monkeypatch):
     assert added == ["ep/Pendulum-v1"]
     assert "ep/Pendulum-v1" in list_game_ids()
     sys.modules.pop("entry_games", None)
+
+
+def test_which_seat_moves_first_is_the_games_own_rule():
+    """No seat number means "first" for every game: TextArena's Kuhn poker opens with seat 1, OpenSpiel's
+    with seat 0; in Skirmish both sides move at once."""
+    from arena.envs.registry import first_mover
+
+    assert first_mover("arena/KuhnPoker-v1") == 1 and first_mover("arena/KuhnPoker-v2") == 1
+    assert first_mover("openspiel/kuhn_poker-v0") == 0 and first_mover("openspiel/tic_tac_toe-v0") == 0
+    assert first_mover("arena/Skirmish-3m-v0") is None
+    from arena.match import play_match
+
+    core = make_core("arena/KuhnPoker-v1")
+    replay = play_match(core, ["random", "random"], seed=5).replay
+    from arena.ui.web.replays import replay_json
+
+    first = replay.steps[0]["player"]
+    assert first == 1 and replay_json(replay, "m1")["first"] == 1  # the replay page marks seat 1

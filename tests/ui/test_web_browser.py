@@ -149,6 +149,8 @@ def start_game(server, page, player: str, name: str) -> None:
     page.wait_for_selector(f"#p-game option[value='{TTT}']", state="attached")
     page.select_option("#p-game", TTT)
     page.select_option("#p-player", player)
+    # the seat menu says which seat moves first by the game's rules (tic-tac-toe: seat 0)
+    assert page.locator("#p-seat option").all_inner_texts() == ["seat 0 (moves first)", "seat 1"]
     page.select_option("#p-seat", "0")
     page.fill("#p-name", name)
     page.click("#p-start")

@@ -97,6 +97,13 @@ def test_all_games_is_listed_once(servers, quick_dir):
     assert g["solo"] == [] and g["default"] == OVERALL
 
 
+def test_the_play_page_says_which_seat_moves_first_by_the_games_rules(servers):
+    # seat 0 is not "first to move" in every game: TextArena's Kuhn poker opens with seat 1
+    status, opts = get(servers["quick"], "/api/play/options")
+    first = {g["game"]: g["first"] for g in opts["games"]}
+    assert status == 200 and first["arena/KuhnPoker-v1"] == 1 and first[KUHN] == 0 and first[TTT] == 0
+
+
 # -- 2. one-player leagues ---------------------------------------------------------------------------
 def test_a_one_player_league_opens_on_its_returns_table(servers, solo_dir):
     status, g = get(servers["solo"], "/api/games")

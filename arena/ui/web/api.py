@@ -60,7 +60,8 @@ MAX_DATE = 253402300799.0
 class StartPlay(BaseModel):
     game: Optional[str] = Field(None, max_length=200, description="Game id (default: the player's first game).")
     player: str = Field(..., max_length=200, description="The league player to play against.")
-    seat: int = Field(0, ge=0, le=16, description="Your seat (0 moves first).")
+    seat: int = Field(0, ge=0, le=16, description="Your seat, 0, 1, ... (which one moves first is the game's rule: "
+                      "/api/play/options gives it as 'first').")
     name: str = Field("", max_length=MAX_NAME, description="The name you play under, rated as the league player "
                       "'human:NAME': 1-24 letters, digits, '.', '_', '-'. Empty: the name this browser played under "
                       "(its cookie), else a new guest name.")
@@ -70,6 +71,17 @@ class StartPlay(BaseModel):
 class Move(BaseModel):
     move: Union[int, Annotated[str, StringConstraints(max_length=MAX_MOVE)]] = Field(
         ..., description="An action id, a legal move's text, or free text.")
+
+
+def _first(game: str) -> Optional[int]:
+    """The seat that moves first in `game` by its rules (`first_mover`); None where none does, or where the
+    game cannot be made here (a plug-in not loaded in this server)."""
+    from arena.envs.registry import first_mover
+
+    try:
+        return first_mover(game)
+    except Exception:  # noqa: BLE001 - a page's hint, never a failed request
+        return None
 
 
 def _date(x: Optional[str]) -> Optional[float]:
@@ -230,7 +242,7 @@ def build_router(data: LeagueData, plays: PlayManager, token: Optional[str]) -> 
             for g in p["games"]:
                 if g not in solo:
                     by_game.setdefault(g, []).append(p["name"])
-        return {"games": [{"game": g, "players": names} for g, names in by_game.items()],
+        return {"games": [{"game": g, "players": names, "first": _first(g)} for g, names in by_game.items()],
                 "solo": sorted(solo), "token_required": token is not None, "name": cookie_name(request)}
 
     @router.post("/play", summary="Start a match against a league player", dependencies=[Depends(require_token)])

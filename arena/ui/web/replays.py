@@ -73,6 +73,22 @@ def _battle(core) -> dict | None:
     return out if isinstance(out, dict) else None
 
 
+def _first_to_move(game: str, replay: Replay) -> int | None:
+    """The seat that made this match's first move, where the game's seats take turns (`first_mover`:
+    not where they move at once); None otherwise."""
+    from arena.envs.registry import first_mover
+    from arena.match.verify import replay_game_kwargs
+
+    try:
+        if first_mover(game, replay_game_kwargs(replay) or None) is None:
+            return None
+    except Exception:  # noqa: BLE001 - a game not loaded here: the recorded first move still says it
+        pass
+    first = next((s.get("player") for s in replay.steps if s.get("type", "step") == "step"
+                  and isinstance(s.get("player"), int)), None)
+    return first if isinstance(first, int) else None
+
+
 def replay_json(replay: Replay, match_id: str, names: list[str] | None = None) -> dict[str, Any]:
     """The viewer's JSON of `replay`; `names`: the league's names of its seats (default: the game's)."""
     h, r = replay.header, replay.result
@@ -113,6 +129,7 @@ def replay_json(replay: Replay, match_id: str, names: list[str] | None = None) -
     for f in frames:
         f["boards"] = [board_of(game, v) for v in f["views"]]
     return {"match_id": match_id, "game": game, "players": players, "agents": list(h.get("agents") or []),
+            "first": _first_to_move(game, replay),
             "seed": h.get("seed"), "record": replay.record, "created": h.get("created"),
             "result": {k: r.get(k) for k in ("returns", "winner", "draw", "outcome", "reason", "moves", "forfeiter")},
             "steps": steps, "frames": frames, "transcript": transcript_kind(game), "note": note}

@@ -406,7 +406,7 @@
     api(`/api/replays/${encodeURIComponent(id)}`).then(r => {
       rep = r;
       $("replay-title").textContent = `Replay ${r.match_id}: ${r.game}`;
-      $("replay-meta").textContent = r.players.map((p, i) => `${p} (${i === 0 ? "moves first, " : ""}agent ${r.agents[i] || "?"})`).join(" vs ") +
+      $("replay-meta").textContent = r.players.map((p, i) => `${p} (${i === r.first ? "moves first, " : ""}agent ${r.agents[i] || "?"})`).join(" vs ") +
         ` \u00b7 seed ${r.seed} \u00b7 recorded: ${r.record}`;
       $("r-note").textContent = r.note || "";
       const v = $("r-view");
@@ -452,6 +452,11 @@
       const g = options.find(o => o.game === $("p-game").value);
       const sel = clear($("p-player"));
       (g ? g.players : []).forEach(p => sel.appendChild(option(p, p)));
+      // the seats, and which one moves first by the game's own rules (not always seat 0)
+      const seat = $("p-seat"), was = seat.value, first = g ? g.first : null;
+      clear(seat);
+      [0, 1].forEach(q => seat.appendChild(option(String(q), `seat ${q}` + (first === q ? " (moves first)" : ""),
+                                                   String(q) === was)));
     }
     api("/api/play/options").then(o => {
       options = o.games;
