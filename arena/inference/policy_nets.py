@@ -475,7 +475,7 @@ def load_policy(path: str | Path, expect: PolicySpec | None = None):
                              f"(1 or {VERSION}); a newer arena wrote it: upgrade arena to play it")
     _check_recorded_sizes(blob, f)
     if version == 1:
-        blob["state_dict"] = upgrade_state(blob["state_dict"], blob["arch"], blob["spec"])
+        blob["state_dict"] = upgrade_state(blob["state_dict"], blob["arch"])
     try:
         spec = PolicySpec.from_dict(blob["spec"])
     except (TypeError, ValueError, KeyError) as e:
@@ -518,23 +518,20 @@ _V1_NAMES = (("stem.", "encoders.of_obs."), ("logits.", "heads.to_action.logits.
              ("pointer.", "heads.to_action.pointer."), ("head.", "heads.to_action.dist."))
 
 
-def upgrade_state(state: dict, arch: str, spec: dict) -> dict:
+def upgrade_state(state: dict, arch: str) -> dict:
     """A version-1 checkpoint's state dict as the one family names it: a one-tensor network's
-    encoder and head move under ``encoders.of_obs`` and ``heads.to_action``; a structured network
-    drops its last part's embedding (the last choice feeds no later part, so it never affected an
-    output). The weights are the same, and so are the outputs (tested)."""
-    if arch != "structured":
-        out = {}
-        for k, v in state.items():
-            for old, new in _V1_NAMES:
-                if k.startswith(old):
-                    k = new + k[len(old):]
-                    break
-            out[k] = v
-        return out
-    parts = (spec.get("action") or {}).get("parts") or [{}]
-    last = f"heads.to_{parts[-1].get('name')}.embed."
-    return {k: v for k, v in state.items() if not k.startswith(last)}
+    encoder and head move under ``encoders.of_obs`` and ``heads.to_action``; a structured network's
+    names are unchanged. The weights are the same, and so are the outputs (tested)."""
+    if arch == "structured":
+        return dict(state)
+    out = {}
+    for k, v in state.items():
+        for old, new in _V1_NAMES:
+            if k.startswith(old):
+                k = new + k[len(old):]
+                break
+        out[k] = v
+    return out
 
 
 def _sizes_text(sizes: dict) -> str:

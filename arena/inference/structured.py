@@ -22,7 +22,7 @@ box).
 * **heads**, one per part, in the model's order, each reading the *autoregressive embedding*
   ``z``: the torso's features plus an embedding of every choice made before it (AlphaStar's
   ``autoregressive_embedding``), so the selected units know the action type and the target knows
-  the selected units (the last part's choice feeds nothing: it has no embedding). A categorical
+  the selected units (a one-part move's choice feeds nothing: it has no embedding). A categorical
   part is a linear layer; a pointer scores each entity's embedding against ``z``
   (`arena.inference.entity.PointerHead`); a select part is a pointer run for up to ``max_select``
   steps with an end-of-selection logit, each step's query adding the units already chosen; a
@@ -118,8 +118,10 @@ class StructuredPolicyNet(nn.Module):
         self.torso = mlp([width] + hidden)
         feat = hidden[-1]
         self.heads = nn.ModuleDict()
-        for i, p in enumerate(model.parts):  # the last part's choice feeds no later part: no embedding
-            self.heads["to_" + p.name] = self._head(p, feat, d, ch, sizes, embed=i < len(model.parts) - 1)
+        # A one-part move's choice feeds no later part: no embedding. A structured move's parts each have
+        # one, the last one's unused: kept, so its checkpoints and seeded runs are those it always had.
+        for p in model.parts:
+            self.heads["to_" + p.name] = self._head(p, feat, d, ch, sizes, embed=len(model.parts) > 1)
         if spec.action is None and sizes.get("obs_norm"):
             # Running mean and variance of the inputs (a continuous-control task's observations
             # mix metres, radians and muscle forces): buffers, so they travel with the weights.
