@@ -7,6 +7,6 @@ from .test_readme_tour import GAMES_CHAINS, run_chain
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("name", GAMES_CHAINS)
-def test_every_games_tour_command_runs(name, tmp_path):
-    run_chain(name, tmp_path)
+@pytest.mark.parametrize("group", GAMES_CHAINS, ids="+".join)
+def test_every_games_tour_command_runs(group, tmp_path):
+    run_chain(group, tmp_path)

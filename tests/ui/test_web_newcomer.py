@@ -138,7 +138,7 @@ def test_a_mixed_league_rates_its_two_player_game_and_plays_only_it(servers):
     # its one rated game is what the page opens on (the all-games scope stays listed)
     assert g["rated"] == [OVERALL, TTT] and g["solo"] == [CARTPOLE] and g["default"] == TTT
     status, opts = get(servers["mixed"], "/api/play/options")
-    assert opts["games"] == [{"game": TTT, "players": ["random", "first"]}] and opts["solo"] == [CARTPOLE]
+    assert opts["games"] == [{"game": TTT, "players": ["random", "first"], "first": 0}] and opts["solo"] == [CARTPOLE]
 
 
 # -- 4. poker in words ---------------------------------------------------------------------------------

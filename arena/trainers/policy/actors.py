@@ -21,7 +21,7 @@ import numpy as np
 
 from arena.agents.base import derive_seed
 from arena.envs.registry import make_core
-from arena.inference.trees import tree_pad, tree_stack, tree_torch
+from arena.inference.trees import tree_stack
 from arena.match.loop import InvalidMovePolicy, MatchResult
 from arena.match.pool import MatchPool, play_lockstep
 
@@ -162,33 +162,19 @@ def to_batch(trajs: Sequence[Trajectory], *, gamma: float, reward_scale: float =
     """Time-major padded `RolloutBatch` of trajectories (column b = trajectory b). The reward of a
     move is the outcome (times `reward_scale`) on the last one, plus ``shaping`` times its shaped
     reward where the game reports one."""
-    import torch
+    from arena.trainers.policy.learner import Played, batch_of
 
-    from arena.trainers.policy.learner import RolloutBatch
-
-    B = len(trajs)
-    T = max(len(t.logp) for t in trajs)
-    first = trajs[0]
-    # padded moves: every action legal (a one-tensor game's mask), nothing else present
-    obs = tree_pad([t.obs for t in trajs], T, fill={"mask": True})
-    act = tree_pad([t.actions for t in trajs], T)
-    priv = np.zeros((T, B, first.privileged.shape[1]), dtype=np.float32) if first.privileged is not None else None
-    logp, val, rew, disc = (np.zeros((T, B), dtype=np.float32) for _ in range(4))
-    valid = np.zeros((T, B), dtype=bool)
-    for b, t in enumerate(trajs):
+    columns = []
+    for t in trajs:
         n = len(t.logp)
-        if priv is not None:
-            priv[:n, b] = t.privileged
-        logp[:n, b], val[:n, b] = t.logp, t.value
+        rew = np.zeros(n, dtype=np.float32)
         if shaping and t.shaped is not None:
-            rew[:n, b] = shaping * t.shaped
-        rew[n - 1, b] += t.ret * reward_scale
-        disc[: n - 1, b] = gamma
-        valid[:n, b] = True
-    tt = torch.from_numpy
-    return RolloutBatch(tree_torch(obs), tree_torch(act), tt(logp), tt(val), tt(rew), tt(disc),
-                        tt(valid), None if priv is None else tt(priv),
-                        torch.tensor([t.version for t in trajs], dtype=torch.long))
+            rew[:] = shaping * t.shaped
+        rew[n - 1] += t.ret * reward_scale
+        disc = np.zeros(n, dtype=np.float32)
+        disc[: n - 1] = gamma
+        columns.append(Played(t.obs, t.actions, t.logp, t.value, rew, disc, t.privileged, t.version))
+    return batch_of(columns)
 
 
 def order_shares(trajs: Sequence[Trajectory], action: dict | None) -> dict[str, float]:

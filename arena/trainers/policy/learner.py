@@ -62,6 +62,59 @@ class RolloutBatch:
 
 
 @dataclass
+class Played:
+    """One column of a batch as it was played: a trained seat's moves in a match (the league's actors,
+    `arena.trainers.policy.actors`) or an env slot's segment of episodes (single-agent PPO,
+    `arena.trainers.policy.segments`), with the rewards and discounts its learner gives each move."""
+
+    #: What the network read, a dict of ``[L, ...]`` arrays (`policy_inputs`); the actions ``[L, ...]``
+    #: (a dict of them for a structured move).
+    inputs: dict
+    actions: Any
+    logp: Any  # [L]
+    value: Any  # [L]
+    rewards: Any  # [L]
+    #: gamma where the next move continues the episode, 0 where the move ended it.
+    discounts: Any  # [L]
+    privileged: Any = None  # [L, P]
+    #: Weights version that played it (None: not tracked).
+    version: int | None = None
+
+
+def batch_of(columns: list, steps: int | None = None) -> "RolloutBatch":
+    """The time-major `RolloutBatch` of `columns` (`Played`, or None: a lost column, its moves invalid),
+    ``steps`` rows (default: the longest column). Padding: every action legal (a one-tensor game's
+    mask True), nothing else present."""
+    import numpy as np
+    import torch
+
+    from arena.inference.trees import tree_map, tree_pad, tree_torch
+
+    first = next(c for c in columns if c is not None)
+    T = steps if steps is not None else max(len(c.logp) for c in columns if c is not None)
+    B = len(columns)
+    empty = lambda tree: tree_map(lambda x: x[:0], tree)  # noqa: E731 - a lost column
+    inputs = tree_pad([empty(first.inputs) if c is None else c.inputs for c in columns], T, fill={"mask": True})
+    actions = tree_pad([empty(first.actions) if c is None else c.actions for c in columns], T)
+    priv = None if first.privileged is None else np.zeros((T, B, first.privileged.shape[1]), dtype=np.float32)
+    logp, val, rew, disc = (np.zeros((T, B), dtype=np.float32) for _ in range(4))
+    valid = np.zeros((T, B), dtype=bool)
+    for b, c in enumerate(columns):
+        if c is None:
+            continue
+        n = len(c.logp)
+        logp[:n, b], val[:n, b], rew[:n, b], disc[:n, b] = c.logp, c.value, c.rewards, c.discounts
+        valid[:n, b] = True
+        if priv is not None:
+            priv[:n, b] = c.privileged
+    versions = [None if c is None else c.version for c in columns]
+    tt = torch.from_numpy
+    return RolloutBatch(tree_torch(inputs), tree_torch(actions), tt(logp), tt(val), tt(rew), tt(disc), tt(valid),
+                        None if priv is None else tt(priv),
+                        None if None in versions else torch.tensor(versions, dtype=torch.long))
+
+
+@dataclass
 class LearnerSettings:
     """The neural-policy learner's settings: a training config's ``learner:`` section
     (`arena.trainers.common.base.TrainerConfig`)."""

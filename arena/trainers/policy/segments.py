@@ -284,28 +284,10 @@ def to_batch(segments: Sequence[Segment | None], steps: int, *, gamma: float, re
     """The time-major `RolloutBatch` of the slots' segments (column i = slot i): rewards scaled, a
     discount of 0 where an episode ended, ``gamma * V(next)`` folded into a cut move's reward (GAE's
     and UPGO's bootstrap). A lost segment is a column of invalid moves."""
-    import torch
+    from arena.trainers.policy.learner import Played, batch_of
 
-    from arena.inference.trees import tree_map, tree_pad, tree_torch
-    from arena.trainers.policy.learner import RolloutBatch
-
-    first = next((s for s in segments if s is not None), None)
-    if first is None:
+    if all(s is None for s in segments):
         raise RuntimeError("every segment of the iteration was lost: the env's workers keep dying")
-    T, B = steps, len(segments)
-    empty = lambda tree: tree_map(lambda x: x[:0], tree)  # noqa: E731 - a lost column
-    # padding (lost columns): every action legal, as the neural-policy trainer pads its trajectories
-    obs = tree_pad([empty(first.inputs) if s is None else s.inputs for s in segments], T, fill={"mask": True})
-    act = tree_pad([empty(first.actions) if s is None else s.actions for s in segments], T)
-    logp, val, rew, disc = (np.zeros((T, B), dtype=np.float32) for _ in range(4))
-    valid = np.zeros((T, B), dtype=bool)
-    for b, s in enumerate(segments):
-        if s is None:
-            continue
-        logp[:, b], val[:, b] = s.logp, s.value
-        rew[:, b] = s.rewards * reward_scale + gamma * s.bootstrap
-        disc[:, b] = np.where(s.ends == GOES_ON, gamma, 0.0)
-        valid[:, b] = True
-    tt = torch.from_numpy
-    return RolloutBatch(inputs=tree_torch(obs), actions=tree_torch(act), behaviour_logp=tt(logp),
-                        behaviour_value=tt(val), rewards=tt(rew), discounts=tt(disc), valid=tt(valid))
+    return batch_of([None if s is None else
+                     Played(s.inputs, s.actions, s.logp, s.value, s.rewards * reward_scale + gamma * s.bootstrap,
+                            np.where(s.ends == GOES_ON, gamma, 0.0)) for s in segments], steps)

@@ -51,11 +51,27 @@ def _unit_modules(model) -> list[tuple[str, list[Any]]]:
 
 
 def module_units(model) -> list[tuple[str, list[Any]]]:
-    """The units of any module that is not a causal LM: each direct child that holds parameters.
+    """The units of any module that is not a causal LM: each direct child that holds parameters, a
+    container with no forward of its own (a ``ModuleDict`` of encoders or heads) replaced by its children,
+    so every unit is a module that runs (FSDP2 shards a unit around its forward).
 
-    (A policy network: its torso, heads, normaliser; parameters of the module itself go into ``rest``.)
+    (A policy network: its encoders, torso, each head, the value head; parameters of the module itself go
+    into ``rest``.)
     """
-    return [(name, [child]) for name, child in model.named_children() if any(True for _ in child.parameters())]
+    from torch import nn
+
+    units: list[tuple[str, list[Any]]] = []
+
+    def add(name: str, mod: Any) -> None:
+        if type(mod).forward is nn.Module.forward:  # a container: its children run, not it
+            for child_name, child in mod.named_children():
+                add(f"{name}.{child_name}", child)
+        elif any(True for _ in mod.parameters()):
+            units.append((name, [mod]))
+
+    for name, child in model.named_children():
+        add(name, child)
+    return units
 
 
 def make_layout(model, world_size: int, units: list[tuple[str, list[Any]]] | None = None) -> Layout:
