@@ -226,6 +226,9 @@ class BoardRow:
     #: payoff games: its payoff a match against the meta-game's Nash mixture (Nash averaging), with a
     #: bootstrap interval; the primary order of a payoff game's table (None: not computed)
     nash: PairStats | None = None
+    #: payoff games: the 95% interval of its rank by payoff against the Nash mixture, over the same
+    #: resamples, among the established players (a provisional one: among the provisional, after them)
+    nash_rank: tuple[int, int] | None = None
     elo: float | None = None        # the live views, beside
     mu: float | None = None
     sigma: float | None = None
@@ -325,7 +328,10 @@ def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisiona
                    provisional_games=provisional_games, provisional_width=provisional_width, top_k=top_k)
     elo, skill = store.elo(game), store.openskill(game)
     code = {n: i for i, n in enumerate(res.names)}
-    nash = nash_payoffs(res, seed=seed) if scoring == "payoff" and game != OVERALL else None
+    provisional = {r.player for r in table.rows if r.provisional}
+    established = np.array([name not in provisional for name in res.names], dtype=bool)
+    nash, nash_ranks = (nash_payoffs(res, seed=seed, established=established) if scoring == "payoff"
+                        and game != OVERALL else (None, None))
     payoffs = _payoff_stats(res) if scoring == "payoff" else None
     # each player's record in one pass over the matches (seat 0's sign of the returns: 1, 0.5, 0)
     n, a, b = len(res.names), res.a, res.b
@@ -345,6 +351,7 @@ def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisiona
             r.player, r.rating, r.lo, r.hi, r.rank, r.rank_lo, r.rank_hi, r.provisional, int(games[i]), int(wins[i]),
             int(draws[i]), int(games[i] - wins[i] - draws[i]), int(forfeits[i]), int(invalid[i]),
             payoff=None if payoffs is None else payoffs[i], nash=None if nash is None else nash[i],
+            nash_rank=None if nash_ranks is None else nash_ranks[i],
             elo=elo.get(r.player), mu=None if mu is None else float(mu), sigma=None if sigma is None else float(sigma)))
     return Leaderboard(game, scoring, rows, table.anchor, table.anchor_value, table.stability, table.top_k,
                        table.resamples, table.results, table.draw_nu, sorted(res.games), total)
@@ -372,16 +379,20 @@ def _unit_codes(res: TwoPlayerResults) -> np.ndarray:
                        np.int64, len(res.pair))
 
 
-def nash_payoffs(res: TwoPlayerResults, resamples: int = NASH_RESAMPLES, seed: int = 0) -> list[PairStats] | None:
+def nash_payoffs(res: TwoPlayerResults, resamples: int = NASH_RESAMPLES, seed: int = 0,
+                 established: np.ndarray | None = None) -> tuple[list[PairStats] | None, list | None]:
     """Per player of `res`: its payoff against the maximum-entropy Nash mixture of the mean-payoff
     meta-game (`arena.league.ratings.nash_average`), with a 95% interval from `resamples` Poisson
-    bootstrap resamples of the matches (a duplicate pair resampled whole). None above
-    `NASH_MAX_PLAYERS` players or without results."""
+    bootstrap resamples of the matches (a duplicate pair resampled whole); and the 95% interval of its
+    rank by that payoff over the same resamples (`_group_ranks`: an `established` player among the
+    established, a provisional one among the provisional). (None, None) above `NASH_MAX_PLAYERS`
+    players or without results."""
     from arena.league.ratings import nash_average
 
     n = len(res.names)
     if n == 0 or n > NASH_MAX_PLAYERS or len(res) == 0:
-        return None
+        return None, None
+    established = np.ones(n, dtype=bool) if established is None else np.asarray(established, dtype=bool)
 
     def ratings(weights: np.ndarray | None, maxent: bool) -> np.ndarray:
         total, count = _pair_means(res, weights)
@@ -397,9 +408,37 @@ def nash_payoffs(res: TwoPlayerResults, resamples: int = NASH_RESAMPLES, seed: i
     lo = np.minimum(np.percentile(boot, 2.5, axis=0), point) if resamples else point
     hi = np.maximum(np.percentile(boot, 97.5, axis=0), point) if resamples else point
     games = np.bincount(res.a, minlength=n) + np.bincount(res.b, minlength=n)
-    return [PairStats(int(games[i]), float(point[i]), float(lo[i]), float(hi[i])) for i in range(n)]
+    stats = [PairStats(int(games[i]), float(point[i]), float(lo[i]), float(hi[i])) for i in range(n)]
+    if not resamples:
+        return stats, None
+    ranks = _group_ranks(boot, established)
+    k_lo = np.percentile(ranks, 2.5, axis=0, method="lower").astype(int)
+    k_hi = np.percentile(ranks, 97.5, axis=0, method="higher").astype(int)
+    return stats, [(int(k_lo[i]), int(k_hi[i])) for i in range(n)]
+
+
+def _group_ranks(values: np.ndarray, established: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+    """``[R, n]`` ranks of each resample's values, best first: an established player's among the
+    established (1 + those strictly above it: players level with it share its rank), a provisional
+    one's among the provisional, after every established one."""
+    ranks = np.empty(values.shape, dtype=np.int64)
+    first = 1
+    for group in (established, ~established):
+        idx = np.flatnonzero(group)
+        if idx.size:
+            v = values[:, idx]
+            ranks[:, idx] = first + (v[:, None, :] > v[:, :, None] + tol).sum(-1)
+            first += idx.size
+    return ranks
 
 
 def with_payoff_ranks(board: Leaderboard) -> Leaderboard:
-    """`board` with its rows in payoff order (for the primary table of a payoff game)."""
-    return replace(board, rows=ranked_by_payoff(board))
+    """`board` with its rows in payoff order (for the primary table of a payoff game), each row's rank its
+    place in that order and its rank interval the one by payoff against the Nash mixture (widened to
+    hold the place), so the interval agrees with the order it sits in."""
+    rows = []
+    for place, r in enumerate(ranked_by_payoff(board), 1):
+        if r.nash_rank is not None:
+            r = replace(r, rank=place, rank_lo=min(r.nash_rank[0], place), rank_hi=max(r.nash_rank[1], place))
+        rows.append(r)
+    return replace(board, rows=rows)

@@ -162,6 +162,31 @@ def test_kuhn_ranks_cfr_first_by_payoff_against_the_nash_mixture(poker):
     assert all(r.games == 400 for r in rows) and sum(r.wins + r.draws + r.losses for r in rows) == 1200
 
 
+def test_a_payoff_tables_rank_intervals_agree_with_its_order(poker):
+    """A payoff game's table is ordered by payoff against the Nash mixture; its rank intervals come from
+    the same resamples of that payoff (not from the rating: a third row used to read "1-2"), so each
+    row's interval holds its place."""
+    from arena.ui.views import fitted_board
+
+    board = fitted_board(poker, KUHN, resamples=100)
+    assert [r.rank for r in board.rows] == list(range(1, len(board.rows) + 1))
+    for place, r in enumerate(board.rows, 1):
+        assert r.nash_rank is not None and r.rank_lo <= place <= r.rank_hi, (place, r)
+    by = {r.player: r for r in board.rows}
+    assert by["cfr"].rank == 1 and by["cfr"].rank_lo == 1
+
+
+def test_ranks_by_payoff_share_ties_and_keep_provisional_players_out_of_the_established_ranks():
+    from arena.league.leaderboard import _group_ranks
+
+    values = np.array([[0.0, 0.0, -0.3, 0.9, -0.1],    # player 3 (provisional) above everyone
+                       [0.0, -0.2, -0.1, -0.5, 0.2]])
+    established = np.array([True, True, True, False, False])
+    ranks = _group_ranks(values, established)
+    # established: ties share the better rank, and a provisional player's value moves none of them
+    assert ranks[0].tolist() == [1, 1, 3, 4, 5] and ranks[1].tolist() == [1, 3, 2, 5, 4]
+
+
 def test_nash_intervals_are_seeded(poker):
     res = two_player_results(poker, KUHN)
     a, b = nash_payoffs(res, resamples=30, seed=3), nash_payoffs(res, resamples=30, seed=3)
