@@ -118,7 +118,7 @@ def raw_get(server, path: str) -> tuple[int, bytes, str]:
 
 # -- reading the league -------------------------------------------------------------------------
 def test_leaderboard_is_the_stores_ratings(server, store):
-    from arena.league.leaderboard import leaderboard, ranked_by_payoff
+    from arena.ui.views import fitted_board
 
     for game in [OVERALL, *store.rated_games()]:
         # sorted by Elo: the live table, row for row
@@ -132,8 +132,8 @@ def test_leaderboard_is_the_stores_ratings(server, store):
             assert (got["wins"], got["draws"], got["losses"], got["games"]) == (r.wins, r.draws, r.losses, r.games)
         # the default: the fitted table's order (payoff first in a payoff game), with its intervals and flags
         status, body = get(server, f"/api/players?game={urllib.request.quote(game)}")
-        board = leaderboard(store, game)
-        rows = ranked_by_payoff(board) if board.scoring == "payoff" else board.rows
+        board = fitted_board(store, game)  # a payoff game's: in payoff order, its rank intervals by that payoff
+        rows = board.rows
         assert body["scoring"] == board.scoring and body["fit"]["resamples"] == 1000
         assert [r["player"] for r in body["rows"]] == [r.player for r in rows]
         for got, r in zip(body["rows"], rows):
