@@ -126,48 +126,114 @@ def test_continuous_actions_get_a_gaussian_or_beta_head():
 
 
 # -- one family; checkpoints of format version 1 ----------------------------------------------------
-V1 = __import__("pathlib").Path(__file__).parent / "data" / "policy_v1"
+#: The tensor names the one-tensor network of format version 1 wrote at the default sizes (recorded from
+#: that code's state dicts), for each architecture: what a version-1 checkpoint holds.
+_BLOCK = ["attn.out.bias", "attn.out.weight", "attn.qkv.bias", "attn.qkv.weight", "ff.0.bias", "ff.0.weight",
+          "ff.3.bias", "ff.3.weight", "ln1.bias", "ln1.weight", "ln2.bias", "ln2.weight"]
+_TORSO_VALUE = [f"{m}.{i}.{w}" for m in ("torso", "value") for i in (0, 2) for w in ("bias", "weight")]
+V1_NAMES = {
+    "mlp": ["logits.bias", "logits.weight", *_TORSO_VALUE],
+    "conv": ["logits.bias", "logits.weight", "stem.0.bias", "stem.0.weight", "stem.2.a.bias", "stem.2.a.weight",
+             "stem.2.b.bias", "stem.2.b.weight", *_TORSO_VALUE],
+    "entity": ["pointer.key.weight", "pointer.query.bias", "pointer.query.weight",
+               *[f"stem.blocks.{b}.{n}" for b in (0, 1) for n in _BLOCK], "stem.embed.bias", "stem.embed.weight",
+               "stem.norm.bias", "stem.norm.weight", *_TORSO_VALUE],
+    "gaussian": ["head.center", "head.half_width", "head.high", "head.log_std", "head.low", "head.mean.bias",
+                 "head.mean.weight", "obs_count", "obs_mean", "obs_var", *_TORSO_VALUE],
+}
+
+
+def _v1_case(name: str):
+    """(spec, sizes, inputs) of one kind of network a version-1 checkpoint held."""
+    from arena.inference.policy_nets import PolicySpec
+    from arena.inference.trees import tree_stack
+
+    rng = np.random.default_rng(0)
+    box = PolicySpec("test/box-v0", (5,), "continuous", action_shape=(2,), low=(-1.0, -2.0), high=(1.0, 2.0))
+    if name == "mlp":
+        spec = spec_from_core(make_core("openspiel/kuhn_poker-v0"))
+        return spec, {}, {"obs": rng.normal(size=(4, *spec.input_shape)).astype(np.float32),
+                          "mask": np.array([[1, 1], [1, 0], [0, 1], [1, 1]], bool)}
+    if name == "conv":
+        spec = spec_from_core(make_core("openspiel/connect_four-v0"))
+        mask = rng.random((4, spec.n_actions)) > 0.3
+        mask[:, 0] = True
+        return spec, {}, {"obs": rng.normal(size=(4, *spec.input_shape)).astype(np.float32), "mask": mask}
+    if name == "entity":
+        present = np.array([[True] * 6, [True] * 3 + [False] * 3, [True, False] * 3])
+        return (PolicySpec("test/units-v0", (6, 4), "discrete", n_actions=6, entities=True), {},
+                {"obs": rng.normal(size=(3, 6, 4)).astype(np.float32), "mask": present, "entity_mask": present})
+    if name in ("gaussian", "beta"):
+        sizes = {"obs_norm": True, "init_log_std": -1.0} if name == "gaussian" else {"continuous": "beta"}
+        return box, sizes, {"obs": rng.normal(size=(4, 5)).astype(np.float32)}
+    core = make_core("arena/Skirmish-3m-v0")
+    core.reset(0)
+    spec = spec_from_core(core)
+    from arena.inference.policy_nets import policy_inputs
+
+    return spec, {}, tree_stack([policy_inputs(core.observation(s), s, spec) for s in (0, 1)])
+
+
+def _outputs(net, x: dict) -> dict:
+    with torch.no_grad():
+        dist, value = net(x)
+        if net.spec.action is not None:
+            a = dist.mode()
+            return {"logp": net(x, actions=a)[0].log_prob(a), "value": value}
+        if net.spec.action_kind == "discrete":
+            return {"probs": dist.probs, "value": value}
+        return {"mode": dist.mode(), "logp": dist.log_prob(dist.mode()), "value": value}
 
 
 @pytest.mark.parametrize("name", ["mlp", "conv", "entity", "gaussian", "beta", "structured"])
 def test_a_version_1_checkpoint_loads_into_the_one_family_with_the_same_outputs(name, tmp_path):
-    """Checkpoints written before one-tensor games' networks joined the structured family (format
-    version 1: Kuhn's MLP, tic-tac-toe's conv net, an entity pointer, Gaussian with input
-    normalisation, Beta, Skirmish's structured net; saved with their outputs on fixed inputs by that
-    code) load with the same outputs, and save again as version 2."""
-    from arena.inference.policy_nets import VERSION
+    """A checkpoint of format version 1 (one-tensor games had their own network class then: Kuhn's MLP,
+    Connect Four's conv net, an entity pointer, a Gaussian with input normalisation, a Beta; and
+    Skirmish's structured net) loads with the same outputs, and saves again as version 2. The checkpoint
+    is written here under version 1's tensor names, which are the ones that code wrote."""
+    from arena.inference.policy_nets import _V1_NAMES, FORMAT, VERSION
     from arena.inference.structured import StructuredPolicyNet
 
-    assert torch.load(V1 / name / "policy.pt", weights_only=True)["version"] == 1
-    net, meta = load_policy(V1 / name)
-    assert isinstance(net, StructuredPolicyNet) and meta.info == {"fixture": "version 1"}
-    want = dict(np.load(V1 / name / "expected.npz"))
-    x = {k[3:]: torch.as_tensor(v) for k, v in want.items() if k.startswith("in/")}
+    spec, sizes, inputs = _v1_case(name)
+    torch.manual_seed(1)
+    net = build_policy(spec, **sizes)
+    with torch.no_grad():
+        for p in net.parameters():  # off the near-uniform start, so a misplaced tensor shows
+            p.add_(0.05 * torch.randn_like(p))
+        if sizes.get("obs_norm"):
+            net.update_obs_norm(np.random.default_rng(3).normal(size=(50, *spec.input_shape)) * 2 + 1)
+    net.eval()
+    x = {k: torch.as_tensor(np.asarray(v)) for k, v in inputs.items()}
+    want = _outputs(net, x)
 
-    def outputs(net):
-        with torch.no_grad():
-            dist, value = net(x)
-            if meta.spec.action is not None:
-                a = {k[len("out/actions/"):]: torch.as_tensor(v) for k, v in want.items() if k.startswith("out/actions/")}
-                assert {k: v.tolist() for k, v in dist.mode().items()} == {k: v.tolist() for k, v in a.items()}
-                return {"logp": net(x, actions=a)[0].log_prob(a), "value": value}
-            if meta.spec.action_kind == "discrete":
-                return {"probs": dist.probs, "value": value}
-            return {"mode": dist.mode(), "logp": dist.log_prob(dist.mode()), "value": value}
+    def v1_name(k: str) -> str:
+        for old, new in _V1_NAMES if net.arch != "structured" else ():
+            if k.startswith(new):
+                return old + k[len(new):]
+        return k
 
-    for k, v in outputs(net).items():
-        np.testing.assert_allclose(v.numpy(), want["out/" + k], rtol=1e-5, atol=1e-6, err_msg=k)
-    save_policy(tmp_path / "again", net, meta.info)
+    state = {v1_name(k): v for k, v in net.state_dict().items()}
+    if name in V1_NAMES:
+        assert sorted(state) == sorted(V1_NAMES[name])
+    (tmp_path / "v1").mkdir()
+    torch.save({"format": FORMAT, "version": 1, "spec": spec.to_dict(), "arch": net.arch, "sizes": net.sizes,
+                "info": {"fixture": "version 1"}, "state_dict": state}, tmp_path / "v1" / "policy.pt")
+    loaded, meta = load_policy(tmp_path / "v1")
+    assert isinstance(loaded, StructuredPolicyNet) and meta.info == {"fixture": "version 1"}
+    for k, v in _outputs(loaded, x).items():
+        np.testing.assert_allclose(v.numpy(), want[k].numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    save_policy(tmp_path / "again", loaded, meta.info)
     assert torch.load(tmp_path / "again" / "policy.pt", weights_only=True)["version"] == VERSION
     again, _ = load_policy(tmp_path / "again")
-    for k, v in outputs(again).items():
-        np.testing.assert_allclose(v.numpy(), want["out/" + k], rtol=1e-5, atol=1e-6, err_msg=k)
+    for k, v in _outputs(again, x).items():
+        np.testing.assert_allclose(v.numpy(), want[k].numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 def test_a_checkpoint_from_a_newer_format_is_refused_in_one_line(tmp_path):
-    blob = torch.load(V1 / "mlp" / "policy.pt", weights_only=True)
+    net = build_policy(spec_from_core(make_core("openspiel/kuhn_poker-v0")), hidden=[8])
+    save_policy(tmp_path / "p", net)
+    blob = torch.load(tmp_path / "p" / "policy.pt", weights_only=True)
     blob["version"] = 99
-    (tmp_path / "p").mkdir()
     torch.save(blob, tmp_path / "p" / "policy.pt")
     with pytest.raises(AgentSpecError, match="format version 99 is not one this arena reads.*upgrade arena"):
         load_policy(tmp_path / "p")
