@@ -728,9 +728,12 @@ def first_mover(game_id: str, settings: dict | None = None, seeds: tuple[int, ..
     if key not in _FIRST_MOVERS:
         core = make_core(game_id, **(settings or {}))
         seen = set()
-        for seed in seeds:
-            core.reset(seed)
-            seen.add(core.current_player())
+        try:
+            for seed in seeds:
+                core.reset(seed)
+                seen.add(core.current_player())
+        finally:
+            core.close()
         seat = seen.pop() if len(seen) == 1 else None
         _FIRST_MOVERS[key] = seat if isinstance(seat, int) and seat >= 0 else None
     return _FIRST_MOVERS[key]

@@ -183,31 +183,25 @@ class StructuredPolicyNet(nn.Module):
         m = nn.ModuleDict()
         if p.kind == "categorical":
             m["logits"] = _small(nn.Linear(feat, p.n))
-            emb = nn.Embedding(p.n, feat) if embed else None
-        elif p.kind == "pointer":
+        elif p.kind in ("pointer", "select"):
             m["pointer"] = PointerHead(feat, d, d=d)
-            emb = nn.Linear(d, feat) if embed else None
-        elif p.kind == "select":
-            m["pointer"] = PointerHead(feat, d, d=d)
-            m["end"] = _small(nn.Linear(feat, 1))
-            m["query"] = nn.Linear(d, feat)
-            emb = nn.Linear(d, feat) if embed else None
+            if p.kind == "select":
+                m["end"] = _small(nn.Linear(feat, 1))
+                m["query"] = nn.Linear(d, feat)
         elif p.kind == "spatial":
             if tuple(p.shape) in self.maps:
                 m["query"] = nn.Linear(feat, ch)
                 m["bias"] = nn.Conv2d(ch, 1, 1)
             else:
                 m["logits"] = _small(nn.Linear(feat, p.size))
-            emb = nn.Embedding(p.size, feat) if embed else None
+        elif sizes.get("continuous") == "beta":
+            m["dist"] = BetaHead(feat, p.size, list(p.low), list(p.high))
         else:
-            if sizes.get("continuous") == "beta":
-                m["dist"] = BetaHead(feat, p.size, list(p.low), list(p.high))
-            else:
-                m["dist"] = GaussianHead(feat, p.size, list(p.low), list(p.high),
-                                         init_log_std=float(sizes.get("init_log_std", -0.5)))
-            emb = nn.Linear(p.size, feat) if embed else None
-        if emb is not None:
-            m["embed"] = emb
+            m["dist"] = GaussianHead(feat, p.size, list(p.low), list(p.high),
+                                     init_log_std=float(sizes.get("init_log_std", -0.5)))
+        if embed:  # built after the head's own layers (the order the initial weights are drawn in)
+            m["embed"] = (nn.Embedding(p.size, feat) if p.kind in ("categorical", "spatial")
+                          else nn.Linear(p.size if p.kind == "box" else d, feat))
         return m
 
     # -- input normalisation (one-tensor games with ``obs_norm``) ---------------------------------------
