@@ -136,15 +136,12 @@ def test_which_seat_moves_first_is_the_games_own_rule():
     """No seat number means "first" for every game: TextArena's Kuhn poker opens with seat 1, OpenSpiel's
     with seat 0; in Skirmish both sides move at once."""
     from arena.envs.registry import first_mover
+    from arena.match import play_match
+    from arena.ui.web.replays import replay_json
 
     assert first_mover("arena/KuhnPoker-v1") == 1 and first_mover("arena/KuhnPoker-v2") == 1
     assert first_mover("openspiel/kuhn_poker-v0") == 0 and first_mover("openspiel/tic_tac_toe-v0") == 0
     assert first_mover("arena/Skirmish-3m-v0") is None
-    from arena.match import play_match
-
-    core = make_core("arena/KuhnPoker-v1")
-    replay = play_match(core, ["random", "random"], seed=5).replay
-    from arena.ui.web.replays import replay_json
-
+    replay = play_match(make_core("arena/KuhnPoker-v1"), ["random", "random"], seed=5).replay
     first = replay.steps[0]["player"]
     assert first == 1 and replay_json(replay, "m1")["first"] == 1  # the replay page marks seat 1
