@@ -28,9 +28,11 @@ TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _dis
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Self-play arena: games, agents, leagues, replays.")
 envs_app = typer.Typer(no_args_is_help=True, help="Registered games.")
+agents_app = typer.Typer(no_args_is_help=True, help="Agent kinds.")
 replay_app = typer.Typer(no_args_is_help=True, help="List, view and verify replays.")
 league_app = typer.Typer(no_args_is_help=True, help="Run and inspect leagues.")
 app.add_typer(envs_app, name="envs")
+app.add_typer(agents_app, name="agents")
 app.add_typer(replay_app, name="replay")
 app.add_typer(league_app, name="league")
 
@@ -90,10 +92,13 @@ def _plugins(plugins: Optional[List[str]]) -> list[str]:
     return names
 
 
+PLUGIN_HELP = "Module or .py file that registers more games or agent kinds (repeat)."
+
+
 @envs_app.command("list")
 def envs_list(
     all_: bool = typer.Option(False, "--all", help="Also list every other Gymnasium id."),
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers more games."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """Every registered game, with players, action kind and source."""
     from arena.envs import describe_games
@@ -103,8 +108,21 @@ def envs_list(
     console.print(games_table(describe_games(include_all=all_)))
 
 
+@agents_app.command("list")
+def agents_list(
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
+):
+    """Every agent kind a spec can name (built-in and plug-in), with an example and its options; docs/agents.md
+    says more of each."""
+    from arena.agents.specs import describe_agents
+    from arena.ui.tables import agents_table
+
+    _plugins(plugin)
+    console.print(agents_table(describe_agents()))
+
+
 PLAYERS_HELP = ("Agent specs, one per seat: repeat -p (-p human -p random) or list them after one --players "
-                "(--players human random); see the agents table in the README.")
+                "(--players human random); `arena agents list` shows the kinds, docs/agents.md describes them.")
 
 
 @app.command()
@@ -128,7 +146,7 @@ def play(
     workers: int = typer.Option(1, "--workers", help="Worker processes (1: play in this process)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per move (none by default)."),
     no_swap: bool = typer.Option(False, "--no-swap", help="Keep seats fixed instead of rotating them."),
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module or .py file that registers more games."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
     record: Literal["actions", "text"] = typer.Option(
         "actions", "--record", help="What each replay in --replays holds: actions (what re-simulation needs; replay "
         "show re-simulates the views) or text (each player's observation text too, for imitation learning)."),
@@ -165,6 +183,14 @@ def play(
         raise typer.Exit(130)
 
 
+def _check_workers(workers: Optional[int]) -> None:
+    """A --workers flag out of range is one line naming the flag (not the config it overrides)."""
+    if workers is not None:
+        from arena.workers import check_workers
+
+        check_workers(workers, "--workers")
+
+
 def _check_time_limit(seconds: Optional[float], flag: str = "--time-limit") -> None:
     """Seconds per move: a finite number > 0 (a zero or negative limit forfeits every match at its first move)."""
     import math
@@ -199,7 +225,7 @@ def _game_kwargs(items: Optional[List[str]]) -> dict:
 @replay_app.command("list")
 def replay_list(
     folder: Path = typer.Argument(..., help="Folder of replays (searched recursively), or a league folder."),
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """The replays in a folder or a league (its database and its replay files): id, game, agents, result.
 
@@ -223,7 +249,7 @@ def replay_show(
                                            help="With a folder: the id `arena replay list` shows, or its start."),
     step: Optional[int] = typer.Option(None, "--step", help="Show only this step (1-based)."),
     all_: bool = typer.Option(False, "--all", help="Print every step and the final position, no prompts."),
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
     render: Optional[Path] = typer.Option(
         None, "--render", help="Also draw the match into this video, a .gif or .mp4 by its suffix (games whose env "
         "has an rgb_array render mode): re-simulated, with a table of every 25th step."),
@@ -257,11 +283,12 @@ def replay_verify(
     path: Path = typer.Argument(..., help="A replay file or a folder of replays."),
     ids: Optional[List[str]] = typer.Argument(None, metavar="ID",
                                               help="With a folder: only these ids (as `replay list` shows them)."),
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module that registers plug-in games (repeat)."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
+    each: bool = typer.Option(False, "--each", help="A line for every file, the verified ones too."),
 ):
     """Re-simulate replays (a file, a folder, or a folder and ids) and confirm the same outcome.
 
-    Every file is checked: each one that fails gets one line (file and why), then a count: verified, mismatched, unreadable, refused (over the size cap, or a header naming anything but the game's declared settings), not checked (its game is not loaded: the line names the --plugin to pass). The exit code is 1 if any failed.
+    Every file is checked: each one that fails, or can only be checked, gets one line (file and why; with --each every file does), then a count: verified, mismatched, unreadable, refused (over the size cap, or a header naming anything but the game's declared settings), not checked (its game is not loaded: the line names the --plugin to pass). The exit code is 1 if any failed.
 
     A module a replay names is never imported unless it is passed with --plugin.
 
@@ -271,7 +298,7 @@ def replay_verify(
     from arena.ui.replay_verification import Verification
 
     _plugins(plugin)
-    check = Verification(replays_to_verify(path, ids or []))
+    check = Verification(replays_to_verify(path, ids or []), each=each)
     for line in check.lines():
         console.print(line, soft_wrap=True)
     console.print(check.summary())
@@ -302,6 +329,7 @@ def league_run(
     from arena.league.config import check_game_settings, load_league_config
     from arena.ui.progress import ServeOptions, run_league, run_summary
 
+    _check_workers(workers)
     cfg = load_league_config(config, workers=workers, backend=backend)
     check_game_settings(cfg)
     served = ServeOptions(host, port, token, token_file) if serve else None
@@ -416,7 +444,7 @@ def train(
                                            "interleaved_1f1b, zb1p, zbv, dualpipev."),
     microbatches: Optional[int] = typer.Option(None, "--microbatches", help="Microbatches per minibatch (pipeline) "
                                                "or per rank (odc, fsdp)."),
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help="Module or .py file that registers more games."),
+    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """Train the learner a config names (its `trainer:` key: spiral, scc, ppo, mixed, rllib_ppo).
 
@@ -443,6 +471,7 @@ def demo(
     """The quickstart league on embedded defaults: ratings, payoff, plots and an HTML report."""
     from arena.demo import DemoConfig, run_demo
 
+    _check_workers(workers)
     run_demo(DemoConfig(out=out, matches=matches, workers=workers), console)
 
 

@@ -113,6 +113,8 @@ def _number_in(lo: float, hi: float | None, lo_open: bool = False):
 #: Python's about 20 times slower); a rollout count of 100 is 100 random games per leaf.
 MAX_CFR_ITERATIONS = 10_000
 MAX_SIMULATIONS = 100_000
+#: policy_mcts's ``explore``: opening moves drawn from the search's visits.
+MAX_EXPLORE_MOVES = 1_000
 MAX_ROLLOUTS = 100
 MAX_UCT_C = 1_000.0
 #: Torch threads an agent may ask for (``policy:...,threads=N``), retries a person gets at the terminal.
@@ -149,7 +151,7 @@ OPTION_RULES: dict[str, dict[str, tuple[Any, Callable[[Any], bool]]]] = {
     # (the policy's own factory says more of a temperature: > 0, and only for discrete moves)
     "policy": {"greedy": _bool(), "temperature": _number_in(-1e9, 1e9), "threads": _int_in(1, MAX_THREADS)},
     "policy_mcts": {"simulations": _int_in(2, MAX_SIMULATIONS), "uct_c": _number_above(0, MAX_UCT_C),
-                    "threads": _int_in(1, MAX_THREADS)},
+                    "explore": _int_in(0, MAX_EXPLORE_MOVES), "threads": _int_in(1, MAX_THREADS)},
 }
 #: Kinds of `OPTION_RULES` whose spec starts with a positional argument (``policy:runs/c4/best,greedy=true``).
 POSITIONAL_KINDS = frozenset({"policy", "policy_mcts"})
@@ -194,8 +196,19 @@ def check_spec(spec: Any) -> None:
         raise AgentSpecError(f"unknown agent kind {shown(spec)}{_did_you_mean(spec)}; known kinds: "
                              f"{', '.join(agent_kinds())}, or module:Class")
     elif "." not in kind and not _importable(kind):
-        raise AgentSpecError(f"unknown agent kind {shown(kind)} in {shown(spec)}{_did_you_mean(kind)}; known kinds: "
-                             f"{', '.join(agent_kinds())}, or module:Class")
+        raise _unknown_kind(kind, spec, rest)
+
+
+def _unknown_kind(kind: str, spec: str, rest: str) -> AgentSpecError:
+    """The error for ``kind:rest`` where `kind` is neither a built-in kind nor a module that can be
+    imported: a module's name where the rest reads as a class (``my_agent:MyAgent``), else a kind's."""
+    target = rest.split(":", 1)[0]
+    if target.isidentifier() and target[:1].isupper() and not _did_you_mean(kind):
+        return AgentSpecError(f"no module {shown(kind)} for {shown(spec)}: a module:Class agent's module must be "
+                              f"installed or be {kind}.py in the working folder (or give its file with --plugin); "
+                              f"built-in kinds: {', '.join(agent_kinds())}")
+    return AgentSpecError(f"unknown agent kind {shown(kind)} in {shown(spec)}{_did_you_mean(kind)}; known kinds: "
+                          f"{', '.join(agent_kinds())}, or module:Class")
 
 
 def _importable(module: str) -> bool:
@@ -227,8 +240,7 @@ def make_agent(spec: str, core: GameCore | None = None, seed: int | None = None)
             module = import_user_module(kind)
         except ImportError as e:
             if "." not in kind:
-                raise AgentSpecError(f"unknown agent kind {shown(kind)} in {shown(spec)}{_did_you_mean(kind)}; known kinds: "
-                                     f"{', '.join(agent_kinds())}, or module:Class") from None
+                raise _unknown_kind(kind, spec, rest) from None
             raise AgentSpecError(
                 f"unknown agent spec {shown(spec)}: {shown(kind)} is neither an agent kind ({', '.join(agent_kinds())}) "
                 f"nor an importable module ({e})"
@@ -408,3 +420,38 @@ for _name, _factory in {"random": _random, "first": _first, "trader": _trader, "
                         "cfr": _cfr, "tabular": _tabular, "llm": _llm, "policy": _policy, "policy_mcts": _policy_mcts,
                         "rllib": _rllib, "skirmish": _skirmish, "sc2bot": _sc2bot, "sc2": _sc2}.items():
     register_agent_kind(_name, _factory)
+
+#: What `arena agents list` says of each built-in kind: (an example spec, one line). The full table is
+#: docs/agents.md.
+KIND_SUMMARIES: dict[str, tuple[str, str]] = {
+    "random": ("random", "uniform over the legal moves"),
+    "first": ("first", "always the first legal move"),
+    "constant": ("constant:value=0.05", "the same continuous action every move"),
+    "human": ("human", "you at the terminal"),
+    "mcts": ("mcts:simulations=200", "OpenSpiel's MCTS with random rollouts (backend=cpp: its C++ search)"),
+    "policy_mcts": ("policy_mcts:runs/c4/best", "search with a trained policy's priors and value (PUCT)"),
+    "tactics": ("tactics", "take a win, else block one, else random"),
+    "cfr": ("cfr:iterations=200", "a CFR+ average policy (Kuhn, Leduc)"),
+    "trader": ("trader", "the negotiation reference player"),
+    "tabular": ("tabular:weights.json", "the tabular learner's policy"),
+    "llm": ("llm:models/tiny", "a causal language model from a local folder"),
+    "policy": ("policy:runs/c4/best", "a trained neural policy (a checkpoint folder)"),
+    "rllib": ("rllib:runs/rl/checkpoint", "an RLlib PPO checkpoint"),
+    "skirmish": ("skirmish:focus_fire", "the Skirmish game's scripted players"),
+    "sc2bot": ("sc2bot:difficulty=hard", "StarCraft II's built-in AI in a seat"),
+    "sc2": ("sc2:attack", "scripted StarCraft II raw players"),
+}
+
+
+def describe_agents() -> list[dict]:
+    """Every registered agent kind (built-in and plug-in): its name, an example spec, its options and a
+    line of what it is."""
+    rows = []
+    for kind in agent_kinds():
+        example, line = KIND_SUMMARIES.get(kind, (kind, ""))
+        if kind not in KIND_SUMMARIES:
+            doc = (getattr(_KINDS[kind], "__doc__", None) or "").strip().splitlines()
+            line = doc[0] if doc else "a plug-in kind"
+        rows.append({"kind": kind, "example": example, "options": sorted(OPTION_RULES.get(kind, {})),
+                     "about": line})
+    return rows

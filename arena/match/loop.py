@@ -51,6 +51,7 @@ from arena.errors import AgentSpecError
 from arena.envs.core import SIMULTANEOUS, GameCore, InvalidMovePolicy
 from arena.envs.observation import Observation, ShownLegal
 from arena.envs.registry import game_origin, make_core
+from arena.match.observe import PLAYED, played_asker
 from arena.replays.format import FORMAT, RECORD_MODES, VERSION, Replay, encode_action, new_match_id
 
 _perf = time.perf_counter
@@ -401,7 +402,8 @@ class Match:
 
         `observe`: seats whose every accepted move keeps what the player saw (``result.observed``:
         `arena.match.observe`); `ask` (seat -> function of the `Observation`): each such move also
-        keeps that function's answer at the position (a strategy reader's, never the playing agent's)."""
+        keeps that function's answer at the position (a strategy reader's, never the playing agent's,
+        except a seat mapped to `arena.match.observe.PLAYED`: its own agent's, from the move's search)."""
         self.policy = policy = policy or _DEFAULT_POLICY
         self.mode = mode = record_mode(record)
         self.core = core = game if isinstance(game, GameCore) else make_core(game, **(game_kwargs or {}))
@@ -442,6 +444,8 @@ class Match:
             hook = getattr(a, "match_over", None)
             if hook is not None:
                 enders.append((i, hook))
+        if ask and PLAYED in ask.values():  # the seats whose own agent labels its moves
+            ask = {seat: played_asker(objs[seat], seat) if how == PLAYED else how for seat, how in ask.items()}
         self.specs, self.acts, self.enders = specs, acts, enders
         self.match_id = match_id or new_match_id(core.game_id, seed)
         self.seed, self.game_kwargs, self.max_moves, self.limit_s, self.index = seed, game_kwargs, max_moves, \

@@ -7,10 +7,12 @@ Imitation learns from these and re-simulates nothing (`arena.match.verify.observ
 the same views from a replay, for matches played elsewhere).
 
 `answer` is what a *strategy reader* says at that position (`MatchJob.ask`): ``"own"``, a reader
-rebuilt from the seat's own spec; an agent spec, one labeller for every observed seat; None, no
-answers. A reader is an agent whose strategy can be read (`strategy_reader`: CFR's table, a
-search's root visit shares); it is never the agent that plays, so asking it changes nothing of the
-match. Readers are built once a process (`Readers`) and lent to one match at a time, reset first
+rebuilt from the seat's own spec; an agent spec, one labeller for every observed seat; ``"played"``,
+the seat's playing agent itself, for an agent that answers from the search that chose its move
+(``answers_own_move``: `arena.agents.policy_search`; expert iteration's labels, at no second
+search); None, no answers. A reader is an agent whose strategy can be read (`strategy_reader`: CFR's
+table, a search's root visit shares); it is never the agent that plays, except as ``"played"``, whose
+answer is the move's own search: so asking changes nothing of the match. Readers are built once a process (`Readers`) and lent to one match at a time, reset first
 from the match's seed, so the answers depend on the match alone, not on the workers or on which
 other matches are in flight.
 """
@@ -30,6 +32,19 @@ def strategy_reader(agent: Any) -> Any:
     """What is read of `agent` at a position: its strategy (`BaseAgent.action_probabilities`), else
     its search's policy (`BaseAgent.search_policy`), else None."""
     return getattr(agent, "action_probabilities", None) or getattr(agent, "search_policy", None)
+
+
+#: `Readers.lend`'s answer for a seat asked ``"played"``: the match resolves it to its own agent there
+#: (`played_asker`).
+PLAYED = "played"
+
+
+def played_asker(agent: Any, seat: int) -> Callable[[Any], tuple[list, Any]]:
+    """The ``"played"`` reader of a seat: its playing agent, which must answer from its move's own search."""
+    if not getattr(agent, "answers_own_move", False):
+        raise ArenaError(f"seat {seat}'s player ({getattr(agent, 'spec', type(agent).__name__)}) cannot label its "
+                         "own moves without searching again: ask \"played\" only of policy_mcts players")
+    return asker(agent)
 
 
 def reader_seed(match_seed: int | None, seat: int) -> int | None:
@@ -82,6 +97,8 @@ class Readers:
         a reader for each observed seat whose strategy can be read, reset with `reader_seed`."""
         if not observe or ask is None:
             return None, []
+        if ask == PLAYED:  # the match's own agents answer (`played_asker`): nothing is lent
+            return {seat: PLAYED for seat in observe}, []
         asks, lent = {}, []
         for seat in observe:
             spec = specs[seat] if ask == "own" else ask

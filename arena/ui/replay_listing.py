@@ -57,6 +57,10 @@ def print_listing(listing: ReplayListing, console: Console) -> None:
     """A table when the terminal is wide enough to keep every id whole beside the details, else one id a
     line with its details under it; then the unreadable files, the games to load, and the count."""
     rows = listing.rows
+    if not rows and not listing.unreadable:
+        console.print(f"no replays in {listing.folder} (matches write them with `arena play ... --replays FOLDER`; a "
+                      "league keeps its own under its folder)", soft_wrap=True)
+        return
     width = max((len(r[0]) for r in rows), default=2)
     if console.width >= width + 50:
         t = Table(title=str(listing.folder), title_justify="left")

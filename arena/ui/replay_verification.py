@@ -1,5 +1,6 @@
 """`arena replay verify` at the terminal: each replay re-simulated (`arena.match.verify`), a line for
-each one checked, and the count of each outcome.
+each one that fails or could only be checked (for every one with ``each``; a verified one also where
+it has a warning), and the count of each outcome.
 
 Every file is checked, whatever the others do: a file that cannot be read, a header that names more
 than its game's settings, a game that is not loaded or one that breaks while it re-simulates is a
@@ -27,6 +28,8 @@ class Verification:
 
     paths: Sequence[Path]
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    #: A line for every file, the verified ones too; else for those that fail or are only checked.
+    each: bool = False
 
     def lines(self) -> Iterator[Text]:
         """Verify each replay in turn: its line (and, for a mismatch of a lone replay, every difference;
@@ -65,7 +68,9 @@ class Verification:
             yield self._count(CHECKED, Text.assemble(("CHECKED ", "yellow"), f"{p} ({rep.steps} steps), not "
                                                      "re-simulated: " + "; ".join(rep.checks)))
         elif rep.ok:
-            yield self._count("verified", Text.assemble(("OK ", "green"), f"{p} ({rep.steps} steps)"))
+            line = self._count("verified", Text.assemble(("OK ", "green"), f"{p} ({rep.steps} steps)"))
+            if self.each or rep.warnings:  # a warning is never shown without its file
+                yield line
         else:
             lone = len(self.paths) == 1
             more = f" (and {len(rep.differences) - 1} more)" if len(rep.differences) > 1 and not lone else ""

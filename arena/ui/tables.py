@@ -34,6 +34,16 @@ def summary_table(title: str, rows: Sequence[AgentSummary]) -> Table:
     return t
 
 
+def agents_table(rows: list[dict]) -> Table:
+    t = Table(title="Agent kinds (a spec is kind:options; your own: module:Class)", title_justify="left")
+    t.add_column("kind", no_wrap=True)
+    for col in ("example", "options", "what it is"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(escape(r["kind"]), escape(r["example"]), escape(", ".join(r["options"]) or "-"), escape(r["about"]))
+    return t
+
+
 def games_table(rows: list[dict]) -> Table:
     t = Table(title="Registered games", title_justify="left")
     t.add_column("id", no_wrap=True)

@@ -102,3 +102,34 @@ def test_policy_mcts_beats_random_and_refuses_what_it_cannot_search(c4_policy, t
     folder = save_policy(tmp_path / "leduc", net)
     with pytest.raises(IncompatibleAgent, match="two-player zero-sum perfect-information"):
         make_agent(f"policy_mcts:{folder}", leduc, 0)
+
+
+def test_policy_mcts_explores_its_openings_and_labels_its_own_moves(c4_policy):
+    """``explore=K``: the first K moves are drawn from the root's visits (self-play games differ), the rest
+    greedy; without it every seed plays the same game. Asked ``"played"``, each observed move carries the
+    visit shares of the very search that chose it (a greedy move is their argmax), and the match is the
+    same move for move as one nobody asked; a player that would have to search again is refused."""
+    from arena.errors import ArenaError
+    from arena.match.loop import Match
+
+    greedy = f"policy_mcts:{c4_policy},simulations=16"
+    games = {tuple(s["action"] for s in play_match(C4, [greedy, greedy], seed=s, record="actions").replay.steps)
+             for s in range(3)}
+    assert len(games) == 1
+    spec = f"policy_mcts:{c4_policy},simulations=16,explore=4"
+    asked = play_matches(C4, [spec, spec], 4, seed=0, record="actions", observe=[0, 1], ask="played")
+    plain = play_matches(C4, [spec, spec], 4, seed=0, record="actions")
+    moves = [tuple(s["action"] for s in r.replay.steps) for r in asked]
+    assert moves == [tuple(s["action"] for s in r.replay.steps) for r in plain]
+    assert len({m[:4] for m in moves}) > 1 and len(set(moves)) > 1
+    for r in asked:
+        assert len(r.observed) == len(r.replay.steps)
+        for k, (_seat, _raw, action, (legal, shares)) in enumerate(r.observed):
+            assert sum(shares) == pytest.approx(1.0) and shares[legal.index(action)] > 0
+            if k >= 4:  # past the openings: the most visited move (or a proven win) was played
+                assert shares[legal.index(action)] == max(shares)
+    assert make_agent(spec, make_core(C4), 0).spec == spec
+    with pytest.raises(AgentSpecError, match="explore"):
+        make_agent(f"policy_mcts:{c4_policy},explore=-1", make_core(C4), 0)
+    with pytest.raises(ArenaError, match="cannot label its own moves"):
+        Match(C4, ["mcts:simulations=8", "random"], 0, observe=[0], ask={0: "played"})

@@ -38,6 +38,41 @@ def test_envs_list_without_opensim_names_the_extra(monkeypatch):
     assert 'pip install "arena[opensim]"' in cells
 
 
+def test_agents_list_shows_every_kind_and_a_plugins_own():
+    r = runner.invoke(app, ["agents", "list"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    rows = {line.split("│")[1].strip(): line for line in r.output.splitlines() if line.startswith("│")}
+    from arena.agents.specs import agent_kinds
+
+    assert set(agent_kinds()) <= set(rows)
+    assert "simulations" in rows["mcts"] and "explore" in rows["policy_mcts"] and "focus_fire" in rows["skirmish"]
+    r = runner.invoke(app, ["agents", "list", "--plugin", "plugins.squad_games"], terminal_width=200)
+    assert r.exit_code == 0 and any(line.startswith("│ focus ") for line in r.output.splitlines()), r.output
+
+
+def test_small_mistakes_are_one_line_that_names_the_fix(tmp_path):
+    """A mistyped module in module:Class, --workers 0 on a command whose config it overrides, an empty folder
+    of replays."""
+    from arena.errors import ArenaError
+
+    env = dict(os.environ, COLUMNS="200")
+    p = subprocess.run([ARENA, "play", "openspiel/tic_tac_toe-v0", "-p", "my_agentz:MyAgent", "-p", "random"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith("error: no module 'my_agentz'") and "--plugin" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    r = runner.invoke(app, ["play", "openspiel/tic_tac_toe-v0", "-p", "mcst:simulations=4", "-p", "random"])
+    assert "unknown agent kind 'mcst'" in str(r.exception) and "did you mean 'mcts'" in str(r.exception)
+    quickstart = str(Path(__file__).parents[2] / "configs" / "leagues" / "quickstart.yaml")
+    for args in (["demo", "--workers", "0", "--dir", str(tmp_path / "d")],
+                 ["league", "run", quickstart, "--dir", str(tmp_path / "q"), "--workers", "0"]):
+        r = runner.invoke(app, args)
+        assert isinstance(r.exception, ArenaError) and str(r.exception).startswith("--workers must be a whole number")
+        assert not (tmp_path / "d").exists() and not (tmp_path / "q").exists()
+    (tmp_path / "none").mkdir()
+    r = runner.invoke(app, ["replay", "list", str(tmp_path / "none")], terminal_width=200)
+    assert r.exit_code == 0 and r.output.startswith("no replays in ") and "--replays" in r.output
+
+
 def test_envs_list_with_plugin():
     r = runner.invoke(app, ["envs", "list", "--plugin", "plugins.sample_games"], terminal_width=200)
     assert r.exit_code == 0, r.output
@@ -59,6 +94,9 @@ def test_play_many_then_list_show_verify(tmp_path):
     r = runner.invoke(app, ["replay", "show", str(files[0])], input="n\np\nl\nq\n", terminal_width=200)
     assert r.exit_code == 0 and r.output.count("step ") >= 4
     r = runner.invoke(app, ["replay", "verify", str(rdir)], terminal_width=200)
+    assert r.exit_code == 0 and r.output.splitlines() == [
+        "20 replays: 20 verified, 0 mismatched, 0 unreadable, 0 refused, 0 not checked"]
+    r = runner.invoke(app, ["replay", "verify", str(rdir), "--each"], terminal_width=200)
     assert r.exit_code == 0 and r.output.count("OK") == 20
 
 

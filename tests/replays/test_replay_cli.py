@@ -94,7 +94,10 @@ def test_verify_folder_checks_every_file_and_counts(tmp_path, sample_plugin):
     r = runner.invoke(app, ["replay", "verify", str(tmp_path)], terminal_width=200)
     assert r.exit_code == 1, r.output
     lines = r.output.splitlines()
-    assert sum(line.startswith("OK ") and "good-" in line for line in lines) == 2
+    assert not any(line.startswith("OK ") for line in lines)  # a line only for each file that fails
+    assert len(lines) == 4 + 1  # the four that fail, and the count
+    each = runner.invoke(app, ["replay", "verify", str(tmp_path), "--each"], terminal_width=200).output.splitlines()
+    assert sum(line.startswith("OK ") and "good-" in line for line in each) == 2 and each[-1] == lines[-1]
     assert any(line.startswith("UNREADABLE ") and "cut.jsonl.gz" in line and "gzip" in line for line in lines)
     assert any(line.startswith("UNREADABLE ") and "notjson.jsonl" in line and "not JSON" in line for line in lines)
     assert any(line.startswith("MISMATCH ") and "tampered" in line and "(and " in line for line in lines)
@@ -103,7 +106,7 @@ def test_verify_folder_checks_every_file_and_counts(tmp_path, sample_plugin):
     assert lines[-1] == "6 replays: 2 verified, 1 mismatched, 2 unreadable, 0 refused, 1 not checked"
     assert "nowhere_games_xyz" not in sys.modules
     r = runner.invoke(app, ["replay", "verify", str(tmp_path), "good-0", "good-1"], terminal_width=200)
-    assert r.exit_code == 0 and r.output.splitlines()[-1] == "2 replays: 2 verified, 0 mismatched, 0 unreadable, 0 refused, 0 not checked"
+    assert r.exit_code == 0 and r.output.splitlines() == ["2 replays: 2 verified, 0 mismatched, 0 unreadable, 0 refused, 0 not checked"]
 
 
 def test_list_folder_lists_the_good_and_names_each_bad_file(tmp_path, sample_plugin):

@@ -38,6 +38,46 @@ class DaggerConfig:
 
 
 @dataclass
+class ExpertConfig:
+    """Rounds of expert iteration after imitation (Anthony, Tian and Barber 2017; AlphaZero's loop):
+    the policy improves on its teacher with its own search, no stronger labeller. Each round the
+    policy as it stands searches (``policy_mcts``: PUCT over its priors and value, `simulations` a
+    move, the first `explore` moves drawn from the visits) against itself for `matches` games, into
+    the run's league as ``<main>@expert<round>``; every move is labelled by the search that chose it
+    (the share of its root visits each move received) and the game's outcome, and the network
+    fits both (the value with weight `value_coef`) on the positions of the last `window` rounds for
+    up to `epochs` epochs (with `mix` imitation positions per own one), validated on held-out games of
+    those rounds. For two-player zero-sum
+    perfect-information OpenSpiel games (Connect Four, tic-tac-toe)."""
+
+    rounds: int = 0
+    matches: int = 200
+    simulations: int = 100
+    explore: int = 8
+    uct_c: float = 2.0
+    epochs: int = 4
+    window: int = 2
+    value_coef: float = 1.0
+    #: Imitation positions drawn afresh into each round's fit, per position of the rounds' own (so the
+    #: network keeps what it learnt from its teacher where its own games do not go); 0: none.
+    mix: float = 1.0
+    #: The learning rate of the rounds' fits (None: ``il.lr``).
+    lr: Optional[float] = None
+
+    def __post_init__(self):
+        if self.rounds < 0:
+            raise ValueError(f"il.expert.rounds must be >= 0, got {self.rounds}")
+        if self.rounds and (self.matches < 2 or self.epochs < 1 or self.window < 1):
+            raise ValueError("il.expert: a round needs matches >= 2 (one to validate on), epochs >= 1 and window >= 1, "
+                             f"got matches {self.matches}, epochs {self.epochs}, window {self.window}")
+        if self.simulations < 2 or self.explore < 0 or not self.uct_c > 0 or self.value_coef < 0 or self.mix < 0:
+            raise ValueError("il.expert: simulations >= 2, explore >= 0, uct_c > 0, value_coef >= 0 and mix >= 0, got "
+                             f"{self.simulations}, {self.explore}, {self.uct_c}, {self.value_coef}, {self.mix}")
+        if self.lr is not None and not self.lr > 0:
+            raise ValueError(f"il.expert.lr must be > 0, got {self.lr}")
+
+
+@dataclass
 class ImitationConfig:
     """SCC's first stage: behaviour cloning on league replays of chosen players."""
 
@@ -74,6 +114,8 @@ class ImitationConfig:
     mirror: bool = False
     #: Rounds on the policy's own positions, labelled by `label` (none by default).
     dagger: DaggerConfig = field(default_factory=DaggerConfig)
+    #: Rounds of expert iteration after the imitation (and DAgger) rounds (none by default).
+    expert: ExpertConfig = field(default_factory=ExpertConfig)
     #: A folder of StarCraft II's own replays (``.SC2Replay``, at most
     #: `arena.envs.sc2.replay_observer.MAX_REPLAYS` of them) on the run's map and game build, imitated
     #: from what each player saw and did as the game's replay observer plays them again (SCC, AlphaStar);

@@ -287,6 +287,9 @@ class SCCTrainer(Trainer):
         report["replays"] = len(items) + read
         for r in range(1, il.dagger.rounds + 1):
             train, val, report = self._dagger_round(r, net, train, val, report, phase)
+        rounds: list[tuple[Any, Any]] = []
+        for r in range(1, il.expert.rounds + 1):
+            rounds, report = self._expert_round(r, net, rounds, train, report, phase)
         folder = save_policy(self.dir / "checkpoints" / "il", net, {"stage": "imitation", **report})
         self.il_report = report
         self.il_done = True
@@ -299,7 +302,7 @@ class SCCTrainer(Trainer):
         restarted run finds the round's player (its checkpoint saved before its first match) and its
         committed matches, and plays only the rest with that checkpoint."""
         from arena.inference.policy_nets import save_policy
-        from arena.trainers.policy.imitation import behaviour_cloning, joined, split
+        from arena.trainers.policy.imitation import joined, split
 
         cfg, il = self.cfg, self.cfg.il
         dg = il.dagger
@@ -321,19 +324,80 @@ class SCCTrainer(Trainer):
         t2 = self._mirrored(t2)
         train, val = joined([train, t2]), joined([val, v2])
         done = report.get("epochs_total", report["epochs_run"])
-
-        def log(epoch: int, line: dict) -> None:
-            self.metrics.log(0, **{**line, "il/epoch": done + epoch, "il/dagger_round": r})
-            if phase is not None:
-                phase(f"imitation: round {r}, epoch {epoch}, val loss {line['il/val_loss']:.3f}, "
-                      f"val acc {line['il/val_acc']:.3f}", epoch, dg.epochs)
-
-        out = behaviour_cloning(net, train, val, epochs=dg.epochs, batch_size=il.batch_size, lr=il.lr,
-                                weight_decay=il.weight_decay, patience=il.patience, value_coef=il.value_coef,
-                                seed=cfg.seed + r, log=log)
+        out = self._round_fit(net, train, val, f"round {r}", {"il/dagger_round": r}, done, phase, epochs=dg.epochs,
+                              lr=il.lr, value_coef=il.value_coef, seed=cfg.seed + r)
         out.update(replays=report["replays"] + len(items), dagger_rounds=r, epochs_total=done + out["epochs_run"],
                    dagger_moves=report.get("dagger_moves", 0) + len(demos))
         return train, val, out
+
+    def _expert_round(self, r: int, net: Any, rounds: list[tuple[Any, Any]], taught: Any, report: dict,
+                      phase: Callable[[str, int, int], None] | None) -> tuple[list[tuple[Any, Any]], dict]:
+        """Expert-iteration round `r` (`ExpertConfig`): the policy as it stands, searching with its own
+        priors and value (``policy_mcts``), plays itself into the league as ``<main>@expert<r>``; each of
+        its moves is labelled by the search that chose it (``"played"``: no second search) and by the
+        game's outcome, and the network fits the last ``window`` rounds' positions, with ``mix`` positions
+        of the imitation's training set (`taught`) drawn afresh per own position. A restarted run
+        finds the round's player (its checkpoint saved before its first match) and its committed
+        matches, and plays only the rest with that checkpoint."""
+        from arena.inference.policy_nets import save_policy
+        from arena.trainers.policy.imitation import joined, split
+
+        cfg, il = self.cfg, self.cfg.il
+        ex = il.expert
+        name = f"{self.main}@expert{r}"
+        if self.session.player(name) is None:
+            folder = save_policy(self.dir / "checkpoints" / f"expert{r}", net, {"stage": "imitation",
+                                                                                 "expert_round": r})
+            spec = f"policy_mcts:{folder},simulations={ex.simulations}" + (
+                f",uct_c={ex.uct_c:g}" if ex.uct_c != 2.0 else "") + (f",explore={ex.explore}" if ex.explore else "")
+            # rated, never a training opponent (its search costs `simulations` forward passes a move)
+            self.session.join(name, "evaluation", spec)
+        spec = self.session.player(name).spec
+        base = self._teacher_seed_base() + il.matches + il.dagger.rounds * il.dagger.matches + (r - 1) * ex.matches
+        items, demos = self._league_matches([spec, spec], {spec: name}, ex.matches, base, f"imitation/expert{r}",
+                                            f"imitation: expert round {r} of {ex.rounds}, self-play", phase, {name},
+                                            ask="played")
+        if demos is None:
+            raise ValueError(f"no moves of {name} in {len(items)} replays")
+        t2, v2 = split(demos, il.val_fraction, cfg.seed + 1_000 + r)
+        rounds = (rounds + [(self._mirrored(t2), v2)])[-ex.window:]
+        own = [t for t, _ in rounds]
+        k = min(len(taught), int(round(ex.mix * sum(len(t) for t in own))))
+        if k:
+            pick = np.random.default_rng(cfg.seed + 2_000 + r).choice(len(taught), k, replace=False)
+            drawn = taught.take(np.sort(pick))
+            if drawn.probs is None:  # moves alone: as one-hot targets, so the searches' shares are kept
+                hot = np.zeros((len(drawn), own[0].probs.shape[1]), dtype=own[0].probs.dtype)
+                hot[np.arange(len(drawn)), np.asarray(drawn.actions)] = 1.0
+                drawn.probs = hot
+            own.append(drawn)
+        train, val = joined(own), joined([v for _, v in rounds])
+        done = report.get("epochs_total", report["epochs_run"])
+        out = self._round_fit(net, train, val, f"expert round {r}", {"il/expert_round": r}, done, phase,
+                              epochs=ex.epochs, lr=ex.lr or il.lr, value_coef=ex.value_coef, seed=cfg.seed + 1_000 + r)
+        out.update(replays=report["replays"] + len(items), expert_rounds=r, epochs_total=done + out["epochs_run"],
+                   expert_moves=report.get("expert_moves", 0) + len(demos),
+                   **{k: report[k] for k in ("dagger_rounds", "dagger_moves") if k in report})
+        return rounds, out
+
+    def _round_fit(self, net: Any, train: Any, val: Any, title: str, tags: dict, done: int,
+                   phase: Callable[[str, int, int], None] | None, *, epochs: int, lr: float, value_coef: float,
+                   seed: int) -> dict:
+        """A round's fit of `net` (`behaviour_cloning`), its epochs logged after the `done` ones before it
+        with `tags`, and shown in the progress as `title`."""
+        from arena.trainers.policy.imitation import behaviour_cloning
+
+        il = self.cfg.il
+
+        def log(epoch: int, line: dict) -> None:
+            self.metrics.log(0, **{**line, "il/epoch": done + epoch, **tags})
+            if phase is not None:
+                phase(f"imitation: {title}, epoch {epoch}, val loss {line['il/val_loss']:.3f}, "
+                      f"val acc {line['il/val_acc']:.3f}", epoch, epochs)
+
+        return behaviour_cloning(net, train, val, epochs=epochs, batch_size=il.batch_size, lr=lr,
+                                 weight_decay=il.weight_decay, patience=il.patience, value_coef=value_coef, seed=seed,
+                                 log=log)
 
     def _mirrored(self, train: Any) -> Any:
         """The training positions and, with ``il.mirror``, their mirror images after them."""
@@ -352,7 +416,7 @@ class SCCTrainer(Trainer):
 
     def _league_matches(self, specs: list[str], names: dict[str, str], n: int, base: int, note: str, label: str,
                         phase: Callable[[str, int, int], None] | None, players: set[str] | None,
-                        first: int = 0) -> tuple[list[tuple[Any, list[str]]], Any]:
+                        first: int = 0, ask: str | None = None) -> tuple[list[tuple[Any, list[str]]], Any]:
         """`n` seat-swapped matches of `specs` (seeds ``base + i``) played into the league, with their
         replays, by match index; and the demonstrations of `players` (league names or specs; None: every
         seat) in them, from what those players saw as they played (``MatchResult.observed``), match i's
@@ -365,7 +429,8 @@ class SCCTrainer(Trainer):
         demonstrations from ``demonstrations/<note>/``) and plays only the rest, each with the seed and
         seats it has among all `n`, so the league and the demonstrations are those of a run that never
         stopped. A kept match without its file (a run folder written before the files were) is
-        re-simulated from its replay."""
+        re-simulated from its replay. `ask`: who answers at the observed moves (`arena.match.observe`;
+        None: the imitation's own choice, ``il.label`` or each seat's player)."""
         from arena.match.batch import play_matches
         from arena.trainers.policy.imitation import asks, joined
 
@@ -375,7 +440,7 @@ class SCCTrainer(Trainer):
             if 0 <= seed - base < n:
                 kept[seed - base] = (replay, seated)
         folder = self.dir / "demonstrations" / note
-        parts = self._kept_demonstrations(folder, kept, players)
+        parts = self._kept_demonstrations(folder, kept, players, played=ask == "played")
         self._recording = (folder, parts)
         todo = [i for i in range(n) if i not in kept]
         waiting: dict[int, MatchResult] = {}
@@ -403,7 +468,7 @@ class SCCTrainer(Trainer):
         try:
             play_matches(cfg.game, specs, n, seed=base, workers=il.workers, record="actions",
                          game_kwargs=cfg.game_kwargs, on_result=played, only=todo, observe=observe,
-                         ask=asks(self.spec, il.targets, il.label))
+                         ask=ask or asks(self.spec, il.targets, il.label))
         except KeyboardInterrupt:  # a person's stop keeps every match played in order so far
             if ready:
                 self._commit_matches(list(ready), names, note, base, kept)
@@ -417,7 +482,7 @@ class SCCTrainer(Trainer):
         return [kept[i] for i in sorted(kept)], demos
 
     def _kept_demonstrations(self, folder: Path, kept: dict[int, tuple[Any, list[str]]],
-                             players: set[str] | None) -> dict[int, Any]:
+                             players: set[str] | None, played: bool = False) -> dict[int, Any]:
         """The demonstrations of the `kept` matches (by index), by the first match index of each group
         written: read from `folder`, where a file covers only kept matches (one whose group never reached
         the league is a killed run's, removed); a kept match no file covers is re-simulated from its
@@ -457,7 +522,8 @@ class SCCTrainer(Trainer):
                 runs.append([i])
         for run in runs:
             parts[run[0]] = collect([kept[i] for i in run], players, self.spec, cfg.reward_scale,
-                                    targets=il.targets, label=il.label, workers=il.workers, first=run[0])
+                                    targets=il.targets, label=None if played else il.label, workers=il.workers,
+                                    first=run[0])
         return parts
 
     def _commit_matches(self, results: list[MatchResult], names: dict[str, str], note: str, base: int,
@@ -868,6 +934,11 @@ def validate(cfg: SCCConfig) -> None:
                               "tic-tac-toe do); remove il.mirror")
         if cfg.il.dagger.opponent is not None:
             keys.append(("il.dagger.opponent", [cfg.il.dagger.opponent]))
+        if cfg.il.expert.rounds and (core.source != "openspiel" or not core.perfect_information
+                                     or spec.action_kind != "discrete" or spec.entities):
+            raise ConfigError(f"il.expert: expert iteration searches with policy_mcts, for two-player zero-sum "
+                              f"perfect-information OpenSpiel games with discrete moves; {cfg.game} is not one "
+                              "(remove il.expert)")
     for key, specs in keys:
         for s in specs:
             try:

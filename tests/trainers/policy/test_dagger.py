@@ -50,23 +50,26 @@ def test_each_round_plays_into_the_league_and_trains_on_its_own_positions(whole)
 
 
 def test_killed_in_a_round_and_resumed_is_the_same_run(whole, tmp_path, monkeypatch):
-    cut = tmp_path / "cut"
-    cfg = dagger_config()
-    # round 2 three matches in: round 1 and three of round 2's matches committed, then the run dies
+    killed_three_into(dagger_config(), tmp_path / "cut", "imitation/dagger2", monkeypatch, whole)
+
+
+def killed_three_into(cfg, cut, note, monkeypatch, whole) -> None:
+    """The run of `cfg` killed three matches into the round of `note` (the rounds before it and those three
+    matches committed), then resumed: the same run as `whole`."""
     real = SCCTrainer._commit_matches
 
-    def commit_three_then_die(self, results, names, note, base, kept):
-        if note != "imitation/dagger2":
-            return real(self, results, names, note, base, kept)
-        real(self, results[:3 - len(kept)], names, note, base, kept)
+    def commit_three_then_die(self, results, names, n, base, kept):
+        if n != note:
+            return real(self, results, names, n, base, kept)
+        real(self, results[:3 - len(kept)], names, n, base, kept)
         if len(kept) >= 3:
-            raise Killed("dagger2")
+            raise Killed(note)
 
     with monkeypatch.context() as m:
         m.setattr(SCCTrainer, "_commit_matches", commit_three_then_die)
         with pytest.raises(Killed):
             train(cfg, cut)
-    assert len([m for m in open_league(cut).matches() if m.note == "imitation/dagger2"]) == 3
+    assert len([m for m in open_league(cut).matches() if m.note == note]) == 3
     again = train(cfg, cut)
     assert_same_run(whole[0], whole[1], again, cut)
 
