@@ -31,10 +31,12 @@ envs_app = typer.Typer(no_args_is_help=True, help="Registered games.")
 agents_app = typer.Typer(no_args_is_help=True, help="Agent kinds.")
 replay_app = typer.Typer(no_args_is_help=True, help="List, view and verify replays.")
 league_app = typer.Typer(no_args_is_help=True, help="Run and inspect leagues.")
+sc2_app = typer.Typer(no_args_is_help=True, help="StarCraft II without the game: a stand-in that speaks its protocol.")
 app.add_typer(envs_app, name="envs")
 app.add_typer(agents_app, name="agents")
 app.add_typer(replay_app, name="replay")
 app.add_typer(league_app, name="league")
+app.add_typer(sc2_app, name="sc2")
 
 #: The console's width when the output is a file or a pipe (and COLUMNS is not set): wide enough that
 #: no table is ever cut or wrapped there; a terminal keeps its own width.
@@ -473,6 +475,23 @@ def demo(
 
     _check_workers(workers)
     run_demo(DemoConfig(out=out, matches=matches, workers=workers), console)
+
+
+@sc2_app.command("stand-in")
+def sc2_stand_in(folder: Path = typer.Argument(..., help="A new or empty folder to lay the stand-in game out in.")):
+    """Lay out a stand-in StarCraft II at FOLDER: a toy world (three marines a side; a marine and a beacon on the
+    mini-games) that speaks the game's protocol, so pysc2's client and the arena run unmodified. Set SC2PATH to it
+    to see matches, a league, ratings and replays on sc2/ ids before installing the game (docs/sc2.md)."""
+    from arena.envs.sc2.install import lay_out_stand_in
+
+    root = lay_out_stand_in(folder)
+    console.print(f"A stand-in StarCraft II is at {root} (a toy world, not the game's rules: docs/sc2.md says what it "
+                  "covers). Use it with:", soft_wrap=True)
+    for line in (f"export SC2PATH={root}",
+                 "arena play sc2/Simple64-v0 -p sc2:attack -p sc2bot:race=zerg -n 4 --replays runs/sc2",
+                 "arena league run configs/leagues/sc2_1v1.yaml --dir runs/sc2league --matches 12",
+                 "arena ratings runs/sc2league"):
+        console.print(f"  {line}", soft_wrap=True, markup=False)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Benchmark: the StarCraft II adapter (`SC2Core`) against pysc2's bare `SC2Env`, and leagues of SC2 players.
 
-Side by side in one process, on the fake game of ``tests/sc2/fake_sc2.py`` (a temporary ``SC2PATH``
+Side by side in one process, on the fake game of ``arena/envs/sc2/stand_in.py`` (a temporary ``SC2PATH``
 built here) or, with ``--sc2path``, on a real install:
 
 1. **adapter overhead.** ``--episodes`` episodes of ``sc2/Simple64-v0`` (raw interface, one arena seat
@@ -55,9 +55,8 @@ SCRIPT = (("Move_pt", 7, 5), ("no_op", 0, 0), ("Move_pt", 9, 4), ("Stop_quick", 
 
 
 def fake_sc2path(folder: Path) -> Path:
-    """A fake StarCraft II install under `folder` (tests/sc2/fake_sc2.py)."""
-    _sys.path.insert(0, str(ROOT / "tests" / "sc2"))
-    import fake_sc2
+    """A fake StarCraft II install under `folder` (arena/envs/sc2/stand_in.py)."""
+    from arena.envs.sc2 import stand_in as fake_sc2
 
     return fake_sc2.make_sc2path(folder / "StarCraftII")
 
@@ -297,7 +296,7 @@ def main() -> None:
             # the fake's AI attacks at once and would end the adapter's episodes early (the real one's
             # army does not come in 200 steps); the league's games keep it fighting
             _os.environ["FAKE_SC2_BOT_PASSIVE"] = "1"
-            game = "the fake game (tests/sc2/fake_sc2.py, its AI passive in the adapter section)"
+            game = "the fake game (arena/envs/sc2/stand_in.py, its AI passive in the adapter section)"
         print(versions(("numpy", "pysc2-evolved", "protobuf")) + f"; {game}")
         result = {"bench": "sc2", "game": "real" if args.sc2path else "fake"}
         result.update(bench_adapter(args.episodes, args.steps))

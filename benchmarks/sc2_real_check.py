@@ -10,7 +10,7 @@ version from the replays' headers. Prints a markdown table and one JSON line
 (``{"check": "sc2_real", ...}``); exits 1 if a match did not end normally or kept no .SC2Replay.
 
 Needs the game under ``$SC2PATH`` (docs/sc2.md) and the sc2 extra. Without the game it runs against
-the fake of ``tests/sc2/fake_sc2.py`` (``SC2PATH`` set to a fake root, or ``--fake``) to show its
+the fake of ``arena/envs/sc2/stand_in.py`` (``SC2PATH`` set to a fake root, or ``--fake``) to show its
 output; the fake's AI plays every level the same.
 
 Run:  SC2PATH=~/StarCraftII .venv/bin/python benchmarks/sc2_real_check.py [--difficulties very_easy,hard]
@@ -90,7 +90,7 @@ def main() -> int:
     ap.add_argument("--max-steps", type=int, default=2000, help="steps of 8 game loops before a draw")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="where replays go (default: a temporary folder, removed)")
-    ap.add_argument("--fake", action="store_true", help="play the fake game of tests/sc2/fake_sc2.py")
+    ap.add_argument("--fake", action="store_true", help="play the fake game of arena/envs/sc2/stand_in.py")
     args = ap.parse_args()
     levels = [d.strip() for d in args.difficulties.split(",") if d.strip()]
     bad = [d for d in levels if d not in DIFFICULTIES]
@@ -101,8 +101,7 @@ def main() -> int:
         out = Path(args.out) if args.out else Path(tmp) / "replays"
         out.mkdir(parents=True, exist_ok=True)
         if args.fake:
-            _sys.path.insert(0, str(ROOT / "tests" / "sc2"))
-            import fake_sc2
+            from arena.envs.sc2 import stand_in as fake_sc2
 
             _os.environ["SC2PATH"] = str(fake_sc2.make_sc2path(Path(tmp) / "StarCraftII"))
         print(versions(("pysc2-evolved", "protobuf")) + f"; SC2PATH={_os.environ.get('SC2PATH', '~/StarCraftII')}")

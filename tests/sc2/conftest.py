@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 try:
-    import fake_sc2
+    from arena.envs.sc2 import stand_in as fake_sc2
 except ImportError:  # it needs s2clientprotocol, which comes with the sc2 extra; the tests skip
     fake_sc2 = None
 

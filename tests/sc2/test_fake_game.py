@@ -1,5 +1,5 @@
 """The unmodified pysc2 client path (`SC2Env` -> `StarcraftProcess` -> `RemoteController`)
-against the fake game in `fake_sc2.py`, through a temporary ``SC2PATH``.
+against the fake game in `arena/envs/sc2/stand_in.py`, through a temporary ``SC2PATH``.
 
 Skipped, with the reason, when the ``sc2`` extra (``pysc2-evolved``) is not installed. Each test
 launches one or two fake game processes (about 1 s each: pysc2's first connection attempt comes
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 try:
-    import fake_sc2
+    from arena.envs.sc2 import stand_in as fake_sc2
 except ImportError:  # it needs s2clientprotocol, which comes with the sc2 extra; the tests skip
     fake_sc2 = None
 

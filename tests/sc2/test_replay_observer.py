@@ -1,5 +1,5 @@
 """Imitation from StarCraft II's own replays (``.SC2Replay``) through pysc2's replay observer, on the
-stand-in game of `fake_sc2.py`: its replays hold the seed, the settings and every player's actions,
+stand-in game of `arena/envs/sc2/stand_in.py`: its replays hold the seed, the settings and every player's actions,
 and it plays them again (``RequestReplayInfo``, ``RequestStartReplay``, then steps and observations
 from the observed player's perspective).
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 try:
-    import fake_sc2
+    from arena.envs.sc2 import stand_in as fake_sc2
 except ImportError:  # it needs s2clientprotocol, which comes with the sc2 extra; the tests skip
     fake_sc2 = None
 

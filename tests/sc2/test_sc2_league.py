@@ -1,4 +1,4 @@
-"""StarCraft II in the league and the SCC learner, on the fake game of `fake_sc2.py`.
+"""StarCraft II in the league and the SCC learner, on the stand-in game of `arena/envs/sc2/stand_in.py`.
 
 The fake's toy world on a 1v1 map is three marines a side, 12 apart (out of range): ``sc2:attack``
 focus-fires the nearest enemy, the fake's built-in AI (any difficulty: the fake plays them all the
@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 try:
-    import fake_sc2
+    from arena.envs.sc2 import stand_in as fake_sc2
 except ImportError:  # it needs s2clientprotocol, which comes with the sc2 extra; the tests skip
     fake_sc2 = None
 

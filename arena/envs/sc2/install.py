@@ -41,3 +41,17 @@ def check_install(map_path: str | None = None) -> Path:
         raise SC2MapMissing(f"map {map_path} is not in {root / 'Maps'}: unzip the map packs (mini_games.zip, the "
                             f"ladder packs) into $SC2PATH/Maps (docs/sc2.md)")
     return root
+
+
+def lay_out_stand_in(root: str | os.PathLike) -> Path:
+    """Lay out the stand-in game (`arena.envs.sc2.stand_in`) at `root`, a new or empty folder, as a
+    StarCraft II install (``Versions/Base75689/SC2_x64`` and the maps); one line where it cannot."""
+    root = Path(root).expanduser()
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        what = "a StarCraft II install" if (root / "Versions").is_dir() else "something"
+        raise ArenaError(f"{root} holds {what} already: give a new or empty folder for the stand-in game")
+    try:
+        from arena.envs.sc2 import stand_in
+    except ImportError:
+        raise ArenaError('the stand-in StarCraft II game needs the sc2 extra: pip install "arena[sc2]"') from None
+    return stand_in.make_sc2path(root).resolve()

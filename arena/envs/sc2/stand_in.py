@@ -1,11 +1,13 @@
-"""A fake StarCraft II game executable that speaks the real protocol, for tests.
+"""A stand-in StarCraft II game executable that speaks the real protocol (`arena sc2 stand-in DIR`).
 
 pysc2 launches ``$SC2PATH/Versions/Base75689/SC2_x64 -listen 127.0.0.1 -port N -dataDir D
 -tempDir T [-eglpath lib | -osmesapath lib | -headlessNoRender] [-dataVersion X]`` and talks to
 it over a websocket at ``ws://127.0.0.1:N/sc2api``: one serialized ``s2clientprotocol``
 ``Request`` per frame, one ``Response`` back, each carrying the game's status. This module is
 that executable (`make_sc2path` writes a launcher for it), so that the unmodified pysc2 client
-path -- `SC2Env`, `RemoteController`, `StarcraftProcess` -- runs end to end without the game.
+path -- `SC2Env`, `RemoteController`, `StarcraftProcess` -- runs end to end without the game: the
+test suite's StarCraft II tests run against it, and a person sees a league, ratings and replays on
+StarCraft II ids before installing the game (docs/sc2.md, "Without the game").
 
 Standard library and the ``s2clientprotocol`` protobufs only: the websocket server (the RFC 6455
 handshake and frames) is written here, since pysc2's client is the only peer it must satisfy.
@@ -1376,7 +1378,8 @@ def make_sc2path(root: str | os.PathLike, python: str | None = None) -> Path:
     exe = root / "Versions" / f"Base{BASE_BUILD:05d}" / "SC2_x64"
     exe.parent.mkdir(parents=True, exist_ok=True)
     python = python or sys.executable
-    exe.write_text(f"#!/bin/sh\nexec {_sh(python)} {_sh(str(Path(__file__).resolve()))} \"$@\"\n")
+    # -P: this file's folder (the arena's sc2 package) is not put first on the game process's import path
+    exe.write_text(f"#!/bin/sh\nexec {_sh(python)} -P {_sh(str(Path(__file__).resolve()))} \"$@\"\n")
     exe.chmod(0o755)
     for sub in ("Libs", "Replays", "Maps/mini_games"):
         (root / sub).mkdir(parents=True, exist_ok=True)
