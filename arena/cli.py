@@ -140,7 +140,8 @@ def play(
                              "game's rule: TextArena's Kuhn poker opens with seat 1; said when the match starts)."),
     name: Optional[str] = typer.Option(
         None, "--name", help="With --vs: the name you play under, rated as the player human:NAME (1-24 letters, "
-        "digits, '.', '_', '-'), and remembered for next time. Default: the name remembered (in "
+        "digits, '.', '_', '-'), and remembered for next time; a name with games in the league that this "
+        "terminal does not remember is confirmed first. Default: the name remembered (in "
         "~/.config/arena/player.json; $ARENA_PLAYER_FILE), else a new guest name."),
     n: int = typer.Option(1, "-n", "--matches", help="Number of matches."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first match; match i uses seed + i."),

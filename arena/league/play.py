@@ -116,6 +116,19 @@ def player_for(store: LeagueStore, name: str | None, games: list[str]) -> str:
     return player
 
 
+def games_of(directory: str | Path, name: str) -> int:
+    """How many finished games the person `name` (the player ``human:NAME``) has in the league at
+    `directory`: 0 for a name never played there."""
+    from arena.league.manager import open_league
+    from arena.league.storage import OVERALL
+
+    store = open_league(directory)
+    try:
+        return sum(store.records(OVERALL).get(player_name(name), (0, 0, 0)))
+    finally:
+        store.close()
+
+
 def rating_change(store: LeagueStore, match_id: str, game: str) -> dict[str, dict[str, float | None]]:
     """Each player's Elo in scope `game` around match `match_id`'s own commit: ``{"before", "after",
     "change"}``: after is what that commit wrote, before the player's previous row in the scope (None:

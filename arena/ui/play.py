@@ -8,6 +8,7 @@ caller passes (a progress bar and a person's game both need it while they run)."
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,6 +190,7 @@ def play_league_player(game: str, vs: str, *, seat: int, seed: int, with_players
             name = check_name(name)
         except BadName as e:
             raise ArenaError(f"--name: {e}") from None
+        _confirm_name(directory, name, console)
     else:
         name = remembered_name()  # None: a new guest name, remembered once the match is scheduled
     try:
@@ -204,6 +206,28 @@ def play_league_player(game: str, vs: str, *, seat: int, seed: int, with_players
         f"{escape(k)} {v:.0f}" + (f" ({change[k]:+.1f} by this match)" if change.get(k) is not None else "")
         for k, v in out["elo"].items() if v is not None), soft_wrap=True)
     console.print(f"Replay: {out['replay']}")
+
+
+def _confirm_name(directory: str, name: str, console: Console) -> None:
+    """A --name that is not the one this terminal remembers, where that person already has games in the
+    league: asked to confirm (a name is not a password, and two people under one name would share one
+    rating); anything but yes is one line asking for another name."""
+    from arena.league.play import games_of, remembered_name
+
+    if name == remembered_name() or not Path(directory).is_dir():
+        return
+    try:
+        n = games_of(directory, name)
+    except ArenaError:
+        return  # not a league: play_against says so
+    if not n:
+        return
+    console.print(f"human:{escape(name)} has {n} game{'s' if n != 1 else ''} in this league already; playing "
+                  "as them adds to their rating. Is that you? [y/N] ", end="")
+    answer = sys.stdin.readline(64).strip().lower()
+    if answer not in ("y", "yes"):
+        raise ArenaError(f"--name {name}: that name has a history in this league; give another --name, or answer y "
+                         "to play as them")
 
 
 def _greet(human: str, console: Console, game: str, seat: int) -> None:

@@ -144,3 +144,22 @@ def test_where_the_name_is_kept(monkeypatch, tmp_path):
     assert player_file() == tmp_path / "home" / ".config" / "arena" / "player.json"
     monkeypatch.setenv(PLAYER_FILE_ENV, str(tmp_path / "mine.json"))
     assert player_file() == tmp_path / "mine.json"
+
+
+def test_a_name_with_history_here_is_confirmed_not_merged_silently(league, name_file, monkeypatch, capsys):
+    """`--name alice` where human:alice has games in the league, typed at a terminal that remembers another
+    name (or none): asked first; yes plays as alice, anything else is one line and plays nothing. The name
+    this terminal remembers is never asked about."""
+    assert arena(monkeypatch, capsys, "play", TTT, "--vs", f"{league}:first", "--name", "alice")[0] == 0
+    name_file.unlink()  # another person's terminal
+    code, out, err = arena(monkeypatch, capsys, "play", TTT, "--vs", f"{league}:first", "--name", "alice",
+                           stdin="n\n" + WIN)
+    assert code == 2 and "human:alice has 1 game in this league already" in out
+    assert err.startswith("error: --name alice: that name has a history in this league; give another --name")
+    assert len(open_league(league).results()) == 2 + 1 and not name_file.exists()
+    code, out, err = arena(monkeypatch, capsys, "play", TTT, "--vs", f"{league}:first", "--name", "alice",
+                           stdin="y\n" + WIN)
+    assert code == 0 and "You play as alice" in out and "human:alice wins" in out, err
+    assert humans(league) == ["human:alice"] and remembered_name() == "alice"
+    code, out, _ = arena(monkeypatch, capsys, "play", TTT, "--vs", f"{league}:first", "--name", "alice")
+    assert code == 0 and "Is that you" not in out  # the name this terminal plays under
