@@ -107,11 +107,17 @@ costs per cell, not per result.
   does not (it can, for a player at the edge of the data).  The anchor's
   interval is a point: ratings are differences to it.
 * Ranks: 1 is the best rating, ties (to 1e-9 points) broken by name, among
-  all the table's players, provisional or not.
+  the established players; the provisional ones (fewer than
+  ``provisional_games`` results, or a rating interval wider than
+  ``provisional_width``) are ranked among themselves after them, in the point
+  fit and in every resample, so a newcomer's wild resamples never widen an
+  established player's rank interval.  A provisional player's rank interval
+  says where it would stand among the established (1 + those above it).
 * Stability: ``stability_replicates`` times, drop a random ``drop_fraction``
   of all results (drawn over all scopes, at least one, without replacement;
   the other results keep their weights), refit, and count how often the
-  top-``k`` of the fitted order is unchanged (same players, same order).  A small figure says the top of the table is decided by a handful
+  top-``k`` of the established players' fitted order is unchanged (same
+  players, same order).  A small figure says the top of the table is decided by a handful
   of games.
 
 ``choix`` (a Bradley-Terry / Luce fitting library) exists but is not used: it
@@ -731,6 +737,32 @@ def _order(rating: np.ndarray) -> np.ndarray:
     return np.argsort(-np.round(rating, 9), axis=0, kind="stable")
 
 
+def _grouped_ranks(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """``[n, R]`` ranks of each column's values, best first (ties by name, `_order`): the first group's
+    players among themselves (1, 2, ...), then the next group's after every one of them, and so on."""
+    ranks = np.empty(values.shape, dtype=np.int64)
+    first = 1
+    for idx in groups:
+        if idx.size:
+            o = _order(values[idx])
+            local = np.empty_like(o)
+            np.put_along_axis(local, o, np.arange(first, first + idx.size)[:, None], axis=0)
+            ranks[idx] = local
+            first += idx.size
+    return ranks
+
+
+def _standing(values: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """``[len(groups[1]), R]``: where each of the second group's players would rank among the first
+    group's in each column (1 + those strictly above it, to 1e-9)."""
+    est = np.sort(np.round(values[groups[0]], 9), axis=0)
+    prov = np.round(values[groups[1]], 9)
+    out = np.empty(prov.shape, dtype=np.int64)
+    for r in range(values.shape[1]):  # above = the established minus those at or below it
+        out[:, r] = 1 + est.shape[0] - np.searchsorted(est[:, r], prov[:, r], side="right")
+    return out
+
+
 def _to_results(results: Results | Sequence[tuple[str, str, str, float]]) -> Results:
     if isinstance(results, Results):
         return results
@@ -805,9 +837,6 @@ def fit_bt(
     rating = ratings(theta)
     if anchor_idx is not None:
         rating[anchor_idx] = float(anchor_value)  # exactly, not up to rounding
-    order = _order(rating[:, None])[:, 0]
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(1, n + 1)
 
     ss_boot, ss_stab = np.random.SeedSequence(seed).spawn(2)
 
@@ -818,38 +847,48 @@ def fit_bt(
     if resamples:
         rng = np.random.default_rng(ss_boot)
         boot_ratings = np.empty((n, resamples))
-        boot_ranks = np.empty((n, resamples), dtype=np.int64)
 
         def resampled(k: int) -> _Data:
             return flat.data(_boot_counts(rng, flat, k))
 
         for lo, size, data in _batches(resampled, resamples):
-            boot = ratings(refit(data)[:n])
-            boot_ratings[:, lo:lo + size] = boot
-            o = _order(boot)
-            rk = np.empty_like(o)
-            np.put_along_axis(rk, o, np.arange(1, n + 1)[:, None], axis=0)
-            boot_ranks[:, lo:lo + size] = rk
+            boot_ratings[:, lo:lo + size] = ratings(refit(data)[:n])
         r_lo = np.minimum(np.percentile(boot_ratings, 2.5, axis=1), rating)
         r_hi = np.maximum(np.percentile(boot_ratings, 97.5, axis=1), rating)
-        k_lo = np.minimum(np.percentile(boot_ranks, 2.5, axis=1, method="lower"), rank).astype(np.int64)
-        k_hi = np.maximum(np.percentile(boot_ranks, 97.5, axis=1, method="higher"), rank).astype(np.int64)
         if anchor_idx is not None:
             r_lo[anchor_idx] = r_hi[anchor_idx] = float(anchor_value)
     else:
-        r_lo, r_hi, k_lo, k_hi = rating.copy(), rating.copy(), rank.copy(), rank.copy()
+        r_lo, r_hi = rating.copy(), rating.copy()
+    # Provisional players are ranked apart, after the established: a newcomer's wild resamples never
+    # move an established player's rank interval (nor the stability of the top)
+    provisional = (cells.games < provisional_games) | (r_hi - r_lo > provisional_width)
+    groups = [np.flatnonzero(~provisional), np.flatnonzero(provisional)]
+    rank = _grouped_ranks(rating[:, None], groups)[:, 0]
+    # a provisional player's interval says where it would stand among the established (its own
+    # uncertainty, which theirs never sees): 1 + the established above it, point and resamples
+    standing = rank.copy()
+    standing[groups[1]] = _standing(rating[:, None], groups)[:, 0]
+    if resamples:
+        boot_ranks = _grouped_ranks(boot_ratings, groups)
+        boot_ranks[groups[1]] = _standing(boot_ratings, groups)
+        k_lo = np.minimum(np.percentile(boot_ranks, 2.5, axis=1, method="lower"), standing).astype(np.int64)
+        k_hi = np.maximum(np.percentile(boot_ranks, 97.5, axis=1, method="higher"), standing).astype(np.int64)
+    else:
+        k_lo, k_hi = standing.copy(), standing.copy()
 
     stability: float | None = None
     if n >= 2 and stability_replicates:
         rng = np.random.default_rng(ss_stab)
-        top = order[:k_top]
+        core = groups[0] if groups[0].size else np.arange(n)
+        k_top = min(int(top_k), core.size)
+        top = core[_order(rating[core, None])[:k_top, 0]]
         same = 0
 
         def dropped(k: int) -> _Data:
             return flat.data(_drop_counts(rng, flat, k, drop_fraction))
 
         for _lo, _size, data in _batches(dropped, stability_replicates):
-            o = _order(ratings(refit(data)[:n]))[:k_top]
+            o = core[_order(ratings(refit(data)[:n])[core])[:k_top]]
             same += int((o == top[:, None]).all(0).sum())
         stability = same / stability_replicates
 
@@ -862,8 +901,7 @@ def fit_bt(
         width = float(r_hi[k] - r_lo[k])
         rows.append(BTRow(player=cells.names[k], rating=float(rating[k]), lo=float(r_lo[k]), hi=float(r_hi[k]),
                           rank=int(rank[k]), rank_lo=int(k_lo[k]), rank_hi=int(k_hi[k]),
-                          games=int(cells.games[k]),
-                          provisional=bool(cells.games[k] < provisional_games or width > provisional_width)))
+                          games=int(cells.games[k]), provisional=bool(provisional[k])))
     rows.sort(key=lambda r: (r.provisional, r.rank))  # rank: rating desc, ties by name
     return BTTable(scope=scope, rows=rows, anchor=cells.names[anchor_idx] if anchor_idx is not None else None,
                    anchor_value=float(anchor_value), draw_nu=float(nus.mean()), resamples=int(resamples),

@@ -381,8 +381,9 @@ def _unit_codes(res: TwoPlayerResults) -> np.ndarray:
 
 def nash_payoffs(res: TwoPlayerResults, resamples: int = NASH_RESAMPLES, seed: int = 0,
                  established: np.ndarray | None = None) -> tuple[list[PairStats] | None, list | None]:
-    """Per player of `res`: its payoff against the maximum-entropy Nash mixture of the mean-payoff
-    meta-game (`arena.league.ratings.nash_average`), with a 95% interval from `resamples` Poisson
+    """Per player of `res`: its payoff against the maximum-entropy Nash mixture of the established
+    players' mean-payoff meta-game (`arena.league.ratings.nash_average`; a provisional player is scored
+    against that mixture and never changes it), with a 95% interval from `resamples` Poisson
     bootstrap resamples of the matches (a duplicate pair resampled whole); and the 95% interval of its
     rank by that payoff over the same resamples (`_group_ranks`: an `established` player among the
     established, a provisional one among the provisional). (None, None) above `NASH_MAX_PLAYERS`
@@ -393,11 +394,15 @@ def nash_payoffs(res: TwoPlayerResults, resamples: int = NASH_RESAMPLES, seed: i
     if n == 0 or n > NASH_MAX_PLAYERS or len(res) == 0:
         return None, None
     established = np.ones(n, dtype=bool) if established is None else np.asarray(established, dtype=bool)
+    # the mixture is the established players' equilibrium: a provisional player's few noisy matches never
+    # move it (nor the others' payoffs against it); a provisional player is scored against it too
+    core = np.flatnonzero(established) if established.any() else np.arange(n)
 
     def ratings(weights: np.ndarray | None, maxent: bool) -> np.ndarray:
         total, count = _pair_means(res, weights)
         mean = np.divide(total, count, out=np.zeros_like(total), where=count > 0)
-        return nash_average(mean, maxent=maxent)[1]
+        mix = nash_average(mean[np.ix_(core, core)], maxent=maxent)[0]
+        return (0.5 * (mean - mean.T))[:, core] @ mix
 
     point = ratings(None, True)
     units = _unit_codes(res)

@@ -123,8 +123,10 @@ class PayoffData:
     ``win_rate[i, j]`` is player i's decayed win rate against j, NaN where they
     never met; ``games`` the decayed game counts (0 where never met);
     ``alpharank`` the alpha-rank mass per player computed on the win-rate
-    matrix with 0.5 for unseen pairs and on the diagonal (None, with
-    ``alpharank_error`` saying why, if it could not be computed).
+    matrix with 0.5 for unseen pairs and on the diagonal, over the established
+    players (NaN for a provisional one: fewer than
+    `arena.league.leaderboard.PROVISIONAL_GAMES` games); None, with
+    ``alpharank_error`` saying why, if it could not be computed.
     """
 
     game: str
@@ -140,6 +142,14 @@ class PayoffData:
     #: (not decayed), and alpha-rank runs on the mean payoffs.
     kind: str = "win_rate"
     mean_payoff: np.ndarray | None = None
+
+    def mass(self, i: int) -> str:
+        """Player i's alpha-rank mass as the tables show it: "-" where there is none, "prov." for a
+        provisional player (kept out of the alpha-rank)."""
+        if self.alpharank is None:
+            return "-"
+        x = float(self.alpharank[i])
+        return "prov." if x != x else f"{x:.3f}"
 
     @property
     def capped_note(self) -> str | None:
@@ -185,14 +195,32 @@ def payoff_data(store: LeagueStore, game: str = OVERALL, with_alpharank: bool = 
                 wr[i, j] = payoff.win_rate(a, b)
     masses, err = None, None
     if with_alpharank and n:
-        try:
-            from arena.league.ratings import alpharank
-
-            # Payoff.matrix already gives 0.5 for pairs that never met, the diagonal included.
-            masses = alpharank(payoff.matrix(players))
-        except (ImportError, RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
-            err = f"{type(exc).__name__}: {exc}"
+        record = store.records(game)
+        # Payoff.matrix already gives 0.5 for pairs that never met, the diagonal included.
+        masses, err = _alpharank_established(payoff.matrix(players), [sum(record.get(p, (0, 0, 0))) for p in players],
+                                             payoffs=False)
     return PayoffData(game, players, wr, games, masses, err, total_players=len(everyone))
+
+
+def _alpharank_established(matrix: np.ndarray, games: list[int], payoffs: bool) -> tuple[np.ndarray | None, str | None]:
+    """(alpha-rank masses, None) or (None, why not): over the established players (at least
+    `arena.league.leaderboard.PROVISIONAL_GAMES` games), a provisional one's mass NaN (listed apart, as
+    in the ratings): a player with a handful of games does not move the others'. Over everyone when no
+    one is established yet."""
+    from arena.league.leaderboard import PROVISIONAL_GAMES
+
+    keep = np.flatnonzero(np.asarray(games) >= PROVISIONAL_GAMES)
+    if keep.size == 0:
+        keep = np.arange(len(games))
+    try:
+        from arena.league.ratings import alpharank
+
+        sub = alpharank(matrix[np.ix_(keep, keep)], payoffs=payoffs)
+    except (ImportError, RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    masses = np.full(len(games), np.nan)
+    masses[keep] = sub
+    return masses, None
 
 
 def _mean_payoff_data(store: LeagueStore, game: str, with_alpharank: bool, top: int | None) -> PayoffData:
@@ -207,12 +235,8 @@ def _mean_payoff_data(store: LeagueStore, game: str, with_alpharank: bool, top: 
     sub, games = mean[np.ix_(keep, keep)], count[np.ix_(keep, keep)]
     masses, err = None, None
     if with_alpharank and players:
-        try:
-            from arena.league.ratings import alpharank
-
-            masses = alpharank(np.nan_to_num(sub, nan=0.0), payoffs=True)
-        except (ImportError, RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
-            err = f"{type(exc).__name__}: {exc}"
+        played = count.sum(1)
+        masses, err = _alpharank_established(np.nan_to_num(sub, nan=0.0), [int(played[i]) for i in keep], payoffs=True)
     wins = np.full(sub.shape, np.nan)
     return PayoffData(game, players, wins, games, masses, err, total_players=len(order), kind="payoff",
                       mean_payoff=sub)

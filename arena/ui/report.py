@@ -176,17 +176,18 @@ def _payoff_html(store: LeagueStore, game: str) -> str:
                 count = f"{data.games[i, j]:.0f} matches" if payoff else f"{data.games[i, j]:.1f} games"
                 row.append(f'<td class="cell" style="background: rgba({r},{g},{b},0.55)">{shown}'
                            f"<small>{count}</small></td>")
-        row.append(_td("-" if data.alpharank is None else f"{data.alpharank[i]:.3f}", "num mass"))
+        row.append(_td(data.mass(i), "num mass"))
         body.append(row)
     if payoff:
         note = ('<p class="muted">Row player\'s mean payoff a match against the column player (the game is '
                 "scored by its payoffs: chips, points), below it the matches; '-' where they never met. "
                 "alpha-rank: stationary mass per player from the mean-payoff matrix (0 for pairs that never "
-                "met).</p>")
+                "met), over the established players ('prov.': provisional, kept out).</p>")
     else:
         note = ('<p class="muted">Row player\'s decayed win rate against the column player (draws count half); '
                 "below it the decayed number of games; '-' where they never met. alpha-rank: stationary mass per "
-                "player from the win-rate matrix (0.5 for pairs that never met).</p>")
+                "player from the win-rate matrix (0.5 for pairs that never met), over the established players "
+                "('prov.': provisional, kept out).</p>")
     if data.capped_note:
         note += f'<p class="muted">{_e(data.capped_note.capitalize())}.</p>'
     if data.alpharank_error:

@@ -272,7 +272,10 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
     t = Table(title=f"Payoff: {game_label(game)} ({what})",
               title_justify="left",
               caption=" ".join(x for x in (data.capped_note, data.alpharank_error and
-                                           f"alpha-rank unavailable: {data.alpharank_error}") if x)
+                                           f"alpha-rank unavailable: {data.alpharank_error}",
+                                           data.alpharank is not None and bool(np.isnan(data.alpharank).any()) and
+                                           "α-rank over the established players (prov.: provisional, kept out).")
+                               if x)
               or (None if data.players else "no rated results yet"))
     t.add_column("Player", style="bold", overflow="fold")
     for p in data.players:
@@ -292,8 +295,7 @@ def payoff_view(store: LeagueStore, game: str = OVERALL) -> Table:
                 r, g, b = win_rate_rgb(x)
                 cells.append(Text.assemble((f"{x:.2f}", f"bold rgb({r},{g},{b})"),
                                            (f" ({data.games[i, j]:.1f})", "dim")))
-        mass = "-" if data.alpharank is None else f"{data.alpharank[i]:.3f}"
-        t.add_row(p, *cells, mass)
+        t.add_row(p, *cells, data.mass(i))
     return t
 
 

@@ -400,3 +400,22 @@ def _count_solves(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr(btmod, "_pcg", counting_pcg)
     return solves
+
+
+def test_a_provisional_newcomer_moves_no_established_rank() -> None:
+    """Two wins over the leader put a newcomer above it in many resamples: it is listed after the
+    established, its own rank interval says where it might stand among them (the top included), and the
+    established players' rank intervals and the top's stability never count it."""
+    strengths = {"A": 1.5, "B": 0.5, "C": 0.0, "D": -0.5}
+    base = _league(strengths, 800, seed=2)
+    before = fit_bt(base, anchor=None, resamples=200, stability_replicates=50)
+    after = fit_bt(base + _games("g", "N", "A", 2), anchor=None, resamples=200, stability_replicates=50)
+    n = _row(after, "N")
+    assert n.provisional and n.rank == 5 and after.rows[-1].player == "N"
+    assert n.rank_lo == 1 and n.rank_hi >= 2  # it might be the best or not: its own uncertainty
+    for p in "ABCD":
+        r, b = _row(after, p), _row(before, p)
+        assert not r.provisional and (r.rank, r.rank_lo, r.rank_hi) == (b.rank, b.rank_lo, b.rank_hi), p
+        assert r.rank_hi <= 4
+    assert (_row(after, "A").rank, _row(after, "A").rank_lo, _row(after, "A").rank_hi) == (1, 1, 1)
+    assert after.stability == pytest.approx(before.stability, abs=0.1)

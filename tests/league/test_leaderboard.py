@@ -187,6 +187,57 @@ def test_ranks_by_payoff_share_ties_and_keep_provisional_players_out_of_the_esta
     assert ranks[0].tolist() == [1, 1, 3, 4, 5] and ranks[1].tolist() == [1, 3, 2, 5, 4]
 
 
+def test_a_provisional_player_moves_no_one_elses_payoff_against_the_nash_mixture(poker):
+    """A newcomer with two big wins over the best player: scored against the established players'
+    mixture, which its matches never change; counted in the mixture, it would move everyone's."""
+    from dataclasses import replace
+
+    res = two_player_results(poker, KUHN)
+    n = len(res.names)
+    extra = lambda xs, *new: np.concatenate([xs, np.asarray(new, dtype=xs.dtype)])  # noqa: E731
+    cfr = res.names.index("cfr")
+    more = replace(res, names=res.names + ["newbie"], game=extra(res.game, 0, 0), a=extra(res.a, n, cfr),
+                   b=extra(res.b, cfr, n), ra=extra(res.ra, 2.0, -2.0), rb=extra(res.rb, -2.0, 2.0),
+                   forfeit=extra(res.forfeit, -1, -1), inv_a=extra(res.inv_a, 0, 0), inv_b=extra(res.inv_b, 0, 0),
+                   pair=list(res.pair) + [None, None])
+    alone, _ = nash_payoffs(res, resamples=0)
+    kept, _ = nash_payoffs(more, resamples=0, established=np.array([True] * n + [False]))
+    counted, _ = nash_payoffs(more, resamples=0)
+    assert [s.mean for s in kept[:n]] == pytest.approx([s.mean for s in alone], abs=1e-9)
+    assert kept[n].mean > 0  # it beat the mixture's player, on its two hands
+    assert max(abs(a.mean - c.mean) for a, c in zip(alone, counted)) > 0.01
+
+
+def test_a_provisional_player_is_kept_out_of_the_alpha_rank(tmp_path):
+    """Alpha-rank over the established players: a player with a handful of games gets no mass ("prov."
+    in the tables) and the others' masses are those of the league without it."""
+    import io
+
+    from arena.league.play import play_against
+    from arena.league.queries import payoff_data
+
+    cfg = LeagueConfig(games=[GameEntry(TTT)], matches=90, pairing="round_robin",
+                       players=[PlayerEntry("random", "random"), PlayerEntry("first", "first"),
+                                PlayerEntry("mcts", "mcts:simulations=20")])
+    d = tmp_path / "l"
+    League(cfg, d, backend="inline").run()
+    store = open_league(d)
+    before = payoff_data(store, TTT)
+    store.close()
+    play_against(d, "mcts", TTT, seat=0, seed=3, name="ada", stdin=io.StringIO("4\n0\n8\n2\n6\n1\n3\n5\n7\n"),
+                 stdout=io.StringIO())
+    store = open_league(d)
+    try:
+        data = payoff_data(store, TTT)
+        i = data.players.index("human:ada")
+        assert data.mass(i) == "prov." and np.isnan(data.alpharank[i])
+        for p in before.players:
+            assert data.alpharank[data.players.index(p)] == pytest.approx(
+                before.alpharank[before.players.index(p)], abs=1e-9)
+    finally:
+        store.close()
+
+
 def test_nash_intervals_are_seeded(poker):
     res = two_player_results(poker, KUHN)
     a, b = nash_payoffs(res, resamples=30, seed=3), nash_payoffs(res, resamples=30, seed=3)
