@@ -408,6 +408,9 @@ def ratings(
     exploitability: bool = typer.Option(False, "--exploitability", help="NashConv (OpenSpiel) of each player "
                                         "whose strategy can be read (cfr, tabular, policy:, random) in small "
                                         "poker games, beside its rating."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the rating tables, in parts where the terminal "
+                              "is narrower than them (default there: rank, player, rating with its interval, "
+                              "games)."),
 ):
     """Ratings fitted to every result, with 95% intervals, provisional players and payoffs.
 
@@ -427,7 +430,7 @@ def ratings(
             return
         for view in ratings_views(store, game, width=console.width, payoff=payoff, method=method,
                                   resamples=resamples, exploitability=exploitability,
-                                  plots=directory / "plots" if plot else None):
+                                  plots=directory / "plots" if plot else None, wide=wide):
             console.print(view)
 
 

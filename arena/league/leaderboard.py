@@ -259,12 +259,17 @@ class Leaderboard:
     #: Results not in the fit (matches of more than two players: rated by Elo and OpenSkill only).
     unrated: int = 0
 
-    def note(self) -> str:
-        """What the table is, one paragraph under it."""
+    def note(self, short: bool = False) -> str:
+        """What the table is, one paragraph under it; `short`: this table's own figures only (the
+        results, the anchor, the stability, the provisional players), where `method_note` is said
+        once for several tables."""
         anchor = (f"{self.anchor} pinned at {self.anchor_value:g}" if self.anchor
                   else f"the mean pinned at {self.anchor_value:g} (no anchor player in the scope)")
-        parts = [f"Bradley-Terry with draws (Davidson), fitted by maximum likelihood to {self.results:,} results; "
-                 f"95% intervals from {self.resamples:,} bootstrap resamples; {anchor}"]
+        if short:
+            parts = [f"{self.results:,} results; {anchor}"]
+        else:
+            parts = [f"Bradley-Terry with draws (Davidson), fitted by maximum likelihood to {self.results:,} "
+                     f"results; 95% intervals from {self.resamples:,} bootstrap resamples; {anchor}"]
         if self.scope == OVERALL and len(self.games_in_scope) > 1:
             parts.append(f"each of the {len(self.games_in_scope)} games weighs the same")
         if self.stability is not None:
@@ -274,13 +279,24 @@ class Leaderboard:
         if prov:
             parts.append(f"{prov} provisional (fewer than {PROVISIONAL_GAMES} games or an interval wider than "
                          f"{PROVISIONAL_WIDTH:g}), ranked after the rest")
-        if self.scoring == "payoff":
-            parts.append("vs Nash: payoff a match against the Nash mixture of the payoff matrix (Nash averaging; 0 "
-                         "for the players nothing beats on average), the table's order; payoff: mean return a match "
-                         "against the field; both with 95% intervals (a duplicate pair is one unit)")
+        if self.scoring == "payoff" and not short:
+            parts.append(PAYOFF_NOTE)
         if self.unrated:
             parts.append(f"{self.unrated} results of more than two players are rated by Elo/OpenSkill only")
         return "; ".join(parts) + "."
+
+
+#: What a payoff game's columns are (`Leaderboard.note`, `method_note`).
+PAYOFF_NOTE = ("vs Nash: payoff a match against the Nash mixture of the payoff matrix (Nash averaging; 0 for the "
+               "players nothing beats on average), the table's order; payoff: mean return a match against the field; "
+               "both with 95% intervals (a duplicate pair is one unit)")
+
+
+def method_note(resamples: int, payoff: bool) -> str:
+    """What every fitted table is, said once under several (each with its own `Leaderboard.note(short=True)`)."""
+    return ("Ratings: Bradley-Terry with draws (Davidson), fitted by maximum likelihood; 95% intervals from "
+            f"{resamples:,} bootstrap resamples; the top's stability: how often its order survives dropping a random "
+            "1% of the results" + (f"; {PAYOFF_NOTE}" if payoff else "") + ".")
 
 
 _memo: dict[tuple, tuple[int, Leaderboard]] = {}

@@ -12,6 +12,7 @@ from typing import Iterator, Optional
 
 from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from arena.errors import ArenaError
 from arena.league.storage import OVERALL, LeagueStore
@@ -41,9 +42,9 @@ def rated_league(directory: Path, game: Optional[str]) -> LeagueStore:
 
 def ratings_views(store: LeagueStore, game: Optional[str], *, width: int, payoff: bool = False,
                   method: str = "bt", resamples: int = 1000, exploitability: bool = False,
-                  plots: Optional[Path] = None) -> Iterator[RenderableType]:
+                  plots: Optional[Path] = None, wide: bool = False) -> Iterator[RenderableType]:
     """The views of `store`'s ratings for `game` (None: overall, then each game), each fitted to
-    `width`; then, with `plots` (a folder), a line per plot written there. A one-player game has its
+    `width` (a rating table too wide for it in its compact form, unless `wide`: `fit_width`); then, with `plots` (a folder), a line per plot written there. A one-player game has its
     returns table alone (no ratings, no payoff, no plots)."""
     from arena.ui.views import fit_width, returns_view
 
@@ -56,7 +57,14 @@ def ratings_views(store: LeagueStore, game: Optional[str], *, width: int, payoff
         yield from (fit_width(t, width, 1) for t in _payoff_views(store, game, games))
     else:
         if games or not solo:  # the rating tables, unless every game is a one-player game
-            yield from (fit_width(t, width) for t in _rating_views(store, game, games, method, resamples))
+            tables = [fit_width(t, width, wide=wide) for t in _rating_views(store, game, games, method, resamples)]
+            yield from tables
+            if method == "bt" and store.result_count():
+                from arena.league.leaderboard import game_scorings, method_note
+
+                shown = [game] if game else games
+                payoffs = "payoff" in game_scorings(store, [x for x in shown if x != OVERALL]).values()
+                yield Text(method_note(resamples, payoffs), style="dim")
         if exploitability:
             yield fit_width(exploitability_view(store, game), width)
         if game is None:
@@ -92,8 +100,8 @@ def _rating_views(store: LeagueStore, game: Optional[str], games: list[str], met
     g = game or default_scope(store)
     if method == "bt":
         scopes = [g] + ([x for x in games if x != OVERALL] if game is None and len(games) > 2 else [])
-        for x in scopes:
-            yield fitted_view(store, x, resamples=resamples)
+        for x in scopes:  # each table's own figures under it; what they all are, once after them
+            yield fitted_view(store, x, resamples=resamples, short=True)
     else:
         sort = "elo" if method == "elo" else "conservative"
         yield ratings_view(store, g, sort)

@@ -110,11 +110,27 @@ def status_view(store: LeagueStore, recent: int = 10) -> Group:
     return Group(header, pt, ct, rt, et)
 
 
-def fit_width(table: Table, width: int, keep: int = 2) -> Table | Group:
-    """`table` itself when it fits `width` columns; else the same rows as several tables side by side
-    no more, one under the other, each with the first `keep` columns (the rank and the player) and
-    as many of the others as fit whole: a narrow terminal gets the table in parts, never a number
-    or a header cut short."""
+def compact_columns(table: Table) -> list[int] | None:
+    """The columns a person reads first in a rating table, by header: the rank, the player, the order's
+    figure with its interval (a payoff game's payoff against the Nash mixture, else the fitted rating;
+    the live table's Elo), the fitted rating beside a payoff, the games. None where the table has none
+    of them (it is not a rating table)."""
+    heads = [str(c.header) for c in table.columns]
+    lead = next((h for h in ("vs Nash", "Rating", "Elo") if h in heads), None)
+    if lead is None:
+        return None
+    want = {"#", "Player", lead, "Games"} | ({"Rating"} if lead == "vs Nash" else set())
+    return [i for i, h in enumerate(heads)
+            if h in want or (h == "95% CI" and i and heads[i - 1] == lead)]
+
+
+def fit_width(table: Table, width: int, keep: int = 2, wide: bool = True) -> Table | Group:
+    """`table` itself when it fits `width` columns. Else, unless `wide`, a rating table's compact form
+    (`compact_columns`: rank, player, the rating with its interval, games) with a line naming what is
+    left out; else (or where even that is too wide) the same rows as several tables one under the
+    other, each with the first `keep` columns (the rank and the player) and as many of the others as
+    fit whole, the title on the first and the caption on the last: a narrow terminal never gets a
+    number or a header cut short."""
     from rich.console import Console
     from rich.measure import Measurement
 
@@ -128,16 +144,25 @@ def fit_width(table: Table, width: int, keep: int = 2) -> Table | Group:
     cols = table.columns
     cells = [list(c.cells) for c in cols]
 
-    def part(indices: list[int], title) -> Table:
-        t = Table(title=title, title_justify="left", box=table.box, pad_edge=table.pad_edge, caption=table.caption)
+    def part(indices: list[int], title, caption=None) -> Table:
+        t = Table(title=title, title_justify="left", box=table.box, pad_edge=table.pad_edge, caption=caption,
+                  caption_justify=table.caption_justify)
         for i in indices:
             c = cols[i]
             t.add_column(c.header, justify=c.justify, style=c.style, no_wrap=c.no_wrap, overflow=c.overflow,
                          min_width=c.min_width)
         for r in range(table.row_count):
-            t.add_row(*[cells[i][r] for i in indices])
+            t.add_row(*[cells[i][r] for i in indices], style=table.rows[r].style)
         return t
 
+    short = None if wide else compact_columns(table)
+    if short is not None:
+        left = len(cols) - len(short)
+        note = f"(--wide: {left} more column{'s' if left != 1 else ''}, the rank's interval and the record among them)"
+        caption = f"{table.caption} {note}" if table.caption else note
+        compact = part(short, table.title, caption)
+        if needed(compact) <= width:
+            return compact
     parts, current = [], []
     for i in range(keep, len(cols)):
         if current and needed(part(list(range(keep)) + current + [i], table.title)) > width:
@@ -145,7 +170,10 @@ def fit_width(table: Table, width: int, keep: int = 2) -> Table | Group:
             current = []
         current.append(i)
     parts.append(current)
-    return Group(*[part(list(range(keep)) + p, table.title if k == 0 else None) for k, p in enumerate(parts)])
+    shown = [part(list(range(keep)) + p, table.title if k == 0 else None) for k, p in enumerate(parts)]
+    if table.caption:  # once, under the last part, at the terminal's width
+        shown.append(Text(str(table.caption), style="dim" if isinstance(table.caption, str) else ""))
+    return Group(*shown)
 
 
 def _pct(x: float | None) -> str:
@@ -211,15 +239,17 @@ def fitted_board(store: LeagueStore, game: str = OVERALL, *, resamples: int = 10
     return with_payoff_ranks(board) if board.scoring == "payoff" else board
 
 
-def fitted_view(store: LeagueStore, game: str = OVERALL, *, resamples: int = 1000, seed: int = 0) -> Table:
+def fitted_view(store: LeagueStore, game: str = OVERALL, *, resamples: int = 1000, seed: int = 0,
+                short: bool = False) -> Table:
     """The reference table of `game` (`fitted_cells`): Bradley-Terry ratings fitted to every result with
     95% bootstrap intervals, provisional players marked and ranked last; a payoff game in the order of
-    its payoff against the Nash mixture. The fit's terms in the caption."""
+    its payoff against the Nash mixture. The fit's terms in the caption (`short`: the table's own figures
+    alone, where `arena.league.leaderboard.method_note` is said once under several tables)."""
     board = fitted_board(store, game, resamples=resamples, seed=seed)
     what = ("payoff against the Nash mixture, mean payoff, fitted rating" if board.scoring == "payoff"
             else "fitted rating")
     t = Table(title=f"Ratings: {game_label(game)} ({what}, 95% intervals)", title_justify="left",
-              caption=board.note() if board.rows else "no rated results yet", caption_justify="left",
+              caption=board.note(short) if board.rows else "no rated results yet", caption_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("#", justify="right", style="dim", no_wrap=True)
     t.add_column("Player", style="bold", overflow="fold", min_width=8)

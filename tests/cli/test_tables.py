@@ -78,6 +78,27 @@ def test_a_narrow_terminal_gets_the_table_in_parts_with_every_number_whole(leagu
         assert f"[{row.lo:.0f}, {row.hi:.0f}]" in r.stdout
 
 
+def test_a_narrow_terminal_gets_the_compact_table_and_wide_gets_every_column_with_one_caption(league):
+    """At 80 columns the fitted table shows the columns a person reads first (rank, player, rating with its
+    interval, games) and says how to see the rest; --wide shows every column in parts; either way the
+    table's own figures are under it once and what the fit is, once after the tables."""
+    compact = _arena("ratings", league, columns="80")
+    wide = _arena("ratings", league, "--wide", columns="80")
+    pipe = _arena("ratings", league, columns=None)
+    for r in (compact, wide):
+        assert r.returncode == 0 and all(len(line) <= 80 for line in r.stdout.splitlines()), r.stdout
+    header = next(line for line in compact.stdout.splitlines() if "Player" in line).split()
+    assert header == ["#", "Player", "Rating", "95%", "CI", "Games"]
+    assert "(--wide: 7 more columns" in compact.stdout
+    text = " ".join(wide.stdout.split())
+    for col in ("Rank CI", "Forfeits", "Invalid/g", "Elo"):
+        assert col in text
+    for r in (compact, wide, pipe):
+        flat = " ".join(r.stdout.split())
+        assert flat.count(" results; the mean pinned at 1000") == 1 and flat.count("Bradley-Terry with draws") == 1
+    assert len(compact.stdout.splitlines()) < len(wide.stdout.splitlines())
+
+
 def test_an_agent_spec_wraps_between_its_options(tmp_path):
     r = _arena("play", "openspiel/tic_tac_toe-v0", "-p", "mcts:simulations=5,rollouts=1,uct_c=2.0", "-p", "random",
                "-n", "2", columns="70")
