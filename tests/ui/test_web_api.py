@@ -252,6 +252,18 @@ def test_replay_ids_are_looked_up_never_paths(server, bad):
         assert b"root:" not in body
 
 
+def test_a_page_not_found_is_the_sites_own_page(server):
+    """A wrong address gets the site's page (its header, its links), status 404, the address escaped; the
+    API keeps its JSON."""
+    status, body, ctype = raw_get(server, "/nowhere/<b>x</b>")
+    assert status == 404 and ctype.startswith("text/html")
+    page = body.decode()
+    assert '<link rel="stylesheet" href="/static/style.css">' in page and "<h2>Not found</h2>" in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page and 'href="/matches"' in page
+    status, body, _ = raw_get(server, "/replay/m99999999")
+    assert status == 404 and "no such match" in body.decode()
+
+
 def test_request_bodies_are_limited(server):
     status, body = post(server, "/api/play", b"{" + b" " * 100_000 + b"}")
     assert status == 413 and "over" in body["error"]
@@ -300,6 +312,8 @@ def test_play_a_whole_game_rated_and_recorded(server, store):
     before = store.result_count("external")
     status, s = post(server, "/api/play", {"game": TTT, "player": "first", "seat": 0, "name": "api-human"})
     sid = s["session"]
+    # the page says which mark the person plays and the opponent's rating before the match
+    assert s["mark"] == "x" and s["elo_before"]["first"] == pytest.approx(store.elo(TTT)["first"])
     s = wait_turn(server, sid)
     status, err = post(server, f"/api/play/{sid}/move", {"move": "42"})  # no such square: asked again
     assert status == 400 and "42 is not a legal move" in err["error"] and err["state"]["status"] == "your_turn"

@@ -182,7 +182,8 @@ def test_play_a_whole_game_by_clicks_and_see_the_rating(server, page, store):
     hist = [e for seq, p, e, *_ in store.rating_history(TTT) if p == "human:clicker" and seq <= row.commit_seq]
     change = float(page.locator("#p-result tr[data-player='human:clicker'] td.elo-change").inner_text())
     assert change == pytest.approx(hist[-1] - (hist[-2] if len(hist) > 1 else 1500.0), abs=0.05)
-    assert "You play as clicker" in page.inner_text("#p-you")
+    you = page.inner_text("#p-you")
+    assert "You play as clicker" in you and "seat 0: you are x" in you and "against first (Elo " in you, you
     page.goto(server.url + "/play")  # the browser keeps its name (a cookie)
     page.wait_for_function("document.querySelector('#p-name').value === 'clicker'")
     assert page.dialogs == [] and page.errors == []
@@ -223,6 +224,7 @@ def test_heatmap_cells_carry_their_values_and_a_colour_scale(server, page):
         time.sleep(0.5)
     assert shown == want
     assert page.locator("#heatmap text.legend").all_text_contents() == ["0%", "50%", "100%"]
+    assert page.inner_text("#heatmap-caption").startswith("Payoff: how often the row player beat")  # win rates here
     tip = page.locator("#heatmap rect.cell[data-row='0'][data-col='1'] title").text_content()
     a, b = pay["players"][0], pay["players"][1]
     v = pay["win_rate"][0][1]

@@ -282,8 +282,10 @@ def create_app(directory: str | Path, token: Optional[str] = None, play: PlaySet
     async def http_error(request: Request, exc: StarletteHTTPException):
         if request.url.path.startswith("/api/") or exc.status_code != 404:
             return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
-        return HTMLResponse(f"<!doctype html><title>not found</title><p>Not found: "
-                            f"{html.escape(request.url.path)}</p><p><a href=\"/\">the leaderboard</a></p>", 404)
+        why = str(exc.detail) if exc.detail and exc.detail != "Not Found" else "no such page"
+        page = _page("notfound", f"{name}: not found", name, path=request.url.path[:200], why=why)
+        page.status_code = 404
+        return page
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError):

@@ -210,6 +210,21 @@ def parser_for(game_id: str) -> Callable[[str], dict | None] | None:
     return None
 
 
+def seat_mark(game_id: str, seat: int) -> str | None:
+    """What a seat plays with on the board, as the page says it ("x" for tic-tac-toe's and Connect Four's
+    first seat, "o" for the second; black and white in go, chess); None for a game without marks."""
+    fn = parser_for(game_id)
+    if fn in (openspiel_tic_tac_toe, openspiel_connect_four, textarena_tic_tac_toe):
+        marks = ("x", "o")
+    elif fn is openspiel_go:
+        marks = ("black (x)", "white (o)")
+    elif fn is chess_fen:
+        marks = ("white", "black")
+    else:
+        return None
+    return marks[seat] if 0 <= seat < 2 else None
+
+
 def board_of(game_id: str, text: str | None) -> dict | None:
     """The structured position in `text` (None where there is none or the text is not of its shape)."""
     if not text:

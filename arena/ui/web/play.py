@@ -42,7 +42,7 @@ from arena.agents.base import BaseAgent, Forfeit
 from arena.agents.human import HumanAgent
 from arena.errors import ArenaError
 
-from arena.ui.web.boards import board_of, move_cell, move_label
+from arena.ui.web.boards import board_of, move_cell, move_label, seat_mark
 
 #: Sessions playing at once (each a thread and, for a search player, its CPU).
 MAX_SESSIONS = 32
@@ -254,7 +254,8 @@ class PlaySession:
             if turn is not None:
                 turn["seconds_left"] = max(0.0, turn.pop("deadline") - time.time())
             return {"session": self.id, "match_id": self.match_id, "game": self.game, "players": self.players,
-                    "seat": self.seat, "you": self.human, "name": self.name, "opponent": self.opponent,
+                    "seat": self.seat, "mark": seat_mark(self.game, self.seat), "you": self.human, "name": self.name,
+                    "opponent": self.opponent,
                     "status": self.status,
                     "turn": turn, "final_view": self.final_readable or self.final_view,
                     "final_readable": self.final_readable is not None,

@@ -134,7 +134,12 @@
         t.appendChild(tr);
       });
       if (h) drawCurves(clear($("curves")), h);
-      if (p) { drawHeatmap(clear($("heatmap")), p); $("payoff-note").textContent = p.note || ""; }
+      if (p) {
+        drawHeatmap(clear($("heatmap")), p); $("payoff-note").textContent = p.note || "";
+        $("heatmap-caption").textContent = p.kind === "payoff"
+          ? "Payoff: the row player's mean payoff a match against the column player (chips, points; red loses, green wins; a cell's tooltip gives the matches)"
+          : "Payoff: how often the row player beat the column player (%, draws count half; a cell's tooltip gives the games)";
+      }
     }
     api("/api/games").then(g => {
       clear(sel);
@@ -299,7 +304,10 @@
       last = d;
       const t = clear($("matches"));
       const head = el("tr");
-      ["#", "date (UTC)", "game", "players", "result", "moves", "replay"].forEach(c => head.appendChild(el("th", null, c)));
+      [["result #", "the result's place in the league's log (the match id numbers the schedule)"], ["date (UTC)"],
+       ["game"], ["players"], ["result"], ["moves"], ["match id", "its replay, where one is kept"]].forEach(([c, tip]) => {
+        const th = el("th", null, c); if (tip) th.title = tip; head.appendChild(th);
+      });
       t.appendChild(head);
       for (const m of d.matches) {
         const tr = el("tr");
@@ -485,7 +493,10 @@
           seat: Number($("p-seat").value), name: $("p-name").value}});
         sid = s.session;
         $("p-name").value = s.name;
-        $("p-you").textContent = `You play as ${s.name} (rated as the player ${s.you}).`;
+        const theirs = (s.elo_before || {})[s.opponent];
+        $("p-you").textContent = `You play as ${s.name} (rated as the player ${s.you}), seat ${s.seat}` +
+          (s.mark ? `: you are ${s.mark}` : "") + `; against ${s.opponent}` +
+          (theirs === null || theirs === undefined ? " (not rated yet)." : ` (Elo ${Math.round(theirs)}).`);
         $("p-game-area").classList.remove("hidden");
         $("play-form").classList.add("hidden");
         clear($("p-result"));
