@@ -258,6 +258,17 @@ class Leaderboard:
     games_in_scope: list[str] = field(default_factory=list)
     #: Results not in the fit (matches of more than two players: rated by Elo and OpenSkill only).
     unrated: int = 0
+    #: The all-games table of several games: each player's games in the scope (else empty).
+    played: dict[str, list[str]] = field(default_factory=dict)
+
+    def apart(self, top: int = 5) -> list[tuple[str, str]]:
+        """(player, its one game) for the table's first `top` players that played one game of several:
+        their place is how they do in that game, set against the others only through the players of
+        both (`note`)."""
+        if self.scope != OVERALL or len(self.games_in_scope) < 2:
+            return []
+        return [(r.player, self.played[r.player][0]) for r in self.rows[:top]
+                if len(self.played.get(r.player, ())) == 1]
 
     def note(self, short: bool = False) -> str:
         """What the table is, one paragraph under it; `short`: this table's own figures only (the
@@ -271,7 +282,12 @@ class Leaderboard:
             parts = [f"Bradley-Terry with draws (Davidson), fitted by maximum likelihood to {self.results:,} "
                      f"results; 95% intervals from {self.resamples:,} bootstrap resamples; {anchor}"]
         if self.scope == OVERALL and len(self.games_in_scope) > 1:
-            parts.append(f"each of the {len(self.games_in_scope)} games weighs the same")
+            parts.append(f"each of the {len(self.games_in_scope)} games weighs the same; players of different games "
+                         "are set against each other only through the players of both, so a place here says how a "
+                         "player does in its own games, not that it beats players of others")
+            lone = self.apart()
+            if lone:
+                parts.append("played one game only: " + ", ".join(f"{p} ({g})" for p, g in lone))
         if self.stability is not None:
             parts.append(f"top-{self.top_k} order unchanged in {self.stability:.0%} of resamples with 1% of "
                          "the results dropped")
@@ -369,8 +385,13 @@ def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisiona
             payoff=None if payoffs is None else payoffs[i], nash=None if nash is None else nash[i],
             nash_rank=None if nash_ranks is None else nash_ranks[i],
             elo=elo.get(r.player), mu=None if mu is None else float(mu), sigma=None if sigma is None else float(sigma)))
+    played: dict[str, list[str]] = {}
+    if game == OVERALL and len(res.games) > 1:
+        pairs = set(zip(res.a.tolist(), res.game.tolist())) | set(zip(res.b.tolist(), res.game.tolist()))
+        for i, g in sorted(pairs):
+            played.setdefault(res.names[i], []).append(res.games[g])
     return Leaderboard(game, scoring, rows, table.anchor, table.anchor_value, table.stability, table.top_k,
-                       table.resamples, table.results, table.draw_nu, sorted(res.games), total)
+                       table.resamples, table.results, table.draw_nu, sorted(res.games), total, played)
 
 
 def ranked_by_payoff(board: Leaderboard) -> list[BoardRow]:

@@ -252,6 +252,11 @@ def test_fitted_overall_weighs_games_equally_and_anchors_random(poker):
     for r in board.rows:
         assert r.lo <= r.rating <= r.hi and 1 <= r.rank_lo <= r.rank <= r.rank_hi <= len(board.rows)
     assert "each of the 2 games weighs the same" in board.note()
+    # a mixed league says what its order means, and names who played one game only (cfr: Kuhn alone)
+    assert "a place here says how a player does in its own games" in board.note()
+    assert board.played["cfr"] == [KUHN] and sorted(board.played["random"]) == sorted([KUHN, TTT])
+    assert ("cfr", KUHN) in board.apart() and f"played one game only: cfr ({KUHN})" in board.note()
+    assert leaderboard(poker, KUHN, resamples=100).apart() == []
     # the same league read again: the same table (seeded), kept until a new result lands
     assert leaderboard(poker, OVERALL, resamples=100) is board
 
