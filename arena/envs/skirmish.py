@@ -709,16 +709,34 @@ class SkirmishEnv(GameParallelEnv):
         # the facade itself knows only the text modes; the picture is this class's
         super().__init__(core, None if render_mode == "rgb_array" else render_mode, invalid_move_limit)
         self.render_mode = render_mode
+        #: What a video adds to every frame (`arena.envs.skirmish_draw`): ``labels`` (who plays each side)
+        #: and ``view`` (the part of the map drawn), set by `label_sides` and `zoom_to`.
+        self.frame: dict = {}
         if render_mode == "rgb_array":
             # Whoever draws a match holds the core (the match loop plays cores) and takes its frames
             # from ``core.env`` (`arena.ui.video.frame_of`), as for a game played through a Gymnasium env.
             core.env = self
 
+    def positions(self) -> list[tuple[float, float, float]]:
+        """``(x, y, radius)`` of every living unit now (a video's first pass over a match: `zoom_to`)."""
+        return [(u["x"], u["y"], u["radius"]) for u in self.core.battle()["units"] if u["alive"]]
+
+    def zoom_to(self, points: list[tuple[float, float, float]]) -> None:
+        """Draw only the square around `points` (every place a match's units stood), the map's rest cut."""
+        from arena.envs.skirmish_draw import fight_view
+
+        battle = self.core.battle()
+        self.frame["view"] = list(fight_view(points, battle["width"], battle["height"]))
+
+    def label_sides(self, labels: list[str]) -> None:
+        """Say who plays each side (red first) in the frames' caption."""
+        self.frame["labels"] = [str(x) for x in labels]
+
     def render(self):
         if self.render_mode == "rgb_array":
             from arena.envs.skirmish_draw import draw_frame
 
-            return draw_frame(self.core.battle())
+            return draw_frame({**self.core.battle(), **self.frame})
         return super().render()
 
 

@@ -11,10 +11,11 @@
   in white; dead units are not drawn;
 * above each unit its health bar (green) and, for a type with shields, its shield bar (cyan),
   drawn after all the discs so that a neighbour never hides them;
-* a caption: the step, each side's living units and remaining health and shields, and the
-  winner once the battle is over.
+* a caption: the step, each side's player where a video knows it (``battle["labels"]``), its living
+  units and remaining health and shields, and the winner once the battle is over.
 
-The scale is fixed by the map (the longer side is `SIZE` pixels), so every frame of a match has
+The scale is fixed by the view (the map, or ``battle["view"]``: a video zooms to the square its
+units ever stood in, `fight_view`; the longer side is `SIZE` pixels), so every frame of a match has
 the same size, as a video needs. One frame takes about a millisecond. Both this and the web
 replay's board (`arena/ui/web/static/render.js`, ``battle``) draw the same data the same way.
 """
@@ -41,25 +42,64 @@ HEALTH, SHIELD, BAR_BACK = (60, 170, 70), (70, 200, 230), (70, 70, 70)
 TEXT = (20, 20, 20)
 
 
+def view_of(battle: dict) -> tuple[float, float, float, float]:
+    """The part of the map drawn, ``(x0, y0, x1, y1)`` in map units: ``battle["view"]`` where a video
+    zooms to where a match's units went (`fight_view`), else the whole map."""
+    v = battle.get("view")
+    return tuple(map(float, v)) if v else (0.0, 0.0, float(battle["width"]), float(battle["height"]))
+
+
+def fight_view(points: list[tuple[float, float, float]], width: float, height: float,
+               pad: float = 3.0) -> tuple[float, float, float, float]:
+    """The square around every ``(x, y, radius)`` a match's units ever stood on, `pad` map units more
+    on each side, kept inside the map: a video of the match zoomed to its fight (the same view in
+    every frame, as a video needs)."""
+    if not points:
+        return 0.0, 0.0, float(width), float(height)
+    xs0 = min(x - r for x, _, r in points) - pad
+    xs1 = max(x + r for x, _, r in points) + pad
+    ys0 = min(y - r for _, y, r in points) - pad
+    ys1 = max(y + r for _, y, r in points) + pad
+    side = min(max(xs1 - xs0, ys1 - ys0), float(max(width, height)))
+    cx, cy = (xs0 + xs1) / 2, (ys0 + ys1) / 2
+    x0 = min(max(cx - side / 2, 0.0), max(float(width) - side, 0.0))
+    y0 = min(max(cy - side / 2, 0.0), max(float(height) - side, 0.0))
+    return x0, y0, x0 + side, y0 + side
+
+
 def layout(battle: dict, size: int = SIZE) -> tuple[float, int, int]:
-    """``(scale, width, height)``: pixels per map unit and the frame's size in pixels."""
-    w, h = float(battle["width"]), float(battle["height"])
+    """``(scale, width, height)``: pixels per map unit and the frame's size in pixels (of the view)."""
+    x0, y0, x1, y1 = view_of(battle)
+    w, h = x1 - x0, y1 - y0
     scale = size / max(w, h)
     return scale, round(w * scale) + 2 * MARGIN, round(h * scale) + 2 * MARGIN + CAPTION
+
+
+def _to_px(battle: dict, x: float, y: float, size: int) -> tuple[float, float]:
+    scale = layout(battle, size)[0]
+    x0, y0 = view_of(battle)[:2]
+    return MARGIN + (x - x0) * scale, CAPTION + MARGIN + (y - y0) * scale
 
 
 def unit_circle(battle: dict, unit: dict, size: int = SIZE) -> tuple[float, float, float]:
     """A unit's disc as drawn: ``(u, v, r)`` in pixels (centre column, row and radius)."""
     scale = layout(battle, size)[0]
-    return (MARGIN + unit["x"] * scale, CAPTION + MARGIN + unit["y"] * scale,
-            max(unit["radius"] * scale, MIN_RADIUS))
+    return (*_to_px(battle, unit["x"], unit["y"], size), max(unit["radius"] * scale, MIN_RADIUS))
+
+
+#: The longest side label a caption shows (an agent's spec, cut with "...").
+MAX_LABEL = 24
 
 
 def caption(battle: dict) -> str:
-    """``step 12/60   red 3/3 85%   blue 1/3 12%`` (and ``red wins`` once over)."""
+    """``step 12/60   red 3/3 85%   blue 1/3 12%`` (and ``red wins`` once over); with ``battle["labels"]``
+    (who plays each side: a video's players) ``red attack_nearest 3/3 85%``."""
     text = f"step {battle['step']}/{battle['max_steps']}"
-    for s in battle["sides"]:
-        text += f"   {s['name']} {s['alive']}/{s['units']} {100 * s['fraction']:.0f}%"
+    labels = battle.get("labels") or []
+    for k, s in enumerate(battle["sides"]):
+        who = str(labels[k]) if k < len(labels) else ""
+        who = who if len(who) <= MAX_LABEL else who[:MAX_LABEL - 3] + "..."
+        text += f"   {s['name']}{' ' + who if who else ''} {s['alive']}/{s['units']} {100 * s['fraction']:.0f}%"
     w = battle.get("winner")
     if w:
         text += "   draw" if w == "draw" else f"   {w} wins"
@@ -81,15 +121,14 @@ def draw_frame(battle: dict[str, Any], size: int = SIZE) -> np.ndarray:
     scale, width, height = layout(battle, size)
     img = Image.new("RGB", (width, height), BACKGROUND)
     draw = ImageDraw.Draw(img)
-    top = CAPTION + MARGIN
-    x1, y1 = MARGIN + battle["width"] * scale, top + battle["height"] * scale
-    draw.rectangle([MARGIN, top, x1, y1], fill=MAP)
+    (mx0, my0), (mx1, my1) = _to_px(battle, 0, 0, size), _to_px(battle, battle["width"], battle["height"], size)
+    draw.rectangle([mx0, my0, mx1, my1], fill=MAP)  # the map (beyond the frame where a view zooms in)
     n = int(battle.get("grid") or 0)
     for k in range(1, n):
-        gx, gy = MARGIN + k * battle["width"] * scale / n, top + k * battle["height"] * scale / n
-        draw.line([(gx, top), (gx, y1)], fill=GRID_LINE, width=1)
-        draw.line([(MARGIN, gy), (x1, gy)], fill=GRID_LINE, width=1)
-    draw.rectangle([MARGIN, top, x1, y1], outline=BOUNDS, width=2)
+        gx, gy = mx0 + k * (mx1 - mx0) / n, my0 + k * (my1 - my0) / n
+        draw.line([(gx, my0), (gx, my1)], fill=GRID_LINE, width=1)
+        draw.line([(mx0, gy), (mx1, gy)], fill=GRID_LINE, width=1)
+    draw.rectangle([mx0, my0, mx1, my1], outline=BOUNDS, width=2)
 
     units = battle["units"]
     by_slot = {(u["side"], u["slot"]): u for u in units}
@@ -118,5 +157,6 @@ def draw_frame(battle: dict[str, Any], size: int = SIZE) -> np.ndarray:
             draw.rectangle([cu - half, v - 1, cu + half, v + 1], fill=BAR_BACK)
             if frac > 0:
                 draw.rectangle([cu - half, v - 1, cu - half + 2 * half * min(max(frac, 0.0), 1.0), v + 1], fill=colour)
+    draw.rectangle([0, 0, width, CAPTION + MARGIN - 1], fill=BACKGROUND)  # the caption's band stays clear
     draw.text((MARGIN, 5), caption(battle), fill=TEXT, font=_font(13))
     return np.asarray(img, dtype=np.uint8)

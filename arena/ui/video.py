@@ -287,6 +287,7 @@ def render_replay(replay, path: str | os.PathLike, fps: float | None = None, on_
     if is_registered(replay.game_id):  # (else core_for_replay names the --plugin to pass)
         check_drawable(replay.game_id, kwargs)
     core = core_for_replay(replay, "rgb_array")
+    _frame_the_match(replay, core)
     video_fps, every = frame_plan(render_fps_of(core), fps)
     with VideoWriter(path, video_fps, every) as writer:
 
@@ -302,6 +303,39 @@ def render_replay(replay, path: str | os.PathLike, fps: float | None = None, on_
 
         resim = resimulate_steps(replay, step, on_reset=reset, core=core)
     return writer.info(), resim
+
+
+def short_spec(spec: Any) -> str:
+    """An agent spec as a frame's caption names it: its kind and its positional argument's last two
+    parts, without options (``policy:/runs/sk/best,greedy=true`` -> ``policy:sk/best``)."""
+    text = str(spec)
+    kind, _, rest = text.partition(":")
+    if not rest:
+        return text
+    first = rest.split(",", 1)[0]
+    if "=" in first:  # options only: the kind says it
+        return kind
+    return f"{kind}:{'/'.join(Path(first).parts[-2:]) if '/' in first else first}"
+
+
+def _frame_the_match(replay, core: Any) -> None:
+    """Where the env draws a battle (`arena.envs.skirmish.SkirmishEnv`): the frames name who plays each
+    side, and zoom to the square the match's units ever stood in, found by a first pass over the
+    match (a re-simulation: a few milliseconds a step)."""
+    env = getattr(core, "env", None)
+    if not (callable(getattr(env, "zoom_to", None)) and callable(getattr(env, "label_sides", None))):
+        return
+    from arena.match.verify import core_for_replay, resimulate_steps
+
+    env.label_sides([short_spec(a) for a in replay.header.get("agents") or []])
+    first = core_for_replay(replay, "rgb_array")
+    points: list = []
+    try:
+        resimulate_steps(replay, lambda c, moves, rewards: points.extend(c.env.positions()),
+                         on_reset=lambda c: points.extend(c.env.positions()), core=first)
+    finally:
+        first.close()
+    env.zoom_to(points)
 
 
 def ansi_line(core: Any) -> str | None:

@@ -193,3 +193,29 @@ def test_a_batch_records_the_same_shots_as_its_games_one_by_one():
             assert np.array_equal(batch.shot[g], core.batch.shot[0])
         fired += int((batch.shot >= 0).sum())
     assert fired > 0
+
+
+def test_a_video_names_the_sides_and_zooms_to_the_fight(match, tmp_path):
+    """The frames of a video say who plays red and who blue, and show the square the match's units ever
+    stood in (a margin round it), not the whole map: the same units cover more of the frame."""
+    from PIL import Image
+
+    from arena.ui.video import render_replay, short_spec
+
+    pytest.importorskip("imageio_ffmpeg")
+    core = make_core(GAME, render_mode="rgb_array")
+    core.reset(0)
+    whole = core.env.render()
+    core.env.label_sides(["skirmish:focus_fire", "skirmish:attack_nearest"])
+    text = skirmish_draw.caption({**core.battle(), **core.env.frame})
+    assert "red skirmish:focus_fire 3/3" in text and "blue skirmish:attack_nearest 3/3" in text
+    render_replay(match.replay, tmp_path / "z.gif")
+    with Image.open(tmp_path / "z.gif") as gif:
+        first = np.asarray(gif.convert("RGB"))
+    assert first.shape == whole.shape  # a square view of a square map: the frame's size is the same
+    assert _is(first, RED).sum() > 1.5 * _is(whole, RED).sum()  # zoomed in: the discs are larger
+    view = skirmish_draw.fight_view([(10.0, 12.0, 0.5), (20.0, 18.0, 0.5)], 32, 32)
+    assert view == (6.5, 6.5, 23.5, 23.5)
+    assert skirmish_draw.fight_view([(1.0, 1.0, 0.5)], 32, 32)[:2] == (0.0, 0.0)  # kept inside the map
+    assert short_spec("policy:/runs/sk/best,greedy=true") == "policy:sk/best"
+    assert short_spec("skirmish:kite") == "skirmish:kite" and short_spec("mcts:simulations=5") == "mcts"
