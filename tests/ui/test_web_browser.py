@@ -102,6 +102,16 @@ def test_dashboard_shows_the_leaderboard_and_escapes_names(server, page, store):
     tags = page.locator("#board tr.provisional td.name a").all_inner_texts()
     assert tags and set(tags) == {r.player for r in leaderboard(store, "*").rows if r.provisional}
     assert EVIL in names  # shown as text, not run
+    # compact by default: the columns read first fit a 1280-pixel window; "all columns" shows the rest
+    shown = lambda: page.locator("#board th").evaluate_all(  # noqa: E731
+        "ths => ths.filter(t => t.offsetParent !== null).map(t => t.textContent)")
+    assert [h.rstrip(" \u25be") for h in shown()] == ["#", "player", "rating", "95% CI", "Elo", "games"]
+    width = page.evaluate("document.querySelector('#board').getBoundingClientRect().width")
+    assert width <= 1280 - 40, width
+    page.click("#board-columns")
+    assert "alpha-rank" in shown() and len(shown()) == 18 and "columns=all" in page.url
+    assert page.inner_text("#board-columns") == "fewer columns"
+    page.click("#board-columns")
     page.wait_for_selector("#curves polyline")
     page.wait_for_selector("#heatmap rect")
     assert page.locator("#board script").count() == 0

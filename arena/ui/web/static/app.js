@@ -63,6 +63,18 @@
       ["Elo", "elo"], ["mu", "mu"], ["sigma", null], ["mu \u2212 3\u03c3", "conservative"], ["alpha-rank", null], ["games", "games"],
       ["W", null], ["D", null], ["L", null], ["win rate", "win_rate"], ["forfeits", null], ["invalid/g", null]];
     let cols = baseCols;
+    // shown with "all columns" only: the table then is 18-22 columns wide
+    const DETAIL = new Set(["kind", "payoff", "payoff CI", "rank", "mu", "sigma", "mu \u2212 3\u03c3", "alpha-rank", "W", "D", "L",
+      "win rate", "forfeits", "invalid/g"]);
+    let wide = params.get("columns") === "all";
+    const toggle = $("board-columns");
+    const label = () => { toggle.textContent = wide ? "fewer columns" : "all columns"; };
+    label();
+    toggle.addEventListener("click", () => {
+      wide = !wide; label(); $("board").classList.toggle("compact", !wide);
+      const q = new URLSearchParams(location.search); if (wide) q.set("columns", "all"); else q.delete("columns");
+      history.replaceState(null, "", "?" + q.toString());
+    });
     const tips = {"rating": "fitted to every result (Bradley-Terry with draws), on the Elo scale; the anchor player is pinned",
       "95% CI": "95% bootstrap interval of the fitted rating", "rank": "95% interval of the rank (bootstrap)",
       "payoff": "mean payoff a match against the field (chips, points): the game is scored by its payoffs", "payoff CI": "95% interval of the mean payoff",
@@ -133,6 +145,9 @@
           r.games, r.wins, r.draws, r.losses, pct(r.win_rate), r.forfeits, fmt(r.invalid_per_game, 2)]).forEach(v => tr.appendChild(el("td", "num", v)));
         t.appendChild(tr);
       });
+      // compact by default: the columns a person reads first; the rest ("all columns") on demand
+      for (const tr of t.rows) [...tr.cells].forEach((c, k) => { if (k < cols.length && DETAIL.has(cols[k][0])) c.classList.add("detail"); });
+      t.classList.toggle("compact", !wide);
       if (h) drawCurves(clear($("curves")), h);
       if (p) {
         drawHeatmap(clear($("heatmap")), p); $("payoff-note").textContent = p.note || "";
