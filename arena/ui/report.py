@@ -61,7 +61,10 @@ h3 { margin: 22px 0 8px; }
 table { border-collapse: collapse; background: #fff; margin: 6px 0 14px; font-size: 13px; }
 th, td { border: 1px solid var(--line); padding: 4px 9px; text-align: left; vertical-align: top; }
 th { background: var(--head); font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+/* a narrow screen: the rating tables keep the columns read first (the rest: a wider window) */
+p.narrow { display: none; }
+@media (max-width: 900px) { .detail { display: none; } p.narrow { display: block; } main { padding: 8px 10px 30px; } }
 td.never { color: #aab1b8; text-align: center; background: #f4f5f6; }
 td.cell { text-align: center; font-variant-numeric: tabular-nums; font-weight: 600; }
 td.cell small { display: block; font-weight: 400; opacity: .75; font-size: 11px; }
@@ -126,12 +129,26 @@ def _fitted_html(store: LeagueStore, game: str) -> str:
     if not board.rows:
         return '<p class="muted">No rated results yet.</p>'
     cols, cells = fitted_cells(board)
-    headers = [("#", "num"), ("Player", "")] + [(c, "num") for c in cols]
+    keep = _first_read(cols)
+    kind = ["num" if k in keep else "num detail" for k in range(len(cols))]
+    headers = [("#", "num"), ("Player", "")] + [(c, kind[k]) for k, c in enumerate(cols)]
     body = [[_td(f"{i}?" if r.provisional else i, "num"),
              f"<td><b>{_e(r.player)}</b>{' <small>provisional</small>' if r.provisional else ''}</td>"]
-            + [_td(x, "num") for x in c] for i, (r, c) in enumerate(zip(board.rows, cells), 1)]
-    return (_table(headers, body, "fitted") + f'<p class="muted">{_e(board.note())}</p>'
+            + [_td(x, kind[k]) for k, x in enumerate(c)] for i, (r, c) in enumerate(zip(board.rows, cells), 1)]
+    return (_table(headers, body, "fitted")
+            + '<p class="muted narrow">A narrow screen shows the columns read first; a wider window shows every '
+              'column (the rank\'s interval, the record, the live Elo).</p>'
+            + f'<p class="muted">{_e(board.note())}</p>'
             + _img(figure_png(fitted_figure(board)), f"fitted ratings: {game_label(game)}"))
+
+
+def _first_read(cols: Sequence[str]) -> set[int]:
+    """The fitted table's columns a narrow screen keeps (`fitted_cells`' order): the ordering figure
+    with its interval (vs Nash in a payoff game, else the rating), the rating, the games."""
+    lead = "vs Nash" if "vs Nash" in cols else "Rating"
+    keep = {k for k, c in enumerate(cols) if c in (lead, "Rating", "Games")}
+    keep |= {k + 1 for k in list(keep) if cols[k] == lead and k + 1 < len(cols) and cols[k + 1] == "95% CI"}
+    return keep
 
 
 def _returns_html(store: LeagueStore, game: str) -> str:

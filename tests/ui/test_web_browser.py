@@ -372,3 +372,22 @@ def test_the_skirmish_board_draws_living_units_their_bars_and_shots(server, page
     assert out["shields"] == 1 and out["health"][0] == 2 * out["health"][1] and out["health"][2] == 0
     assert out["caption"].startswith("step 7/60") and "red 2/3 60%" in out["caption"]
     assert page.dialogs == [] and page.errors == []
+
+
+def test_the_report_fits_a_narrow_screen(browser, store, tmp_path):
+    """At 640 pixels the report's rating tables keep the columns read first and fit the window (they were
+    993 pixels wide); at 1280 every column shows."""
+    from arena.ui.report import write_report
+
+    path = write_report(store, tmp_path / "report.html")
+    widths = "Array.from(document.querySelectorAll('table.fitted')).map(t => t.getBoundingClientRect().width)"
+    for width, narrow in ((640, True), (1280, False)):
+        ctx = browser.new_context(viewport={"width": width, "height": 900})
+        pg = ctx.new_page()
+        pg.goto(path.as_uri())
+        tables = pg.evaluate(widths)
+        heads = pg.locator("table.fitted").first.locator("th").evaluate_all(
+            "ths => ths.filter(t => t.offsetParent !== null).map(t => t.textContent)")
+        ctx.close()
+        assert tables and (max(tables) <= width - 20 if narrow else "Rank CI" in heads), (width, tables, heads)
+        assert ("Rank CI" in heads) is not narrow and "Rating" in heads
