@@ -218,6 +218,7 @@
       svg("rect", {x: W - Rt + 8, y: T + i * 16, width: 10, height: 10, fill: COLORS[i % COLORS.length]}, root);
       const t = svg("text", {x: W - Rt + 22, y: T + i * 16 + 9, "font-size": 11}, root);
       t.textContent = p.length > 18 ? p.slice(0, 17) + "\u2026" : p;
+      svg("title", {}, t).textContent = p;  // a long name, cut in the legend, whole under the pointer
     });
     // hover: a vertical rule at the nearest commit and each player's Elo there (their last value at or before it)
     const rule = svg("line", {x1: 0, y1: T, x2: 0, y2: H - B, stroke: "#555", "stroke-dasharray": "3,3", visibility: "hidden"}, root);
@@ -258,9 +259,12 @@
     const span = p.kind === "payoff" && p.mean_payoff ? Math.max(0, ...p.mean_payoff.flat().filter(x => x !== null).map(Math.abs)) : 1;
     for (let i = 0; i < n; i++) {
       const t = svg("text", {x: L - 4, y: T + i * c + c * 0.62, "font-size": 10, "text-anchor": "end"}, root);
-      t.textContent = p.players[i].slice(0, 18);
+      const cut = (name, k) => name.length > k ? name.slice(0, k - 1) + "\u2026" : name;
+      t.textContent = cut(p.players[i], 18);
+      svg("title", {}, t).textContent = p.players[i];
       const u = svg("text", {x: 0, y: 0, "font-size": 10, transform: `translate(${L + i * c + c * 0.4},${T + n * c + 6}) rotate(60)`}, root);
-      u.textContent = p.players[i].slice(0, 16);
+      u.textContent = cut(p.players[i], 16);
+      svg("title", {}, u).textContent = p.players[i];
       for (let j = 0; j < n; j++) {
         const payoff = p.kind === "payoff" && p.mean_payoff;
         const m = payoff ? p.mean_payoff[i][j] : null;
