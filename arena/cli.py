@@ -20,6 +20,7 @@ from typer.core import TyperOption
 from rich.markup import escape
 
 from arena.errors import ArenaError, bounded_line, damaged_database
+from arena.workers import check_workers
 
 # typer 0.29's rich help prints a flag's type as "<bool>", which reads as an option that takes a value
 # (and `--payoff true` is then refused): a flag shows no type.
@@ -70,28 +71,10 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _plugins(plugins: Optional[List[str]]) -> list[str]:
-    """Import each plug-in (a module name or a path to a .py file) and return their module names.
+    """`arena.envs.registry.load_plugins`: each --plugin imported (games and agent kinds); their names."""
+    from arena.envs.registry import load_plugins
 
-    A module name is an installed module, else the module of that name in the working folder; a file
-    path loads that file. Only the named module is taken from a folder (`arena.usercode`): the working
-    folder is never put on the import path. Worker processes find the same modules.
-    """
-    import os
-
-    from arena.envs import load_plugin
-
-    names = []
-    for item in plugins or []:
-        path = Path(item)
-        if item.endswith(".py") or os.sep in item:
-            if not path.is_file():
-                raise ArenaError(f"--plugin {item}: no such file")
-            folder, name = str(path.resolve().parent), path.stem
-        else:
-            folder, name = None, item
-        load_plugin(name, folder)
-        names.append(name)
-    return names
+    return load_plugins(plugins)
 
 
 PLUGIN_HELP = "Module or .py file that registers more games or agent kinds (repeat)."
@@ -111,11 +94,8 @@ def envs_list(
 
 
 @agents_app.command("list")
-def agents_list(
-    plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
-):
-    """Every agent kind a spec can name (built-in and plug-in), with an example and its options; docs/agents.md
-    says more of each."""
+def agents_list(plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP)):
+    """Every agent kind a spec can name (built-in and plug-in), an example, its options (docs/agents.md)."""
     from arena.agents.specs import describe_agents
     from arena.ui.tables import agents_table
 
@@ -184,14 +164,6 @@ def play(
         render_first(batch.results, seed, render, fps, console)
     if batch.stopped:
         raise typer.Exit(130)
-
-
-def _check_workers(workers: Optional[int]) -> None:
-    """A --workers flag out of range is one line naming the flag (not the config it overrides)."""
-    if workers is not None:
-        from arena.workers import check_workers
-
-        check_workers(workers, "--workers")
 
 
 def _check_time_limit(seconds: Optional[float], flag: str = "--time-limit") -> None:
@@ -332,7 +304,8 @@ def league_run(
     from arena.league.config import check_game_settings, load_league_config
     from arena.ui.progress import ServeOptions, run_league, run_summary
 
-    _check_workers(workers)
+    if workers is not None:  # the flag named in its error, not the config it overrides
+        check_workers(workers, "--workers")
     cfg = load_league_config(config, workers=workers, backend=backend)
     check_game_settings(cfg)
     served = ServeOptions(host, port, token, token_file) if serve else None
@@ -408,9 +381,8 @@ def ratings(
     exploitability: bool = typer.Option(False, "--exploitability", help="NashConv (OpenSpiel) of each player "
                                         "whose strategy can be read (cfr, tabular, policy:, random) in small "
                                         "poker games, beside its rating."),
-    wide: bool = typer.Option(False, "--wide", help="Every column of the rating tables, in parts where the terminal "
-                              "is narrower than them (default there: rank, player, rating with its interval, "
-                              "games)."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the rating tables, in parts in a narrow "
+                              "terminal (there by default: rank, player, rating with its interval, games)."),
 ):
     """Ratings fitted to every result, with 95% intervals, provisional players and payoffs.
 
@@ -477,25 +449,19 @@ def demo(
     """The quickstart league on embedded defaults: ratings, payoff, plots and an HTML report."""
     from arena.demo import DemoConfig, run_demo
 
-    _check_workers(workers)
+    if workers is not None:
+        check_workers(workers, "--workers")
     run_demo(DemoConfig(out=out, matches=matches, workers=workers), console)
 
 
 @sc2_app.command("stand-in")
 def sc2_stand_in(folder: Path = typer.Argument(..., help="A new or empty folder to lay the stand-in game out in.")):
-    """Lay out a stand-in StarCraft II at FOLDER: a toy world (three marines a side; a marine and a beacon on the
-    mini-games) that speaks the game's protocol, so pysc2's client and the arena run unmodified. Set SC2PATH to it
-    to see matches, a league, ratings and replays on sc2/ ids before installing the game (docs/sc2.md)."""
-    from arena.envs.sc2.install import lay_out_stand_in
+    """Lay out a stand-in StarCraft II at FOLDER (a toy world that speaks the game's protocol) to try sc2/ ids
+    without the game: SC2PATH=FOLDER (docs/sc2.md)."""
+    from arena.envs.sc2.install import lay_out_stand_in, stand_in_lines
 
-    root = lay_out_stand_in(folder)
-    console.print(f"A stand-in StarCraft II is at {root} (a toy world, not the game's rules: docs/sc2.md says what it "
-                  "covers). Use it with:", soft_wrap=True)
-    for line in (f"export SC2PATH={root}",
-                 "arena play sc2/Simple64-v0 -p sc2:attack -p sc2bot:race=zerg -n 4 --replays runs/sc2",
-                 "arena league run configs/leagues/sc2_1v1.yaml --dir runs/sc2league --matches 12",
-                 "arena ratings runs/sc2league"):
-        console.print(f"  {line}", soft_wrap=True, markup=False)
+    for line in stand_in_lines(lay_out_stand_in(folder)):
+        console.print(line, soft_wrap=True, markup=False)
 
 
 def main() -> None:

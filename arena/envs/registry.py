@@ -40,13 +40,14 @@ import importlib
 import math
 import warnings
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
 from arena.envs.core import GameCore
-from arena.errors import ConfigError, DuplicateGameId, GameNotFound, NotASetting, shown
+from arena.errors import ArenaError, ConfigError, DuplicateGameId, GameNotFound, NotASetting, shown
 
 
 class SettingOutOfRange(NotASetting):
@@ -639,6 +640,27 @@ def load_plugin(module: str, folder: str | None = None) -> list[str]:
     except ModuleNotFoundError as e:
         raise GameNotFound(f"plug-in module {module!r} could not be imported: {e}") from e
     return _plugin_ids[before:]
+
+
+def load_plugins(items: list[str] | None) -> list[str]:
+    """Import each plug-in (`--plugin`: a module name or a path to a .py file) and return their module
+    names. A module name is an installed module, else the module of that name in the working folder; a
+    file path loads that file. Only the named module is taken from a folder (`arena.usercode`): the
+    working folder is never put on the import path. Worker processes find the same modules."""
+    import os
+
+    names = []
+    for item in items or []:
+        path = Path(item)
+        if item.endswith(".py") or os.sep in item:
+            if not path.is_file():
+                raise ArenaError(f"--plugin {item}: no such file")
+            folder, name = str(path.resolve().parent), path.stem
+        else:
+            folder, name = None, item
+        load_plugin(name, folder)
+        names.append(name)
+    return names
 
 
 def loaded_plugins() -> list[str]:

@@ -322,7 +322,7 @@ def _frame_the_match(replay, core: Any) -> None:
     """Where the env draws a battle (`arena.envs.skirmish.SkirmishEnv`): the frames name who plays each
     side, and zoom to the square the match's units ever stood in, found by a first pass over the
     match (a re-simulation: a few milliseconds a step)."""
-    env = getattr(core, "env", None)
+    env = core.env
     if not (callable(getattr(env, "zoom_to", None)) and callable(getattr(env, "label_sides", None))):
         return
     from arena.match.verify import core_for_replay, resimulate_steps

@@ -23,7 +23,8 @@ def test_spec_parsing_builds_the_right_agents():
     ("nonsense", "unknown agent kind"),
     ("mcts:bogus=1", "unknown option .bogus."),
     ("random:5", "only key=value"),
-    ("no_such_module_q:Thing", "unknown agent kind .no_such_module_q."),
+    ("no_such_module_q:Thing", "no module .no_such_module_q."),
+    ("no_such_module_q:x=1", "unknown agent kind .no_such_module_q."),
     ("plugins.agents:Missing", "no attribute"),
     ("", "non-empty"),
 ])

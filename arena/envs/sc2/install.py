@@ -55,3 +55,13 @@ def lay_out_stand_in(root: str | os.PathLike) -> Path:
     except ImportError:
         raise ArenaError('the stand-in StarCraft II game needs the sc2 extra: pip install "arena[sc2]"') from None
     return stand_in.make_sc2path(root).resolve()
+
+
+def stand_in_lines(root: Path) -> list[str]:
+    """What `arena sc2 stand-in` says once the stand-in is laid out at `root`: what it is and how to use it."""
+    return [f"A stand-in StarCraft II is at {root} (a toy world, not the game's rules: docs/sc2.md says what it "
+            "covers). Use it with:",
+            f"  export SC2PATH={root}",
+            "  arena play sc2/Simple64-v0 -p sc2:attack -p sc2bot:race=zerg -n 4 --replays runs/sc2",
+            "  arena league run configs/leagues/sc2_1v1.yaml --dir runs/sc2league --matches 12",
+            "  arena ratings runs/sc2league"]

@@ -78,18 +78,19 @@ def test_expert_iteration_where_it_cannot_search_is_one_line(tmp_path):
 
 def test_expert_iteration_lifts_a_policy_past_the_one_it_imitated(tmp_path):
     """The learning check: a policy cloned from random tic-tac-toe play (it loses to random) searches with its
-    own priors and value for two rounds of 100 self-play games and fits its searches: the greedy policy
+    own priors and value for two rounds of 60 self-play games and fits its searches: the greedy policy
     after the rounds beats random where the one it started from lost. Measured on seeds 0-2 (200
-    seat-swapped games, score = wins + draws / 2): imitation 0.263 / 0.360 / 0.275, after 0.675 / 0.565 /
-    0.655 (gains 0.41 / 0.205 / 0.38); the test (seed 0) asks a score of 0.5 and a gain of 0.15."""
+    seat-swapped games, score = wins + draws / 2): imitation 0.243 / 0.268 / 0.345, after 0.743 / 0.668 /
+    0.643 (gains 0.50 / 0.40 / 0.30; about 7 s of training each); the test (seed 0) asks a score of 0.55
+    and a gain of 0.2."""
     from arena.config import from_dict
     from arena.match.batch import play_matches, summarize
     from arena.trainers.policy.config import SCCConfig
 
     cfg = from_dict(SCCConfig, {
         "game": "openspiel/tic_tac_toe-v0", "seed": 0, "threads": 1, "sizes": {"hidden": [64], "channels": 16},
-        "il": {"teachers": ["random", "random"], "matches": 200, "workers": 1, "epochs": 3,
-               "expert": {"rounds": 2, "matches": 100, "simulations": 32, "explore": 2, "epochs": 6, "window": 2,
+        "il": {"teachers": ["random", "random"], "matches": 100, "workers": 1, "epochs": 3,
+               "expert": {"rounds": 2, "matches": 60, "simulations": 24, "explore": 2, "epochs": 6, "window": 2,
                           "mix": 0.0, "lr": 1e-3}},
         "learners": [{"name": "main", "role": "main"}], "iterations": 0, "games_per_iter": 8,
         "eval": {"every": 1, "games": 8}})
@@ -103,4 +104,4 @@ def test_expert_iteration_lifts_a_policy_past_the_one_it_imitated(tmp_path):
 
     before, after = score("expert1"), score("il")
     print(f"expert iteration, tic-tac-toe vs random: imitation {before:.3f}, after two rounds {after:.3f}")
-    assert after >= 0.5 and after - before >= 0.15
+    assert after >= 0.55 and after - before >= 0.2
