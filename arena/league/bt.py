@@ -184,10 +184,17 @@ class Results:
     score_a: np.ndarray
     scopes: list[str]
     players: list[str]
+    #: Resampling units: results with the same code >= 0 (a duplicate pair's two matches, seats and
+    #: deals swapped) are redrawn together by the bootstrap; -1 (or None: every result) alone.
+    unit: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("scope", "a", "b"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64).ravel())
+        if self.unit is not None:
+            object.__setattr__(self, "unit", np.asarray(self.unit, dtype=np.int64).ravel())
+            if len(self.unit) != len(self.scope):
+                raise ValueError("unit must have one code a result")
         object.__setattr__(self, "score_a", np.asarray(self.score_a, dtype=np.float64).ravel())
         object.__setattr__(self, "scopes", [str(s) for s in self.scopes])
         object.__setattr__(self, "players", [str(p) for p in self.players])
@@ -306,6 +313,9 @@ class _Cells:
     blocks: list[tuple[int, int, int]]  # (first cell, end, fitted nu index) per scope with draws
     ci: np.ndarray  # (C,) the cell's first player (i < j)
     cj: np.ndarray  # (C,) and second
+    #: Results resampled together (`Results.unit`): each such result's (cell * L + level) and unit code;
+    #: None where every result is a unit of its own
+    paired: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -374,10 +384,16 @@ def _aggregate(res: Results, scope: str, prior: float) -> _Cells | None:
     bounds = np.searchsorted(cs, np.arange(S + 1))
     blocks = [(int(bounds[s]), int(bounds[s + 1]), int(dmap[s])) for s in draw_scopes]
     ET = E.T.tocsr()
+    paired = None
+    if res.unit is not None:
+        u = res.unit[mask]
+        together = u >= 0
+        if together.any():
+            paired = ((cell * L + outcome)[together], u[together])
     return _Cells(names=[res.players[k] for k in present], games=games, counts=counts, levels=levels, weight=weight,
                   cell_scope=cs, scope_sizes=scope_sizes, draw_scope=draw_scope, n_draw=Sd, n_scopes=S,
                   E=E, ET=ET, P=P, PT=PT, prior=float(prior), Eh=(0.5 * E).tocsr(), ETh=(0.5 * ET).tocsr(),
-                  blocks=blocks, ci=ci, cj=cj)
+                  blocks=blocks, ci=ci, cj=cj, paired=paired)
 
 
 # --------------------------------------------------------------------------
@@ -683,6 +699,27 @@ class _Flat:
             ds = cells.draw_scope[cell]
             keep = (level == 0.5) & (ds < cells.n_draw)
             self.to_D = sp.csr_matrix((w[keep], (ds[keep], k[keep])), shape=(cells.n_draw, K))
+        # Units of several results (duplicate pairs): the bootstrap draws units, not results. Units of
+        # the same make-up (the same categories) are one "type": per scope, a multinomial over the
+        # single results' categories and the unit types, each type then adding its categories.
+        self.units = None
+        if cells.paired is not None:
+            pos, unit = cells.paired
+            cat = np.searchsorted(nz, pos)  # the result's category (a nonzero count: it is there)
+            singles = self.values - np.bincount(cat, minlength=K)
+            order = np.lexsort((cat, unit))
+            u_sorted, c_sorted = unit[order], cat[order]
+            starts = np.flatnonzero(np.r_[True, u_sorted[1:] != u_sorted[:-1]])
+            sizes = np.diff(np.r_[starts, len(u_sorted)])
+            # each unit's categories, sorted, as one row padded with -1: equal rows are one type
+            make_up = np.full((len(starts), int(sizes.max())), -1, dtype=np.int64)
+            col = np.arange(len(u_sorted)) - np.repeat(starts, sizes)
+            make_up[np.repeat(np.arange(len(starts)), sizes), col] = c_sorted
+            types, n_of = np.unique(make_up, axis=0, return_counts=True)
+            t_rows, t_cols = np.nonzero(types >= 0)
+            T = sp.csr_matrix((np.ones(len(t_rows)), (t_rows, types[t_rows, t_cols])), shape=(len(types), K))
+            t_scope = scope_of[types[:, 0]]  # a unit's results are of one game: its first one's scope
+            self.units = (singles, n_of, T, [np.flatnonzero(t_scope == sc) for sc in range(cells.n_scopes)])
 
     def data(self, draws: np.ndarray) -> _Data:
         """``draws``: (R, K) category counts, or (K,) for one column."""
@@ -691,10 +728,20 @@ class _Flat:
 
 
 def _boot_counts(rng: np.random.Generator, flat: _Flat, size: int) -> np.ndarray:
-    """``size`` bootstrap redraws (size, K) of the category counts, each scope keeping its size."""
+    """``size`` bootstrap redraws (size, K) of the category counts, each scope keeping its size (its
+    number of units: a duplicate pair is redrawn whole, `_Flat.units`)."""
     out = np.empty((size, len(flat.values)), dtype=np.int64)
-    for g in flat.groups:
-        out[:, g] = _multinomial(rng, flat.values[g], size)
+    if flat.units is None:
+        for g in flat.groups:
+            out[:, g] = _multinomial(rng, flat.values[g], size)
+        return out
+    singles, n_of, T, t_groups = flat.units
+    out[:] = 0
+    for g, tg in zip(flat.groups, t_groups):
+        drawn = _multinomial(rng, np.concatenate([singles[g], n_of[tg]]), size)
+        out[:, g] += drawn[:, :len(g)]
+        if len(tg):
+            out += np.asarray(T[tg].T @ drawn[:, len(g):].T, dtype=np.int64).T
     return out
 
 

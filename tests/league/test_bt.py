@@ -419,3 +419,29 @@ def test_a_provisional_newcomer_moves_no_established_rank() -> None:
         assert r.rank_hi <= 4
     assert (_row(after, "A").rank, _row(after, "A").rank_lo, _row(after, "A").rank_hi) == (1, 1, 1)
     assert after.stability == pytest.approx(before.stability, abs=0.1)
+
+
+def test_duplicate_pairs_are_resampled_whole() -> None:
+    """Two matches of a duplicate pair share their deals, so their scores move against each other (the
+    luck of the deal cancels in the pair): resampled as units, the rating interval is narrower than
+    resampled match by match, and the point fit is the same; results with no unit keep the old draws."""
+    rng = np.random.default_rng(0)
+    scopes, players = ["g"], ["A", "B"]
+    a, b, score, unit = [], [], [], []
+    for k in range(300):
+        luck = rng.uniform(-0.4, 0.4)  # the deal: good for whoever holds seat 0's cards
+        for seat in (0, 1):  # the same deal, seats swapped: A gets the luck, then B does
+            a.append(0)
+            b.append(1)
+            score.append(float(np.clip(0.55 + (luck if seat == 0 else -luck), 0.0, 1.0)))
+            unit.append(k)
+    plain = Results(np.zeros(len(a)), a, b, score, scopes, players)
+    units = Results(np.zeros(len(a)), a, b, score, scopes, players, unit=unit)
+    p, u = (fit_bt(r, anchor="B", resamples=400, stability_replicates=0) for r in (plain, units))
+    assert _row(p, "A").rating == pytest.approx(_row(u, "A").rating)
+    wp, wu = (_row(t, "A").hi - _row(t, "A").lo for t in (p, u))
+    assert wu < 0.5 * wp, (wu, wp)
+    # unit codes of -1 everywhere: the same table as no units at all
+    none = fit_bt(Results(np.zeros(len(a)), a, b, score, scopes, players, unit=[-1] * len(a)), anchor="B",
+                  resamples=400, stability_replicates=0)
+    assert (_row(none, "A").lo, _row(none, "A").hi) == (_row(p, "A").lo, _row(p, "A").hi)
