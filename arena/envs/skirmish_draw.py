@@ -10,14 +10,16 @@
   `MIN_RADIUS` pixels, so a marine on a large map still shows), with its type letter (m, r, s, z)
   in white; dead units are not drawn;
 * above each unit its health bar (green) and, for a type with shields, its shield bar (cyan),
-  drawn after all the discs so that a neighbour never hides them;
+  drawn after all the discs so that a neighbour never hides them, and lifted above a close
+  neighbour's bars so that two units standing together show both;
 * a caption: the step, each side's player where a video knows it (``battle["labels"]``), its living
   units and remaining health and shields, and the winner once the battle is over.
 
 The scale is fixed by the view (the map, or ``battle["view"]``: a video zooms to the square its
 units ever stood in, `fight_view`; the longer side is `SIZE` pixels), so every frame of a match has
 the same size, as a video needs. One frame takes about a millisecond. Both this and the web
-replay's board (`arena/ui/web/static/render.js`, ``battle``) draw the same data the same way.
+replay's board (`arena/ui/web/static/render.js`, ``battle``) draw the same data (the page does not lift
+close units' bars).
 """
 
 from __future__ import annotations
@@ -148,12 +150,22 @@ def draw_frame(battle: dict[str, Any], size: int = SIZE) -> np.ndarray:
             box = draw.textbbox((0, 0), u["type"], font=font)
             draw.text((cu - (box[0] + box[2]) / 2, cv - (box[1] + box[3]) / 2), u["type"], fill=(255, 255, 255),
                       font=font)
+    placed: list[tuple[float, float, float, float]] = []  # the bar blocks drawn so far (x0, y0, x1, y1)
     for u in living:  # after every disc, so that a neighbour's disc never hides a bar
         cu, cv, r = unit_circle(battle, u, size)
         bars = [(u["health"], HEALTH)] + ([(u["shield"], SHIELD)] if u.get("shield") is not None else [])
         half = max(r, 6.0)
+        lift = 0.0  # units standing close: a bar block goes up until it covers no other's
+        for _ in range(8):
+            block = (cu - half, cv - r - 6 - 4 * (len(bars) - 1) - lift, cu + half, cv - r - 4 - lift)
+            # (a pixel and a half of room above and below, so that two bars never touch)
+            if not any(block[0] < b[2] and b[0] < block[2] and block[1] < b[3] + 1.5 and b[1] - 1.5 < block[3]
+                       for b in placed):
+                break
+            lift += 4 * len(bars) + 1
+        placed.append(block)
         for i, (frac, colour) in enumerate(bars):
-            v = cv - r - 5 - 4 * i
+            v = cv - r - 5 - 4 * i - lift
             draw.rectangle([cu - half, v - 1, cu + half, v + 1], fill=BAR_BACK)
             if frac > 0:
                 draw.rectangle([cu - half, v - 1, cu - half + 2 * half * min(max(frac, 0.0), 1.0), v + 1], fill=colour)

@@ -219,3 +219,16 @@ def test_a_video_names_the_sides_and_zooms_to_the_fight(match, tmp_path):
     assert skirmish_draw.fight_view([(1.0, 1.0, 0.5)], 32, 32)[:2] == (0.0, 0.0)  # kept inside the map
     assert short_spec("policy:/runs/sk/best,greedy=true") == "policy:sk/best"
     assert short_spec("skirmish:kite") == "skirmish:kite" and short_spec("mcts:simulations=5") == "mcts"
+
+
+def test_units_standing_together_show_every_health_bar():
+    """Two marines a side on one spot: each keeps its own bar (lifted above its neighbour's), so four bars
+    of health show where one would cover the others."""
+    from arena.envs.skirmish_draw import HEALTH
+
+    core = _placed(SkirmishCore(), red=[(8, 16), (8, 16.2), (8, 30)], blue=[(24, 16), (24, 16.2), (24, 30)])
+    frame = draw_frame(core.battle())
+    u, v, r = unit_circle(core.battle(), core.battle()["units"][0])
+    column = _is(frame[:int(v - r), int(u)], HEALTH)  # above the first red marine
+    runs = int(column[0]) + int(np.count_nonzero(column[1:] & ~column[:-1]))  # separate green bars
+    assert runs == 2, runs
