@@ -356,9 +356,7 @@ def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisiona
                                ("" if game == OVERALL else " AND game=?"),
                                () if game == OVERALL else (game,)).fetchone()[0]
     # a duplicate pair (seats and deals swapped) is resampled whole, as the payoff intervals resample it
-    pairs: dict[str, int] = {}
-    unit = np.fromiter((pairs.setdefault(p, len(pairs)) if p else -1 for p in res.pair), np.int64, len(res.pair)) \
-        if any(res.pair) else None
+    unit = np.where([bool(p) for p in res.pair], _unit_codes(res), -1) if any(res.pair) else None
     fit_input = Results(res.game, res.a, res.b, _scores(res, scorings), res.games, res.names, unit)
     table = fit_bt(fit_input, scope=game, anchor=anchor, resamples=resamples, seed=seed,
                    provisional_games=provisional_games, provisional_width=provisional_width, top_k=top_k)

@@ -36,7 +36,7 @@ from arena.league.queries import (
     recent_results,
     return_rows,
 )
-from arena.ui.views import fitted_board, fitted_cells, win_rate_rgb
+from arena.ui.views import first_read, fitted_board, fitted_cells, win_rate_rgb
 
 __all__ = ["render_report", "write_report"]
 
@@ -129,7 +129,7 @@ def _fitted_html(store: LeagueStore, game: str) -> str:
     if not board.rows:
         return '<p class="muted">No rated results yet.</p>'
     cols, cells = fitted_cells(board)
-    keep = _first_read(cols)
+    keep = set(first_read(cols) or range(len(cols)))
     kind = ["num" if k in keep else "num detail" for k in range(len(cols))]
     headers = [("#", "num"), ("Player", "")] + [(c, kind[k]) for k, c in enumerate(cols)]
     body = [[_td(f"{i}?" if r.provisional else i, "num"),
@@ -140,15 +140,6 @@ def _fitted_html(store: LeagueStore, game: str) -> str:
               'column (the rank\'s interval, the record, the live Elo).</p>'
             + f'<p class="muted">{_e(board.note())}</p>'
             + _img(figure_png(fitted_figure(board)), f"fitted ratings: {game_label(game)}"))
-
-
-def _first_read(cols: Sequence[str]) -> set[int]:
-    """The fitted table's columns a narrow screen keeps (`fitted_cells`' order): the ordering figure
-    with its interval (vs Nash in a payoff game, else the rating), the rating, the games."""
-    lead = "vs Nash" if "vs Nash" in cols else "Rating"
-    keep = {k for k, c in enumerate(cols) if c in (lead, "Rating", "Games")}
-    keep |= {k + 1 for k in list(keep) if cols[k] == lead and k + 1 < len(cols) and cols[k + 1] == "95% CI"}
-    return keep
 
 
 def _returns_html(store: LeagueStore, game: str) -> str:

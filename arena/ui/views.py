@@ -111,11 +111,15 @@ def status_view(store: LeagueStore, recent: int = 10) -> Group:
 
 
 def compact_columns(table: Table) -> list[int] | None:
+    """`first_read` of `table`'s column headers."""
+    return first_read([str(c.header) for c in table.columns])
+
+
+def first_read(heads: list[str]) -> list[int] | None:
     """The columns a person reads first in a rating table, by header: the rank, the player, the order's
     figure with its interval (a payoff game's payoff against the Nash mixture, else the fitted rating;
-    the live table's Elo), the fitted rating beside a payoff, the games. None where the table has none
-    of them (it is not a rating table)."""
-    heads = [str(c.header) for c in table.columns]
+    the live table's Elo), the fitted rating beside a payoff, the games (the terminal's compact table,
+    the report's narrow screen). None where the table has none of them (it is not a rating table)."""
     lead = next((h for h in ("vs Nash", "Rating", "Elo") if h in heads), None)
     if lead is None:
         return None
