@@ -71,6 +71,12 @@ def damaged_database(e: BaseException, db_path) -> "LeagueDatabaseError | None":
     return unreadable_league_db(db_path, str(e))
 
 
+def undecodable_db(e: UnicodeDecodeError, db_path) -> "LeagueDatabaseError":
+    """The one line for a database whose damaged bytes are not even UTF-8 where SQLite reports them
+    (its schema: Python cannot decode SQLite's own message)."""
+    return unreadable_league_db(db_path, f"text that is not UTF-8: {e.reason} at byte {e.start}")
+
+
 def database_errors(db_path, error: type[ArenaError] | None = None):
     """A context manager: SQLite's "not a database" / "malformed" / an undecodable text value met
     inside the block (a damaged league.db) becomes the one line of `damaged_database`, raised as
@@ -86,6 +92,9 @@ def database_errors(db_path, error: type[ArenaError] | None = None):
             damaged = damaged_database(e, db_path)
             if damaged is None:
                 raise
+            raise (damaged if error is None else error(str(damaged))) from None
+        except UnicodeDecodeError as e:
+            damaged = undecodable_db(e, db_path)
             raise (damaged if error is None else error(str(damaged))) from None
 
     return block()

@@ -219,3 +219,13 @@ def test_leduc_exploitability_tables_add_up_to_nash_conv(capsys):
     parts = [float(m) for m in re.findall(r"^\| (?:>=|\[|<)[^|]*\| \d+ \| [0-9.]+ \| ([0-9.]+) \|", out, re.M)]
     assert len(parts) == 4 and sum(parts) == pytest.approx(total, abs=0.003) and total > 0.1
     assert len(re.findall(r"^\| `P[01] card \d", out, re.M)) == 3
+
+
+def test_bench_ratings_scale_quick_prints_its_parts_and_the_ratio(tmp_path):
+    proc = _run([str(BENCH / "bench_ratings_scale.py"), "--players", "60", "--results", "5000", "--repeat", "1",
+                 "--dir", str(tmp_path / "lg")], timeout=300)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["results"] == 5000 and out["ratio"] > 0
+    s = out["seconds"]
+    assert s["lines"] > 60 and s["first read (the tally counted from the results, once)"] > 0
+    assert "| arena ratings / bare point fit |" in proc.stdout

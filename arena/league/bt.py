@@ -88,20 +88,26 @@ costs per cell, not per result.
 * The bootstrap resamples *results* with replacement (within each scope for
   the overall table): per scope, a multinomial redraw of the cell counts --
   drawn exactly, as Poisson counts then topped up or thinned to the scope's
-  size (conditionally on its total, a Poisson draw *is* a multinomial).  Each
-  replicate is refit by Newton's method warm-started at the full fit, all
-  replicates of a batch at once (vectorised over cells x replicates), each
-  Newton system solved by conjugate gradients preconditioned with the inverse
-  of the full fit's Hessian, which is close to every replicate's: a handful of
-  iterations per Newton step, two or three steps per replicate (a replicate
-  stops once its step is below 1e-4 in theta, leaving an error near 1e-8).
-  The line search of a refit watches the gradient norm rather than the
-  objective (the Newton direction descends both, and the gradient needs no
-  logs).  The next batch is redrawn in a background thread while this one is
-  fitted (numpy releases the GIL), in order, so the draws do not depend on
-  timing.  ``benchmarks/bench_bt.py``: 1,000 players, a million results,
-  1,000 resamples and 200 stability replicates in about 10 s on 2 cores
-  (about 25 s with the results split over three scopes: three times the cells).
+  size (conditionally on its total, a Poisson draw *is* a multinomial).  The
+  Poisson counts are drawn by inversion from a guide table per distinct count
+  (`_Poisson`: tens of thousands of cells share a few dozen counts).  Each
+  replicate is refit from the full fit, all replicates of a batch at once
+  (vectorised over cells x replicates; `_refit`): a first step with the full
+  fit's inverse Hessian, which costs no evaluation (at the full fit the
+  gradient is linear in the counts) and lands a few Elo from the replicate's
+  optimum; one Newton step with the replicate's own Hessian (conjugate
+  gradients preconditioned by that inverse: a few hundredths of an Elo off);
+  then steps with the fixed inverse Hessian, a gradient each, until one is
+  below 1e-4 in theta (what is left: about 1e-3 Elo against refits converged
+  to 1e-12, measured on the benchmark league below).  A replicate whose step
+  does not lower its gradient norm goes on by full Newton steps with a line
+  search on the gradient norm.  The next two batches are redrawn by two
+  background threads while this one is fitted (numpy releases the GIL), each
+  batch with its own generator spawned from the seed, so the draws do not
+  depend on timing.  ``benchmarks/bench_bt.py``: 1,000 players, a million
+  results, 1,000 resamples and 200 stability replicates in about 4 s on 2
+  cores (``benchmarks/bench_ratings_scale.py``: the same from a league's
+  database, the read included).
 * 95% intervals are bootstrap percentiles (2.5% and 97.5%), on the rating and
   on the rank; an interval is widened to contain the point estimate when it
   does not (it can, for a player at the edge of the data).  The anchor's
@@ -139,6 +145,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.special
 import scipy.sparse as sp
 
 __all__ = [
@@ -157,8 +164,9 @@ _ETA_RIDGE = 1e-6  # on log nu, see the module docstring
 _DENSE_MAX = 3000  # parameters above which Newton systems are solved by Jacobi-preconditioned CG
 _BATCH = 128  # bootstrap replicates fitted together
 _TOL_FIT = 1e-9  # the point fit stops once no parameter moves by more (theta units)
-_TOL_BOOT = 1e-4  # the same for a warm-started replicate (what is left after the step: ~1e-8)
+_TOL_BOOT = 1e-4  # a replicate stops once its step is below this (`_refit`; what is left: ~1e-3 Elo)
 _MAX_NEWTON = 100
+_QUASI_STEPS = 4  # steps with the full fit's Hessian after a replicate's Newton step (`_refit`)
 
 
 # --------------------------------------------------------------------------
@@ -187,6 +195,9 @@ class Results:
     #: Resampling units: results with the same code >= 0 (a duplicate pair's two matches, seats and
     #: deals swapped) are redrawn together by the bootstrap; -1 (or None: every result) alone.
     unit: np.ndarray | None = None
+    #: Results a row stands for (alike: the same scope, players and score); None: one each. A row of a
+    #: unit (``unit >= 0``) is one result.
+    count: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("scope", "a", "b"):
@@ -195,6 +206,12 @@ class Results:
             object.__setattr__(self, "unit", np.asarray(self.unit, dtype=np.int64).ravel())
             if len(self.unit) != len(self.scope):
                 raise ValueError("unit must have one code a result")
+        if self.count is not None:
+            object.__setattr__(self, "count", np.asarray(self.count, dtype=np.int64).ravel())
+            if len(self.count) != len(self.scope) or (len(self.count) and self.count.min() < 1):
+                raise ValueError("count must have one count >= 1 a row")
+            if self.unit is not None and (self.count[self.unit >= 0] != 1).any():
+                raise ValueError("a row of a unit (unit >= 0) is one result: count 1")
         object.__setattr__(self, "score_a", np.asarray(self.score_a, dtype=np.float64).ravel())
         object.__setattr__(self, "scopes", [str(s) for s in self.scopes])
         object.__setattr__(self, "players", [str(p) for p in self.players])
@@ -219,6 +236,11 @@ class Results:
 
     def __len__(self) -> int:
         return len(self.scope)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Results per row."""
+        return self.count if self.count is not None else np.ones(len(self.scope), dtype=np.int64)
 
     @classmethod
     def from_tuples(cls, rows: Sequence[tuple[str, str, str, float]]) -> Results:
@@ -335,7 +357,7 @@ def _aggregate(res: Results, scope: str, prior: float) -> _Cells | None:
         mask = res.scope == res.scopes.index(scope)
     if not mask.any():
         return None
-    s_codes, a, b, score = res.scope[mask], res.a[mask], res.b[mask], res.score_a[mask]
+    s_codes, a, b, score, w = res.scope[mask], res.a[mask], res.b[mask], res.score_a[mask], res.weights[mask]
     # local players, in name order (so the fit does not depend on the coding)
     present = np.unique(np.concatenate([a, b]))
     present = present[np.argsort(np.asarray([res.players[k] for k in present]), kind="stable")]
@@ -343,7 +365,7 @@ def _aggregate(res: Results, scope: str, prior: float) -> _Cells | None:
     local[present] = np.arange(len(present))
     la, lb = local[a], local[b]
     n = len(present)
-    games = np.bincount(la, minlength=n) + np.bincount(lb, minlength=n)
+    games = (np.bincount(la, w, n) + np.bincount(lb, w, n)).astype(np.int64)
     scope_present = np.unique(s_codes)
     scope_present = scope_present[np.argsort(np.asarray([res.scopes[k] for k in scope_present]), kind="stable")]
     slocal = np.full(len(res.scopes), -1, dtype=np.int64)
@@ -359,11 +381,11 @@ def _aggregate(res: Results, scope: str, prior: float) -> _Cells | None:
     key = (ls * n + i) * n + j
     ukey, cell = np.unique(key, return_inverse=True)
     C = len(ukey)
-    counts = np.bincount(cell * L + outcome, minlength=L * C).reshape(C, L)
+    counts = np.bincount(cell * L + outcome, w, L * C).astype(np.int64).reshape(C, L)
     ci, cj = (ukey % (n * n)) // n, ukey % n
     cs = ukey // (n * n)
-    scope_sizes = np.bincount(ls, minlength=S)
-    total = len(ls)
+    scope_sizes = np.bincount(ls, w, S).astype(np.int64)
+    total = int(w.sum())
     weight = (total / (S * scope_sizes))[cs].astype(np.float64)
     draws_per_scope = np.bincount(cs, weights=counts[:, levels == 0.5].sum(1), minlength=S)
     draw_scopes = np.flatnonzero(draws_per_scope > 0)
@@ -416,6 +438,41 @@ class _Data:
         return _Data(self.N[:, keep], self.b[:, keep], self.Dtot[:, keep] if self.Dtot is not None else None)
 
 
+def _win_share(cells: _Cells, tau: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """``q = P(i wins) + P(j wins)`` per cell (C, R) from ``tau = tanh h`` and the log nus ``eta``."""
+    half_nu = 0.5 * np.exp(eta)
+    a = tau * tau
+    np.subtract(1.0, a, out=a)
+    np.sqrt(a, out=a)  # 1 / cosh h
+    drawless = np.ones(len(a), dtype=bool)
+    for lo, hi, d in cells.blocks:
+        a[lo:hi] *= half_nu[d]
+        drawless[lo:hi] = False
+    a[drawless] = 0.0
+    a += 1.0
+    return np.reciprocal(a, out=a)
+
+
+def _linear_start(cells: _Cells, x_hat: np.ndarray, minv: np.ndarray, data: _Data) -> np.ndarray:
+    """Each replicate's first Newton step from the full fit ``x_hat`` (dim, 1), taken with the full
+    fit's inverse Hessian ``minv``: ``x_hat - minv g`` (dim, R).  At ``x_hat`` the gradient is linear
+    in the replicate's counts, so this costs a few sparse products, not an evaluation; it lands
+    within a few Elo of the replicate's optimum, which Newton's method then reaches in two steps."""
+    n = cells.n
+    th = x_hat[:n]
+    tau = np.tanh(cells.Eh @ th)
+    g = np.empty((cells.dim, data.N.shape[1]))
+    rest = (cells.prior / 4.0) * th + th.sum(0) / n
+    if cells.n_draw:
+        eta = x_hat[n:]
+        q = _win_share(cells, tau, eta)
+        g[:n] = cells.ETh @ (data.N * (tau * q)) - data.b + rest
+        g[n:] = cells.P @ (data.N * (1.0 - q)) + _ETA_RIDGE * eta - data.Dtot
+    else:
+        g[:n] = cells.ETh @ (data.N * tau) - data.b + rest
+    return x_hat - minv @ g
+
+
 class _Eval:
     """Objective (optionally) and derivatives at ``x`` (dim, R), one column per replicate.
 
@@ -428,10 +485,12 @@ class _Eval:
     ``d2/dlognu2 = N q (1 - q)``.  A scope's ``nu`` is one number, so the
     draw terms are handled per block of cells (a broadcast, not a gather).
     The log (the objective itself) is only needed by the point fit's line
-    search.
+    search; ``hessian=False`` leaves the second derivatives out (the
+    gradient alone, for a step with a fixed Hessian).
     """
 
-    def __init__(self, cells: _Cells, x: np.ndarray, data: _Data, objective: bool = True) -> None:
+    def __init__(self, cells: _Cells, x: np.ndarray, data: _Data, objective: bool = True,
+                 hessian: bool = True) -> None:
         n, Sd = cells.n, cells.n_draw
         self.cells = cells
         th = x[:n]
@@ -455,38 +514,32 @@ class _Eval:
         g = np.empty_like(x)
         if Sd:
             eta = x[n:]
-            half_nu = 0.5 * np.exp(eta)
-            a = tau * tau
-            np.subtract(1.0, a, out=a)
-            np.sqrt(a, out=a)  # 1 / cosh h
-            drawless = np.ones(len(a), dtype=bool)
-            for lo, hi, d in cells.blocks:
-                a[lo:hi] *= half_nu[d]
-                drawless[lo:hi] = False
-            a[drawless] = 0.0
-            a += 1.0
-            q = np.reciprocal(a, out=a)
+            q = _win_share(cells, tau, eta)
             dw = tau * q  # P(i wins) - P(j wins)
-            hh = q - dw * dw
-            hh *= N
+            if hessian:
+                hh = q - dw * dw
+                hh *= N
             Npd = np.subtract(1.0, q)
             Npd *= N  # N P(draw)
             g[:n] = cells.ETh @ (N * dw) - data.b + (cells.prior / 4.0) * th + sth / n
             for lo, hi, d in cells.blocks:
                 g[n + d] = Npd[lo:hi].sum(0)
             g[n:] += _ETA_RIDGE * eta - data.Dtot
-            dw *= Npd
-            dw *= -1.0
-            self.h_he = dw
-            Npd *= q
-            self.h_ee = Npd
+            if hessian:
+                dw *= Npd
+                dw *= -1.0
+                self.h_he = dw
+                Npd *= q
+                self.h_ee = Npd
         else:
-            hh = tau * tau
-            np.subtract(1.0, hh, out=hh)
-            hh *= N
+            if hessian:
+                hh = tau * tau
+                np.subtract(1.0, hh, out=hh)
+                hh *= N
             tau *= N
             g[:n] = cells.ETh @ tau - data.b + (cells.prior / 4.0) * th + sth / n
-        self.h_hh = hh
+        if hessian:
+            self.h_hh = hh
         self.g = g
         self.gg = (g * g).sum(0)
 
@@ -611,6 +664,9 @@ def _newton(cells: _Cells, x0: np.ndarray, data: _Data, minv: np.ndarray | None,
             step = _pcg(ev, -ev.g, precond, rtol=1e-4, maxiter=200)
         size = np.abs(step).max(0)
         small = size < tol
+        if small.all():  # every column's last step: taken as it is (no line search, no evaluation)
+            x[:, active] = xa + step
+            break
         # Backtracking line search, evaluating derivatives at the trial point so that an
         # accepted step (the usual case) costs one evaluation in all.  From a cold start the
         # merit is the objective (Armijo); a warm-started refit uses the squared gradient norm,
@@ -630,8 +686,6 @@ def _newton(cells: _Cells, x0: np.ndarray, data: _Data, minv: np.ndarray | None,
                 break
             t = np.where(ok, t, 0.5 * t)
         x[:, active] = xn
-        if small.all():
-            break
         if small.any():
             keep = ~small
             active, data, evn = active[keep], data.take(keep), evn.take(keep)
@@ -640,52 +694,172 @@ def _newton(cells: _Cells, x0: np.ndarray, data: _Data, minv: np.ndarray | None,
     return x
 
 
+_blas: list = []
+
+
+def _one_blas_thread():
+    """A context in which BLAS runs one thread (threadpoolctl; its library scan made once)."""
+    if not _blas:
+        from threadpoolctl import ThreadpoolController
+
+        _blas.append(ThreadpoolController())
+    return _blas[0].limit(limits=1, user_api="blas")
+
+
+def _refit(cells: _Cells, x_hat: np.ndarray, minv: np.ndarray, data: _Data, tol: float) -> np.ndarray:
+    """Every replicate of a batch (the columns of ``data``) fitted from the full fit ``x_hat`` with the
+    full fit's inverse Hessian ``minv``: the linear start (`_linear_start`, a few Elo off), one Newton
+    step (the replicate's own Hessian, by conjugate gradients: a few hundredths of an Elo off), then
+    steps with ``minv`` fixed, a gradient each, until one is below ``tol`` (taken: what is left is a
+    fraction of it).  A replicate whose step does not lower its gradient norm, or that has not stopped
+    after ``_QUASI_STEPS``, goes on by `_newton` (exact Hessian, line search) from where it is."""
+    x = _linear_start(cells, x_hat, minv, data)
+    ev = _Eval(cells, x, data, objective=False)
+
+    def precond(r: np.ndarray, m: np.ndarray = minv) -> np.ndarray:
+        return m @ r
+
+    x = x + _pcg(ev, -ev.g, precond, rtol=1e-4, maxiter=200)
+    gg = ev.gg
+    out = np.empty_like(x)
+    active = np.arange(x.shape[1])
+    handed: list[tuple[np.ndarray, np.ndarray, _Data]] = []
+    for _ in range(_QUASI_STEPS):
+        evg = _Eval(cells, x, data, objective=False, hessian=False)
+        worse = evg.gg > gg
+        if worse.any():
+            handed.append((active[worse], x[:, worse], data.take(worse)))
+        step = -(minv @ evg.g)
+        done = (np.abs(step).max(0) < tol) & ~worse
+        out[:, active[done]] = x[:, done] + step[:, done]
+        going = ~done & ~worse
+        active, x, gg, data = active[going], x[:, going] + step[:, going], evg.gg[going], data.take(going)
+        if not active.size:
+            break
+    if active.size:
+        handed.append((active, x, data))
+    for cols, start, part in handed:
+        out[:, cols] = _newton(cells, start, part, minv, dense=False, tol=tol, cold=False)
+    return out
+
+
 # --------------------------------------------------------------------------
 # Resampling
 # --------------------------------------------------------------------------
 
 
-def _multinomial(rng: np.random.Generator, counts: np.ndarray, size: int) -> np.ndarray:
-    """``size`` multinomial redraws (size, K) of ``counts.sum()`` items with frequencies ``counts``.
+#: Poisson means up to this are drawn by inversion from a table (`_Poisson`); larger ones by numpy
+_TABLE_MAX = 10_000
+#: Draws handled at once by `_Poisson.draw` (a block of 64k: 512 KiB a float array, in a core's cache)
+_CHUNK = 65_536
 
-    Poisson counts, then topped up with i.i.d. draws or thinned uniformly to
-    the exact total: conditionally on its total a Poisson vector is a
-    multinomial sample, and adding i.i.d. items to (or removing random items
-    from) an i.i.d. sample leaves an i.i.d. sample, so this is exact -- and
-    about twice as fast as numpy's multinomial on many categories.
+
+class _Poisson:
+    """Poisson draws with a fixed vector of whole-number means ``counts`` (times ``scale``), by inversion.
+
+    The counts of a bootstrap are the cell counts: tens of thousands of them but few distinct values.
+    Each distinct mean gets its CDF and a guide table (Chen and Asau's indexed search: the first value
+    whose CDF passes ``j / M``, and that value's CDF), so a draw is a uniform, two table lookups and
+    a comparison, then a check that steps the rare draw the guide left short; exact to the CDF's
+    rounding (scipy's ``pdtr``), and several times faster than numpy's Poisson on small means (whose
+    multiplication method spends ``mean + 1`` uniforms a draw).  Means above ``_TABLE_MAX`` go to
+    numpy's (its PTRS method is fast there).
+    """
+
+    def __init__(self, counts: np.ndarray, scale: float = 1.0) -> None:
+        counts = np.asarray(counts, dtype=np.int64)
+        self.size = len(counts)
+        order = np.argsort(counts, kind="stable")
+        # counts sorted already (a scope's categories are, `_Flat`): no permutation to undo
+        self.order = None if (order == np.arange(self.size)).all() else order
+        values, starts = np.unique(counts[order], return_index=True)
+        ends = np.r_[starts[1:], self.size]
+        self.groups: list[tuple[float, int, int, tuple[np.ndarray, np.ndarray, np.ndarray] | None]] = []
+        for c, lo, hi in zip(values.tolist(), starts.tolist(), ends.tolist()):
+            mean, table = c * scale, None
+            if 0 < mean <= _TABLE_MAX:
+                top = int(mean + 12.0 * math.sqrt(mean) + 30.0)  # P(X >= top) < 1e-25
+                cdf = scipy.special.pdtr(np.arange(top), mean)
+                cdf[-1] = 1.0
+                m = 4 * top
+                guide = np.searchsorted(cdf, np.arange(m) / m, side="right")
+                table = (cdf, guide, cdf[guide])
+            self.groups.append((mean, lo, hi, table))
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``(len(counts), size)`` draws (whole numbers, as floats: what the fit multiplies), one column
+        per replicate."""
+        out = np.zeros((self.size, size))
+        u = rng.random((self.size, size))
+        for mean, lo, hi, table in self.groups:
+            if table is None:
+                if mean > 0:
+                    out[lo:hi] = rng.poisson(mean, size=(hi - lo, size))
+                continue
+            cdf, guide, passed = table
+            rows = max(1, _CHUNK // size)  # a block of draws small enough to stay in the core's cache
+            for a in range(lo, hi, rows):
+                v = u[a:min(hi, a + rows)]
+                j = (v * len(guide)).astype(np.intp)
+                k = guide[j]
+                k += v >= passed[j]  # the guide's value or the next: most draws are settled here
+                while True:  # the rest (where a guide cell holds several CDF values: the tails)
+                    step = v >= cdf[k]
+                    if not step.any():
+                        break
+                    k += step
+                out[a:a + len(v)] = k
+        if self.order is not None:
+            unsorted = np.empty_like(out)
+            unsorted[self.order] = out
+            out = unsorted
+        return out
+
+
+def _multinomial(rng: np.random.Generator, counts: np.ndarray, size: int,
+                 poisson: _Poisson | None = None) -> np.ndarray:
+    """``size`` multinomial redraws (K, size), one column each, of ``counts.sum()`` items with
+    frequencies ``counts`` (``poisson``: a `_Poisson` of ``counts``, kept between calls); whole
+    numbers, as floats.
+
+    Poisson counts, then topped up with i.i.d. draws or thinned uniformly to the exact total:
+    conditionally on its total a Poisson vector is a multinomial sample, and adding i.i.d. items to
+    (or removing random items from) an i.i.d. sample leaves an i.i.d. sample, so this is exact.
     """
     n = int(counts.sum())
-    K = len(counts)
-    out = rng.poisson(counts.astype(np.float64), size=(size, K))
-    cum = np.cumsum(counts)
-    for r in range(size):
-        row = out[r]
-        diff = n - int(row.sum())
-        if diff > 0:
-            pos = rng.integers(0, n, size=diff)
-            np.add.at(row, np.searchsorted(cum, pos, side="right"), 1)
-        elif diff < 0:
-            pos = rng.choice(n - diff, size=-diff, replace=False)
-            np.subtract.at(row, np.searchsorted(np.cumsum(row), pos, side="right"), 1)
+    out = (poisson or _Poisson(counts)).draw(rng, size)
+    diff = (n - out.sum(0)).round().astype(np.int64)
+    up = np.flatnonzero(diff > 0)
+    if up.size:  # every column's top-up at once
+        cols = np.repeat(up, diff[up])
+        np.add.at(out, (np.searchsorted(np.cumsum(counts), rng.integers(0, n, size=cols.size), side="right"),
+                        cols), 1)
+    for r in np.flatnonzero(diff < 0):
+        col = out[:, r]
+        pos = rng.choice(n - int(diff[r]), size=-int(diff[r]), replace=False)
+        np.subtract.at(col, np.searchsorted(np.cumsum(col), pos, side="right"), 1)
     return out
 
 
 class _Flat:
     """The nonzero (cell, outcome) counts ("categories"), grouped by scope, for resampling.
 
-    Redrawn category counts (R, K) become a batch of :class:`_Data` through
-    three sparse maps (results per cell, the linear term per player, draws
-    per fitted scope), each carrying the scope weights.
+    Categories are ordered by scope, then count (so a scope's are one run of rows, and its Poisson
+    means come sorted).  Redrawn category counts (K, R) become a batch of :class:`_Data` through
+    three sparse maps (results per cell, the linear term per player, draws per fitted scope), each
+    carrying the scope weights.
     """
 
     def __init__(self, cells: _Cells) -> None:
         flat = cells.counts.ravel()
         nz = np.flatnonzero(flat)
-        self.values = flat[nz]
         L = cells.counts.shape[1]
+        nz = nz[np.lexsort((flat[nz], cells.cell_scope[nz // L]))]
+        self.values = flat[nz]
         cell, level = nz // L, cells.levels[nz % L]
         scope_of = cells.cell_scope[cell]
-        self.groups = [np.flatnonzero(scope_of == s) for s in range(cells.n_scopes)]
+        bounds = np.searchsorted(scope_of, np.arange(cells.n_scopes + 1))
+        self.spans = [(int(bounds[s]), int(bounds[s + 1])) for s in range(cells.n_scopes)]
         K, C = len(nz), len(cells.counts)
         w = cells.weight[cell]
         k = np.arange(K)
@@ -705,7 +879,9 @@ class _Flat:
         self.units = None
         if cells.paired is not None:
             pos, unit = cells.paired
-            cat = np.searchsorted(nz, pos)  # the result's category (a nonzero count: it is there)
+            where = np.full(flat.size, -1, dtype=np.int64)
+            where[nz] = k
+            cat = where[pos]  # the result's category (a nonzero count: it is there)
             singles = self.values - np.bincount(cat, minlength=K)
             order = np.lexsort((cat, unit))
             u_sorted, c_sorted = unit[order], cat[order]
@@ -719,58 +895,67 @@ class _Flat:
             t_rows, t_cols = np.nonzero(types >= 0)
             T = sp.csr_matrix((np.ones(len(t_rows)), (t_rows, types[t_rows, t_cols])), shape=(len(types), K))
             t_scope = scope_of[types[:, 0]]  # a unit's results are of one game: its first one's scope
-            self.units = (singles, n_of, T, [np.flatnonzero(t_scope == sc) for sc in range(cells.n_scopes)])
+            t_groups = [np.flatnonzero(t_scope == sc) for sc in range(cells.n_scopes)]
+            self.units = (singles, n_of, T.T.tocsc(), t_groups)
+            draws_of = [np.concatenate([singles[lo:hi], n_of[tg]]) for (lo, hi), tg in zip(self.spans, t_groups)]
+        else:
+            draws_of = [self.values[lo:hi] for lo, hi in self.spans]
+        self.poisson = [_Poisson(c) for c in draws_of]  # each scope's redraw tables, made once
 
     def data(self, draws: np.ndarray) -> _Data:
-        """``draws``: (R, K) category counts, or (K,) for one column."""
-        X = np.ascontiguousarray(draws.T if draws.ndim == 2 else draws[:, None], dtype=np.float64)
+        """``draws``: (K, R) category counts, a column per replicate, or (K,) for one column."""
+        X = np.asarray(draws, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[:, None]
         return _Data(self.to_N @ X, self.to_b @ X, self.to_D @ X if self.to_D is not None else None)
 
 
 def _boot_counts(rng: np.random.Generator, flat: _Flat, size: int) -> np.ndarray:
-    """``size`` bootstrap redraws (size, K) of the category counts, each scope keeping its size (its
+    """``size`` bootstrap redraws (K, size) of the category counts, each scope keeping its size (its
     number of units: a duplicate pair is redrawn whole, `_Flat.units`)."""
-    out = np.empty((size, len(flat.values)), dtype=np.int64)
+    out = np.zeros((len(flat.values), size))
     if flat.units is None:
-        for g in flat.groups:
-            out[:, g] = _multinomial(rng, flat.values[g], size)
+        for (lo, hi), pois in zip(flat.spans, flat.poisson):
+            out[lo:hi] = _multinomial(rng, flat.values[lo:hi], size, pois)
         return out
-    singles, n_of, T, t_groups = flat.units
-    out[:] = 0
-    for g, tg in zip(flat.groups, t_groups):
-        drawn = _multinomial(rng, np.concatenate([singles[g], n_of[tg]]), size)
-        out[:, g] += drawn[:, :len(g)]
+    singles, n_of, TT, t_groups = flat.units
+    for (lo, hi), tg, pois in zip(flat.spans, t_groups, flat.poisson):
+        drawn = _multinomial(rng, np.concatenate([singles[lo:hi], n_of[tg]]), size, pois)
+        out[lo:hi] += drawn[:hi - lo]
         if len(tg):
-            out += np.asarray(T[tg].T @ drawn[:, len(g):].T, dtype=np.int64).T
+            out += TT[:, tg] @ drawn[hi - lo:]
     return out
 
 
 def _drop_counts(rng: np.random.Generator, flat: _Flat, size: int, fraction: float) -> np.ndarray:
-    """``size`` copies (size, K) of the category counts, each less a random ``fraction`` of all results."""
+    """``size`` copies (K, size) of the category counts, each less a random ``fraction`` of all results."""
     n = int(flat.values.sum())
     m = min(n, max(1, round(fraction * n)))
     cum = np.cumsum(flat.values)
-    out = np.repeat(flat.values[None, :], size, axis=0)
+    out = np.repeat(flat.values[:, None].astype(np.float64), size, axis=1)
     for r in range(size):
         pos = rng.choice(n, size=m, replace=False)
-        np.subtract.at(out[r], np.searchsorted(cum, pos, side="right"), 1)
+        np.subtract.at(out[:, r], np.searchsorted(cum, pos, side="right"), 1)
     return out
 
 
-def _batches(make: Callable[[int], _Data], total: int) -> Iterator[tuple[int, int, _Data]]:
+def _batches(make: Callable[[np.random.Generator, int], _Data], total: int,
+             seed: np.random.SeedSequence) -> Iterator[tuple[int, int, _Data]]:
     """``(first, size, data)`` for batches of ``_BATCH`` replicates, in order.
 
-    The next batch is drawn by one background thread while the caller fits
-    this one (numpy releases the GIL in both); one thread drawing in order
-    keeps the draws, hence the table, independent of timing.
+    Batch ``k`` is drawn with its own generator (the ``k``-th child of
+    ``seed``), so the draws, hence the table, do not depend on timing: two
+    background threads draw the next batches while the caller fits this one
+    (numpy releases the GIL in both).
     """
     spans = [(lo, min(_BATCH, total - lo)) for lo in range(0, total, _BATCH)]
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(make, spans[0][1])
+    seeds = seed.spawn(len(spans))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending = [pool.submit(make, np.random.default_rng(seeds[k]), spans[k][1]) for k in range(min(2, len(spans)))]
         for k, (lo, size) in enumerate(spans):
-            data = pending.result()
-            if k + 1 < len(spans):
-                pending = pool.submit(make, spans[k + 1][1])
+            data = pending.pop(0).result()
+            if k + 2 < len(spans):
+                pending.append(pool.submit(make, np.random.default_rng(seeds[k + 2]), spans[k + 2][1]))
             yield lo, size, data
 
 
@@ -888,17 +1073,21 @@ def fit_bt(
     ss_boot, ss_stab = np.random.SeedSequence(seed).spawn(2)
 
     def refit(data: _Data) -> np.ndarray:
+        if minv is not None:
+            # one BLAS thread: the products with the inverse Hessian are small, and BLAS threads would
+            # spin on the cores the drawing threads need (a quarter longer on 2 cores)
+            with _one_blas_thread():
+                return _refit(cells, x_hat, minv, data, _TOL_BOOT)
         start = np.repeat(x_hat, data.N.shape[1], axis=1)
         return _newton(cells, start, data, minv, dense=False, tol=_TOL_BOOT, cold=False)
 
     if resamples:
-        rng = np.random.default_rng(ss_boot)
         boot_ratings = np.empty((n, resamples))
 
-        def resampled(k: int) -> _Data:
+        def resampled(rng: np.random.Generator, k: int) -> _Data:
             return flat.data(_boot_counts(rng, flat, k))
 
-        for lo, size, data in _batches(resampled, resamples):
+        for lo, size, data in _batches(resampled, resamples, ss_boot):
             boot_ratings[:, lo:lo + size] = ratings(refit(data)[:n])
         r_lo = np.minimum(np.percentile(boot_ratings, 2.5, axis=1), rating)
         r_hi = np.maximum(np.percentile(boot_ratings, 97.5, axis=1), rating)
@@ -925,16 +1114,15 @@ def fit_bt(
 
     stability: float | None = None
     if n >= 2 and stability_replicates:
-        rng = np.random.default_rng(ss_stab)
         core = groups[0] if groups[0].size else np.arange(n)
         k_top = min(int(top_k), core.size)
         top = core[_order(rating[core, None])[:k_top, 0]]
         same = 0
 
-        def dropped(k: int) -> _Data:
+        def dropped(rng: np.random.Generator, k: int) -> _Data:
             return flat.data(_drop_counts(rng, flat, k, drop_fraction))
 
-        for _lo, _size, data in _batches(dropped, stability_replicates):
+        for _lo, _size, data in _batches(dropped, stability_replicates, ss_stab):
             o = core[_order(ratings(refit(data)[:n])[core])[:k_top]]
             same += int((o == top[:, None]).all(0).sum())
         stability = same / stability_replicates

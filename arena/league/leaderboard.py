@@ -47,59 +47,71 @@ PROVISIONAL_WIDTH = 400.0
 
 @dataclass(frozen=True)
 class TwoPlayerResults:
-    """The two-player results of a scope as arrays (one entry a match)."""
+    """The two-player results of a scope as arrays: a row is `count` matches alike (the same game, seats,
+    returns and forfeit: the league's tally), or one match of a duplicate pair (`pair` names it)."""
 
     games: list[str]          # the scope's game ids (codes index it)
     names: list[str]          # player names (codes index it)
-    game: np.ndarray          # game code per match
+    game: np.ndarray          # game code per row
     a: np.ndarray             # seat 0's player code
     b: np.ndarray             # seat 1's player code
     ra: np.ndarray            # seat 0's return
     rb: np.ndarray            # seat 1's return
     forfeit: np.ndarray       # player code of the forfeiter, -1 if none
-    inv_a: np.ndarray         # invalid moves of seat 0
+    inv_a: np.ndarray         # invalid moves of seat 0 (over the row's matches)
     inv_b: np.ndarray         # of seat 1
-    pair: list[str | None] = field(default_factory=list)  # duplicate-pair id per match (None: unpaired)
+    pair: list[str | None] = field(default_factory=list)  # duplicate-pair id per row (None: unpaired)
+    count: np.ndarray | None = None  # matches per row (None: one each)
+    many: int = 0  # results of more than two seats in the scope (not rated)
+
+    def __post_init__(self) -> None:
+        if self.count is None:
+            object.__setattr__(self, "count", np.ones(len(self.a), dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.a)
 
+    @property
+    def matches(self) -> int:
+        return int(self.count.sum())
+
+
+#: The matches of duplicate pairs, one row each (the tally counts unpaired matches only).
+_PAIRED = ("SELECT game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), json_extract(returns, '$[0]'), "
+           "json_extract(returns, '$[1]'), CASE WHEN outcome='forfeit' AND winner IN (0, 1) THEN 1 - winner "
+           "ELSE -1 END, 1, IFNULL(json_extract(invalid, '$[0]'), 0), IFNULL(json_extract(invalid, '$[1]'), 0), "
+           "pair FROM results WHERE pair IS NOT NULL AND json_array_length(players)=2"
+           " AND json_extract(players, '$[0]') != json_extract(players, '$[1]')")
+
 
 def two_player_results(store: LeagueStore, game: str = OVERALL) -> TwoPlayerResults:
-    """Every two-player result of `game` (OVERALL: of every game) between two players, in commit order
-    (a player's match against itself rates no one: left out, as the live ratings leave it)."""
-    q = ("SELECT game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), "
-         "json_extract(returns, '$[0]'), json_extract(returns, '$[1]'), outcome, winner, "
-         "json_extract(invalid, '$[0]'), json_extract(invalid, '$[1]'), pair"
-         " FROM results WHERE json_array_length(players)=2"
-         " AND json_extract(players, '$[0]') != json_extract(players, '$[1]')")  # self-play rates no one
-    args: list[Any] = []
+    """Every two-player result of `game` (OVERALL: of every game) between two players, from the league's
+    tally (`LeagueStore.tally_rows`: matches alike counted once) and the matches of duplicate pairs one by
+    one (a player's match against itself rates no one: left out, as the live ratings leave it). Players
+    and games are coded in name order."""
+    rows, many = store.tally_rows(game)
+    q, args = _PAIRED, ()
     if game != OVERALL:
-        q += " AND game=?"
-        args.append(game)
-    rows = store.conn.execute(q + " ORDER BY commit_seq", args).fetchall()
-    games: dict[str, int] = {}
-    names: dict[str, int] = {}
-    n = len(rows)
-    g = np.empty(n, np.int64)
-    a = np.empty(n, np.int64)
-    b = np.empty(n, np.int64)
-    ra = np.empty(n)
-    rb = np.empty(n)
-    ff = np.full(n, -1, np.int64)
-    ia = np.zeros(n, np.int64)
-    ib = np.zeros(n, np.int64)
-    pair: list[str | None] = [None] * n
-    for k, (gid, p0, p1, r0, r1, outcome, winner, i0, i1, pr) in enumerate(rows):
-        g[k] = games.setdefault(gid, len(games))
-        a[k] = names.setdefault(p0, len(names))
-        b[k] = names.setdefault(p1, len(names))
-        ra[k], rb[k] = float(r0 or 0.0), float(r1 or 0.0)
-        ia[k], ib[k] = int(i0 or 0), int(i1 or 0)
-        if outcome == "forfeit" and winner in (0, 1):
-            ff[k] = b[k] if winner == 0 else a[k]
-        pair[k] = pr
-    return TwoPlayerResults(list(games), list(names), g, a, b, ra, rb, ff, ia, ib, pair)
+        q, args = q + " AND game=?", (game,)
+    paired = store.conn.execute(q + " ORDER BY commit_seq", args).fetchall()
+    rows = [(*r, None) for r in rows] + paired
+    if not rows:
+        z, f = np.zeros(0, np.int64), np.zeros(0)
+        return TwoPlayerResults([], [], z, z, z, f, f, z, z, z, [], z, many)
+    gid, p0, p1, r0, r1, ff, n, i0, i1, pair = zip(*rows)
+    games = sorted(set(gid))
+    names = sorted(set(p0) | set(p1))
+    gcode = {x: k for k, x in enumerate(games)}
+    pcode = {x: k for k, x in enumerate(names)}
+    m = len(rows)
+    a = np.fromiter(map(pcode.__getitem__, p0), np.int64, m)
+    b = np.fromiter(map(pcode.__getitem__, p1), np.int64, m)
+    seat = np.asarray(ff, dtype=np.int64)
+    return TwoPlayerResults(games, names, np.fromiter(map(gcode.__getitem__, gid), np.int64, m), a, b,
+                            np.asarray(r0, dtype=np.float64), np.asarray(r1, dtype=np.float64),
+                            np.where(seat == 0, a, np.where(seat == 1, b, -1)),
+                            np.asarray(i0, dtype=np.int64), np.asarray(i1, dtype=np.int64), list(pair),
+                            np.asarray(n, dtype=np.int64), many)
 
 
 _scoring_memo: dict[str, str] = {}
@@ -155,38 +167,45 @@ class PairStats:
     hi: float | None
 
 
-def _mean_ci(x: np.ndarray, per: float = 1.0) -> PairStats:
-    n = len(x)
+def _mean_ci(x: np.ndarray, per: float = 1.0, w: np.ndarray | None = None) -> PairStats:
+    """The mean of `x` (each value `w` times; None: once) over `per`, with its 95% interval."""
+    w = np.ones(len(x)) if w is None else np.asarray(w, dtype=np.float64)
+    n = int(round(w.sum()))
     if n == 0:
         return PairStats(0, float("nan"), None, None)
-    m = float(x.mean()) / per
+    mean = float((w * x).sum() / n)
+    m = mean / per
     if n < 2:
         return PairStats(n, m, None, None)
-    half = 1.96 * float(x.std(ddof=1)) / math.sqrt(n) / per
+    var = max(float((w * (x - mean) ** 2).sum()) / (n - 1), 0.0)
+    half = 1.96 * math.sqrt(var) / math.sqrt(n) / per
     return PairStats(n, m, m - half, m + half)
 
 
 def _payoff_stats(res: TwoPlayerResults) -> list[PairStats]:
     """Per player: its mean payoff a match with the interval, over units (`_unit_codes`): a pair of
     seat-swapped matches (a duplicate deal) is one unit, its payoff the sum of the two; an unpaired
-    match is its own unit. The mean a unit is divided by the player's matches a unit on average."""
+    match is its own unit (a row of the tally, `count` units alike). The mean a unit is divided by the
+    player's matches a unit on average."""
     n = len(res.names)
     units = _unit_codes(res)
     span = int(units.max()) + 1 if len(units) else 1
     key = np.concatenate([res.a, res.b]) * span + np.concatenate([units, units])
-    cells, inverse = np.unique(key, return_inverse=True)
-    sums = np.bincount(inverse, np.concatenate([res.ra, res.rb]))
-    sizes = np.bincount(inverse)
+    cells, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    sums = np.bincount(inverse, np.concatenate([res.ra, res.rb]))  # a unit's payoff (a tally row: one match's)
+    sizes = np.bincount(inverse)  # matches in the unit (a tally row: 1 a unit)
+    alike = np.concatenate([res.count, res.count])[first]  # units alike
     bounds = np.searchsorted(cells // span, np.arange(n + 1))  # cells are sorted by player
-    return [_mean_ci(sums[lo:hi], float(sizes[lo:hi].mean()) if hi > lo else 1.0)
+    return [_mean_ci(sums[lo:hi], float((alike[lo:hi] * sizes[lo:hi]).sum() / alike[lo:hi].sum()) if hi > lo
+                     else 1.0, alike[lo:hi])
             for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def _pair_means(res: TwoPlayerResults, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(total payoff of row player against column player over their matches, the matches), each match
-    counted `weights` times (a bootstrap's; None: once)."""
+    """(total payoff of row player against column player over their matches, the matches), each row
+    counted `weights` times (a bootstrap's; None: its `count`)."""
     n = len(res.names)
-    w = np.ones(len(res)) if weights is None else weights
+    w = res.count.astype(np.float64) if weights is None else weights
     total = np.zeros((n, n))
     count = np.zeros((n, n))
     np.add.at(total, (res.a, res.b), w * res.ra)
@@ -352,12 +371,10 @@ def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisiona
     scorings = game_scorings(store, res.games if res.games else ([game] if game != OVERALL else []))
     kinds = set(scorings.values())
     scoring = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "win")
-    total = store.conn.execute("SELECT COUNT(*) FROM results WHERE json_array_length(players)>2" +
-                               ("" if game == OVERALL else " AND game=?"),
-                               () if game == OVERALL else (game,)).fetchone()[0]
+    total = res.many
     # a duplicate pair (seats and deals swapped) is resampled whole, as the payoff intervals resample it
     unit = np.where([bool(p) for p in res.pair], _unit_codes(res), -1) if any(res.pair) else None
-    fit_input = Results(res.game, res.a, res.b, _scores(res, scorings), res.games, res.names, unit)
+    fit_input = Results(res.game, res.a, res.b, _scores(res, scorings), res.games, res.names, unit, res.count)
     table = fit_bt(fit_input, scope=game, anchor=anchor, resamples=resamples, seed=seed,
                    provisional_games=provisional_games, provisional_width=provisional_width, top_k=top_k)
     elo, skill = store.elo(game), store.openskill(game)
@@ -368,12 +385,13 @@ def _fit(store: LeagueStore, game: str, *, resamples: int, seed: int, provisiona
                         and game != OVERALL else (None, None))
     payoffs = _payoff_stats(res) if scoring == "payoff" else None
     # each player's record in one pass over the matches (seat 0's sign of the returns: 1, 0.5, 0)
-    n, a, b = len(res.names), res.a, res.b
+    n, a, b, c = len(res.names), res.a, res.b, res.count
     sign = np.where(res.ra > res.rb, 1.0, np.where(res.ra < res.rb, 0.0, 0.5))
-    games = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
-    wins = np.bincount(a, sign == 1.0, n) + np.bincount(b, sign == 0.0, n)
-    draws = np.bincount(a, sign == 0.5, n) + np.bincount(b, sign == 0.5, n)
-    forfeits = np.bincount(res.forfeit[res.forfeit >= 0], minlength=n)
+    games = (np.bincount(a, c, n) + np.bincount(b, c, n)).astype(np.int64)
+    wins = np.bincount(a, c * (sign == 1.0), n) + np.bincount(b, c * (sign == 0.0), n)
+    draws = np.bincount(a, c * (sign == 0.5), n) + np.bincount(b, c * (sign == 0.5), n)
+    lost = res.forfeit >= 0
+    forfeits = np.bincount(res.forfeit[lost], c[lost], n)
     invalid = np.bincount(a, res.inv_a, n) + np.bincount(b, res.inv_b, n)
     rows = []
     for r in table.rows:
@@ -445,13 +463,16 @@ def nash_payoffs(res: TwoPlayerResults, resamples: int = NASH_RESAMPLES, seed: i
 
     point = ratings(None, True)
     units = _unit_codes(res)
+    # a unit drawn Poisson(1) times; a tally row's `count` units alike together: Poisson(count)
+    alike = np.ones(int(units.max()) + 1)
+    alike[units] = np.where([p is None for p in res.pair], res.count, 1)
     rng = np.random.default_rng(seed)
     boot = np.empty((resamples, n))
     for r in range(resamples):
-        boot[r] = ratings(rng.poisson(1.0, units.max() + 1)[units].astype(float), False)
+        boot[r] = ratings(rng.poisson(alike)[units].astype(float), False)
     lo = np.minimum(np.percentile(boot, 2.5, axis=0), point) if resamples else point
     hi = np.maximum(np.percentile(boot, 97.5, axis=0), point) if resamples else point
-    games = np.bincount(res.a, minlength=n) + np.bincount(res.b, minlength=n)
+    games = (np.bincount(res.a, res.count, n) + np.bincount(res.b, res.count, n)).astype(np.int64)
     stats = [PairStats(int(games[i]), float(point[i]), float(lo[i]), float(hi[i])) for i in range(n)]
     if not resamples:
         return stats, None

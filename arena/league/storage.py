@@ -142,9 +142,29 @@ CREATE TABLE IF NOT EXISTS records (
     game TEXT NOT NULL, player TEXT NOT NULL, w INTEGER NOT NULL, d INTEGER NOT NULL, l INTEGER NOT NULL,
     PRIMARY KEY (game, player)
 );
+-- The rated two-player results, counted: one row per game, seats, returns and forfeiting seat (-1: none) of the
+-- unpaired matches between two players, with their invalid moves summed; the results of more than two seats
+-- counted per game. What the fitted tables read (`tally_rows`); complete up to the meta's tally_seq.
+CREATE TABLE IF NOT EXISTS tally (
+    game TEXT NOT NULL, seat0 TEXT NOT NULL, seat1 TEXT NOT NULL, ret0 REAL NOT NULL, ret1 REAL NOT NULL,
+    forfeit INTEGER NOT NULL, n INTEGER NOT NULL, inv0 INTEGER NOT NULL, inv1 INTEGER NOT NULL,
+    PRIMARY KEY (game, seat0, seat1, ret0, ret1, forfeit)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tally_many (game TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, kind TEXT NOT NULL,
     player TEXT, data TEXT);
 """
+
+
+#: The tally's rows counted from the results with commit_seq in (?, ?] (`LeagueStore.tally_rows`).
+_TALLY_SELECT = (
+    "SELECT game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), json_extract(returns, '$[0]'), "
+    "json_extract(returns, '$[1]'), CASE WHEN outcome='forfeit' AND winner IN (0, 1) THEN 1 - winner ELSE -1 END, "
+    "COUNT(*), SUM(IFNULL(json_extract(invalid, '$[0]'), 0)), SUM(IFNULL(json_extract(invalid, '$[1]'), 0)) "
+    "FROM results WHERE commit_seq > ? AND commit_seq <= ? AND json_array_length(players)=2 "
+    "AND json_extract(players, '$[0]') != json_extract(players, '$[1]') AND pair IS NULL GROUP BY 1, 2, 3, 4, 5, 6")
+_TALLY_MANY_SELECT = ("SELECT game, COUNT(*) FROM results WHERE commit_seq > ? AND commit_seq <= ? "
+                      "AND json_array_length(players)>2 GROUP BY game")
 
 
 @dataclass
@@ -383,6 +403,63 @@ class LeagueStore:
             c.executemany("INSERT INTO records VALUES(?,?,?,?,?)", [(g, p, *v) for (g, p), v in counts.items()])
             self.set_meta("records_complete", True)
 
+    # -- the tally: rated results counted, what the fitted tables read -------------------------------
+    def _tally_commit(self, c, commit_seq: int, game: str, players: list[str], returns: Sequence[float],
+                      winner: int | None, outcome: str, invalid: Sequence[int], pair: str | None) -> None:
+        """Count one committed result in the tally, in its transaction, when the tally is complete up to
+        the result before it (else the next reader catches it up, `catch_up_tally`: a result written by
+        an arena that kept no tally is never skipped)."""
+        prev = c.execute("SELECT MAX(commit_seq) FROM results WHERE commit_seq < ?", (commit_seq,)).fetchone()[0]
+        if self.get_meta("tally_seq", 0) != (prev or 0):
+            return
+        if len(players) > 2:
+            c.execute("INSERT INTO tally_many VALUES(?, 1) ON CONFLICT DO UPDATE SET n=n+1", (game,))
+        elif len(players) == 2 and players[0] != players[1] and pair is None:
+            forfeit = 1 - winner if outcome == "forfeit" and winner in (0, 1) else -1
+            inv = [int(x or 0) for x in (list(invalid) + [0, 0])[:2]]
+            c.execute("INSERT INTO tally VALUES(?,?,?,?,?,?,1,?,?) ON CONFLICT DO UPDATE SET n=n+1, "
+                      "inv0=inv0+excluded.inv0, inv1=inv1+excluded.inv1",
+                      (game, players[0], players[1], float(returns[0]), float(returns[1]), forfeit, *inv))
+        self.set_meta("tally_seq", commit_seq)
+
+    def catch_up_tally(self) -> bool:
+        """Count the results the tally lacks (a league written before it, or by an arena that kept none),
+        in one statement over them. False where the database cannot be written (the reader then counts
+        the results itself, `tally_rows`)."""
+        top = self.conn.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]
+        if self.get_meta("tally_seq", 0) == top:
+            return True
+        try:
+            with self.tx() as c:
+                seq = self.get_meta("tally_seq", 0)
+                top = c.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]
+                if seq != top:
+                    c.execute(f"INSERT INTO tally {_TALLY_SELECT} ON CONFLICT DO UPDATE SET n=n+excluded.n, "
+                              "inv0=inv0+excluded.inv0, inv1=inv1+excluded.inv1", (seq, top))
+                    c.execute(f"INSERT INTO tally_many {_TALLY_MANY_SELECT} ON CONFLICT DO UPDATE SET "
+                              "n=n+excluded.n", (seq, top))
+                    self.set_meta("tally_seq", top)
+        except sqlite3.OperationalError as e:
+            if "readonly" in str(e):
+                return False
+            raise
+        return True
+
+    def tally_rows(self, game: str = OVERALL) -> tuple[list[tuple], int]:
+        """The counted unpaired two-player results of `game` (OVERALL: every game) as rows (game, seat0,
+        seat1, ret0, ret1, forfeiting seat or -1, matches, invalid moves of seat 0, of seat 1), and the
+        results of more than two seats; counted from the results themselves where the tally cannot be
+        brought up to date."""
+        where, args = ("", ()) if game == OVERALL else (" WHERE game=?", (game,))
+        if self.catch_up_tally():
+            rows = self.conn.execute("SELECT * FROM tally" + where, args).fetchall()
+            many = self.conn.execute("SELECT IFNULL(SUM(n), 0) FROM tally_many" + where, args).fetchone()[0]
+            return rows, int(many)
+        top = self.conn.execute("SELECT IFNULL(MAX(commit_seq), 0) FROM results").fetchone()[0]
+        rows = [r for r in self.conn.execute(_TALLY_SELECT, (0, top)) if game == OVERALL or r[0] == game]
+        many = sum(n for g, n in self.conn.execute(_TALLY_MANY_SELECT, (0, top)) if game in (OVERALL, g))
+        return rows, int(many)
+
     def data_version(self) -> int:
         """SQLite's counter of commits by other connections (a cache key: it moves when another process
         wrote to this league)."""
@@ -582,6 +659,7 @@ class LeagueStore:
             archive.put(c, match_id, blob)
             result.replay_path = replay
         c.execute("UPDATE matches SET status='done', finished=? WHERE match_id=?", (time.time(), match_id))
+        self._tally_commit(c, commit_seq, game, players, returns, winner, outcome, invalid, pair)
         rater = self.rater
         if rater.rated(players):  # self-play is not rated
             scopes = (game, OVERALL)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from arena.errors import ReplayError, ReplayRefused, damaged_database, database_errors
+from arena.errors import ReplayError, ReplayRefused, damaged_database, database_errors, undecodable_db
 
 #: The table a league database keeps replays in: the gzipped bytes a ``.jsonl.gz`` file holds.
 BLOB_TABLE = "replays"
@@ -59,6 +59,8 @@ def _connect(db: Path) -> sqlite3.Connection | None:
     except sqlite3.Error as e:
         damaged = damaged_database(e, db)
         raise ReplayError(str(damaged) if damaged else f"{db}: cannot be read as a league database ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ReplayError(str(undecodable_db(e, db))) from None
     if has is None:
         conn.close()
         return None

@@ -128,6 +128,33 @@ def first_read(heads: list[str]) -> list[int] | None:
             if h in want or (h == "95% CI" and i and heads[i - 1] == lead)]
 
 
+def _widest_rows(table: Table, over: int = 40) -> Table:
+    """`table`, or where it has more than `over` rows a copy with only the rows that set its narrowest
+    width: each column's longest cell and the cell with its longest word (a column is as narrow as its
+    widest unbreakable cell, a table as its columns): measuring a thousand rows takes half a second."""
+    if table.row_count <= over:
+        return table
+    from rich.text import Text
+
+    keep: set[int] = set()
+    for col in table.columns:
+        plain = [c.plain if isinstance(c, Text) else Text.from_markup(c).plain if isinstance(c, str) else None
+                 for c in col.cells]
+        if any(p is None for p in plain):  # a cell of another kind: measure them all
+            return table
+        keep.add(max(range(len(plain)), key=lambda r: len(plain[r])))
+        keep.add(max(range(len(plain)), key=lambda r: max((len(w) for w in plain[r].split()), default=0)))
+    out = Table(title=table.title, caption=table.caption, box=table.box, pad_edge=table.pad_edge,
+                show_header=table.show_header, show_edge=table.show_edge, padding=table.padding)
+    for col in table.columns:
+        out.add_column(col.header, justify=col.justify, style=col.style, no_wrap=col.no_wrap, overflow=col.overflow,
+                       min_width=col.min_width, max_width=col.max_width, width=col.width, ratio=col.ratio)
+    cells = [list(col.cells) for col in table.columns]
+    for r in sorted(keep):
+        out.add_row(*[c[r] for c in cells])
+    return out
+
+
 def fit_width(table: Table, width: int, keep: int = 2, wide: bool = True) -> Table | Group:
     """`table` itself when it fits `width` columns. Else, unless `wide`, a rating table's compact form
     (`compact_columns`: rank, player, the rating with its interval, games) with a line naming what is
@@ -141,7 +168,7 @@ def fit_width(table: Table, width: int, keep: int = 2, wide: bool = True) -> Tab
     measure = Console(width=10**5)
 
     def needed(t: Table) -> int:  # the narrowest it can be: names wrap, numbers and headers stay whole
-        return Measurement.get(measure, measure.options, t).minimum
+        return Measurement.get(measure, measure.options, _widest_rows(t)).minimum
 
     if needed(table) <= width or len(table.columns) <= keep + 1:
         return table

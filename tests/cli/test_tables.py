@@ -129,3 +129,32 @@ def test_hints_name_commands_not_functions(tmp_path):
     r = _arena("ratings", run, columns="300")
     assert r.returncode == 2 and "is a training run with no league of its own" in r.stderr
     assert f"policy:{run / 'best'}" in r.stderr and "arena league run CONFIG --dir DIR" in r.stderr
+
+
+def test_a_long_table_is_measured_by_the_rows_that_set_its_width():
+    """`fit_width` measures a long table by its widest rows (`_widest_rows`): the same narrowest width
+    as every row measured, for words, markup and unbreakable numbers alike."""
+    import random
+
+    from rich.console import Console
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    from arena.ui.views import _widest_rows
+
+    rng = random.Random(4)
+    words = ["a", "snapshot", "main-000120", "[bold]x[/]", "historical-snapshot-of-main-000090", "learner"]
+    t = Table(title="t", caption="c")
+    t.add_column("#", no_wrap=True)
+    t.add_column("Player", overflow="fold", min_width=8)
+    t.add_column("Rating", no_wrap=True, justify="right")
+    t.add_column("Note")
+    for k in range(300):
+        t.add_row(str(k), " ".join(rng.choice(words) for _ in range(rng.randint(1, 3))),
+                  f"{rng.uniform(-5000, 5000):.{rng.randint(0, 4)}f}",
+                  Text(" ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))))
+    m = Console(width=10**5)
+    proxy = _widest_rows(t)
+    assert proxy.row_count < 10
+    assert Measurement.get(m, m.options, proxy) == Measurement.get(m, m.options, t)

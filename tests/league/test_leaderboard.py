@@ -199,7 +199,7 @@ def test_a_provisional_player_moves_no_one_elses_payoff_against_the_nash_mixture
     more = replace(res, names=res.names + ["newbie"], game=extra(res.game, 0, 0), a=extra(res.a, n, cfr),
                    b=extra(res.b, cfr, n), ra=extra(res.ra, 2.0, -2.0), rb=extra(res.rb, -2.0, 2.0),
                    forfeit=extra(res.forfeit, -1, -1), inv_a=extra(res.inv_a, 0, 0), inv_b=extra(res.inv_b, 0, 0),
-                   pair=list(res.pair) + [None, None])
+                   pair=list(res.pair) + [None, None], count=extra(res.count, 1, 1))
     alone, _ = nash_payoffs(res, resamples=0)
     kept, _ = nash_payoffs(more, resamples=0, established=np.array([True] * n + [False]))
     counted, _ = nash_payoffs(more, resamples=0)
