@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-fast recipes venv vllm-env envs clean bench
+.PHONY: demo test test-fast recipes venv vllm-env envs browser clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,9 +48,21 @@ demo: $(STAMP)
 envs:
 	$(MAKE) -j2 $(STAMP) $(VLLM_STAMP)
 
+# The browser the web and report tests drive (Debian's chromium): installed where apt is there and we
+# are root; elsewhere those tests skip and `make test` says so at its end.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@if [ ! -x $(CHROMIUM) ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed"; \
+	fi
+
 # The whole suite but the long recipes: every learner proves it learns on a run of a minute or a few.
-test: envs
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 -m "not recipe" tests
+test:
+	@$(MAKE) -s -j3 $(STAMP) $(VLLM_STAMP) browser
+	@status=0; OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 \
+	  -m "not recipe" tests || status=$$?; \
+	[ -x $(CHROMIUM) ] || echo "The browser tests skipped: no $(CHROMIUM). 'sudo apt-get install chromium' adds it."; \
+	exit $$status
 
 test-fast: envs
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not recipe" tests

@@ -417,6 +417,29 @@ def _human_views(core, n: int) -> list[str | None]:
     return out
 
 
+def _move_texts(replay: Replay) -> list[str | None]:
+    """Each step's move as people read it where the replay has no text for it: a structured move (a
+    dict of parts) through its game's action model (``Attack_unit units=[0, 1] target=4``), which the
+    game gives without playing (StarCraft II's from the replay's settings); else None."""
+    texts = [s.get("action_text") for s in replay.steps]
+    if all(t is not None or not isinstance(s.get("action"), dict) for t, s in zip(texts, replay.steps)):
+        return texts
+    try:
+        core = core_for_replay(replay)
+    except Exception:  # a game that cannot be made here: the moves show as recorded
+        return texts
+    try:
+        for i, s in enumerate(replay.steps):
+            if texts[i] is None and isinstance(s.get("action"), dict):
+                try:
+                    texts[i] = core.action_model(s["player"]).to_text(s["action"])
+                except Exception:
+                    pass
+    finally:
+        core.close()
+    return texts
+
+
 def replay_views(replay: Replay) -> ReplayViews:
     """Every player's view at every step and after the last move, by re-simulating the replay with
     the observation text recorded (a text replay's own views are the same: the re-simulation
@@ -424,10 +447,9 @@ def replay_views(replay: Replay) -> ReplayViews:
     n = len(replay.header.get("players") or [])
     count = len(replay.steps)
     own = [s.get("obs") for s in replay.steps]
-    own_actions = [s.get("action_text") for s in replay.steps]
 
     def missing(note: str) -> ReplayViews:
-        return ReplayViews(own, own_actions, FinalView([None] * n, note), note)
+        return ReplayViews(own, _move_texts(replay), FinalView([None] * n, note), note)
 
     seen: dict = {}
     try:

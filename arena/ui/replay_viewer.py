@@ -52,7 +52,10 @@ def result_line(replay: Replay) -> str:
         outcome = f"{players[winner]} wins"
     else:
         outcome = "-"
-    return f"{outcome} ({r.get('outcome')}; {r.get('moves')} moves) {r.get('reason') or ''}".rstrip()
+    reason = r.get("reason") or ""
+    if reason == outcome:  # (an older StarCraft II replay gave who won as its reason too)
+        reason = ""
+    return f"{outcome} ({r.get('outcome')}; {r.get('moves')} moves) {reason}".rstrip()
 
 
 def _name(replay: Replay, p) -> str:

@@ -838,8 +838,8 @@ class SC2Core(GameCore):
                     if b not in seats:
                         rewards[b] = -rewards[1 - b]
                 z = rewards
-                self.outcome_reason = {1.0: f"{self.players[0]} wins", -1.0: f"{self.players[1]} wins"}.get(
-                    z[0], "a draw (a timeout or both sides gone)")
+                # who won is the result's (its winner seat): the reason only says how a draw came about
+                self.outcome_reason = "" if z[0] in (1.0, -1.0) else "a draw (a timeout or both sides gone)"
         self._step_rewards = rewards
         self._returns = [r + s for r, s in zip(self._returns, rewards)]
         if last:
