@@ -237,7 +237,8 @@ def privileged_vector(core: Any) -> np.ndarray | None:
 
 # -- networks ---------------------------------------------------------------------------------
 DEFAULT_SIZES = {"hidden": [128, 128], "channels": 32, "blocks": 1, "d_model": 64, "layers": 2, "heads": 4,
-                 "value_hidden": 128, "continuous": "gaussian", "init_log_std": -0.5, "obs_norm": False}
+                 "value_hidden": 128, "continuous": "gaussian", "init_log_std": -0.5, "obs_norm": False,
+                 "q_head": False}
 
 
 def _choose_arch(spec: PolicySpec, arch: str) -> str:

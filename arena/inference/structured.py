@@ -133,6 +133,15 @@ class StructuredPolicyNet(nn.Module):
         vin = feat + int(spec.privileged_dim or 0)
         self.value = nn.Sequential(nn.Linear(vin, int(sizes["value_hidden"])), nn.ReLU(),
                                    nn.Linear(int(sizes["value_hidden"]), 1))
+        if sizes.get("q_head"):
+            # a value per move (one categorical part: Q(state, a) for every a), beside the state's value:
+            # the all-actions policy gradient reads it (`LearnerSettings.pg`)
+            first = model.parts[0]
+            if len(model.parts) != 1 or first.kind != "categorical":
+                raise ValueError(f"{spec.game_id}: q_head needs moves of one categorical part; this game's are "
+                                 f"{', '.join(p.kind for p in model.parts)}")
+            self.q = nn.Sequential(nn.Linear(vin, int(sizes["value_hidden"])), nn.ReLU(),
+                                   nn.Linear(int(sizes["value_hidden"]), int(first.n)))
         uses = torch.ones(model.parts[0].n if model.uses is not None else 1, len(model.parts))
         if model.uses is not None:
             for k, used in enumerate(model.uses):
@@ -253,8 +262,9 @@ class StructuredPolicyNet(nn.Module):
         return ctx
 
     def forward(self, inputs: dict, mask: Any = None, privileged: Any = None, entity_mask: Any = None,
-                actions: dict | None = None):
-        """``(distribution, value [B])``. `inputs`: the dict of `policy_inputs`; a one-tensor game's
+                actions: dict | None = None, with_q: bool = False):
+        """``(distribution, value [B])`` (``with_q``: and the value of every move [B, n], a net with a
+        ``q_head``). `inputs`: the dict of `policy_inputs`; a one-tensor game's
         may also be passed as ``(obs, mask, entity_mask=...)``. A structured move's distribution is a
         `Composite` (conditioned on `actions` where given: teacher forcing); a one-tensor game's is
         its one part's own (`MaskedCategorical`, `Gaussian`, `Beta`), its actions plain arrays."""
@@ -280,6 +290,8 @@ class StructuredPolicyNet(nn.Module):
         if self.spec.privileged_dim:  # the critic's extra input; zeros where the caller has none
             extra = privileged if privileged is not None else feat.new_zeros(feat.shape[0], self.spec.privileged_dim)
             vin = torch.cat([feat, extra], -1)
+        if with_q:
+            return dist, self.value(vin).squeeze(-1), self.q(vin)
         return dist, self.value(vin).squeeze(-1)
 
     # -- heads -----------------------------------------------------------------------------------------

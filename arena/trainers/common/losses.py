@@ -409,6 +409,39 @@ def dppo_binary_kl(
     return loss, stats
 
 
+def dppo_exact_kl(
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor | float,
+    mask: Tensor,
+    divergence: Tensor,
+    eps: float = DEFAULT_KL_EPS,
+    c: float = DEFAULT_C,
+    agg: str = "token_mean",
+    max_len: int | None = None,
+) -> LossOutput:
+    """DPPO with the exact divergence of the move's distributions: ``divergence`` is
+    ``KL(mu(.|s) || pi(.|s))`` between the behaviour's and the current distribution at the move's state,
+    in closed form (a Gaussian's or a Beta's summed over the box's dimensions, a categorical's over its
+    choices: a flow policy's per-step Gaussian makes it exact and cheap, Flow-DPPO). A move is masked when
+    that KL passes ``eps`` and pi has moved in the advantage's direction (the density of the move played
+    rose for ``A > 0``, fell for ``A < 0``: the update would carry pi further out); otherwise it gets the
+    plain ``-A * sg(min(r, c)) * logp`` loss. Where the binary losses see two buckets of one sampled
+    token, this sees the whole distribution, which a density (a box's move) needs.
+
+    Stats: ``mask_frac``, ``kl`` (mean exact KL), ``ratio_mean``.
+    """
+    logp, old_logp, adv, valid = _prepare(logp, old_logp, adv, mask)
+    div = torch.as_tensor(divergence, dtype=logp.dtype, device=logp.device).detach()
+    if div.shape != logp.shape:
+        raise ValueError(f"divergence shape {tuple(div.shape)} != logp shape {tuple(logp.shape)}")
+    with torch.no_grad():
+        masked = (div > eps) & _toward_adv(adv, logp, old_logp)
+    loss, stats = _dppo(logp, old_logp, adv, valid, masked, c, agg, max_len)
+    stats["kl"] = _masked_mean(div, valid)
+    return loss, stats
+
+
 def dppo_topk_tv(
     logp: Tensor,
     old_logp: Tensor,
@@ -675,6 +708,7 @@ LOSSES: dict[str, Callable[..., LossOutput]] = {
     "ppo_clip": ppo_clip,
     "dppo_binary_tv": dppo_binary_tv,
     "dppo_binary_kl": dppo_binary_kl,
+    "dppo_exact_kl": dppo_exact_kl,
     "dppo_topk_tv": dppo_topk_tv,
     "dppo_topk_kl": dppo_topk_kl,
     "drpo": drpo,
@@ -685,6 +719,12 @@ LOSSES: dict[str, Callable[..., LossOutput]] = {
 #: Losses that read the rollout's top-K log-probs (``topk_old_logp`` / ``topk_logp`` keywords): the
 #: learner passes them only to these, and a run whose rollouts keep no top-K (``top_k: 0``) is refused.
 TOPK_LOSSES: frozenset[str] = frozenset({"dppo_topk_tv", "dppo_topk_kl", "predictive_mask"})
+
+
+#: Losses that read the exact divergence of each move's behaviour and current distributions
+#: (``divergence`` keyword): the neural-policy learner computes it from its weights before the update
+#: (``learner.algo: dppo``); the language-model learner, which keeps no distribution whole, refuses them.
+DIVERGENCE_LOSSES: frozenset[str] = frozenset({"dppo_exact_kl"})
 
 
 def register_loss(name: str, fn: Callable[..., LossOutput], *, topk: bool = False) -> None:

@@ -405,6 +405,32 @@ def policy_gradient_loss(logp: Tensor, advantages: Tensor, mask: Tensor | None =
     return loss, stats
 
 
+def all_actions_policy_loss(probs: Tensor, q: Tensor, mask: Tensor | None = None) -> LossOutput:
+    """The all-actions policy gradient (the "mean actor-critic"): every move of a state at once,
+    ``L = -(1/n) sum_valid sum_a pi(a | x_t) A_t(a)`` with ``A_t(a) = Q(x_t, a) - sum_b pi(b | x_t)
+    Q(x_t, b)`` held constant, so ``dL / dlogit_t(a) = -pi(a) A_t(a) / n``: the expectation, over
+    the policy's own moves, of the sampled term's gradient, without the sampled move's noise.
+    ``probs`` and ``q`` are ``[n, A]`` (a move the policy never plays, probability 0, counts
+    nothing); ``mask`` ``[n]``. Stats: ``pg_loss``, ``adv_abs_mean`` (pi-weighted)."""
+    _same_shape("all_actions_policy_loss", probs, "probs", q, "q")
+    valid = _valid(mask, probs[..., 0])
+    with torch.no_grad():
+        adv = q - (probs * q).sum(-1, keepdim=True)
+        adv = torch.where(probs > 0, adv, torch.zeros((), dtype=adv.dtype, device=adv.device))
+    per_step = -(probs * adv).sum(-1)
+    loss = aggregate(torch.where(valid, per_step, torch.zeros((), dtype=per_step.dtype, device=per_step.device)),
+                     valid, "token_mean")
+    stats: Stats = {"pg_loss": float(loss.detach()),
+                    "adv_abs_mean": _masked_mean((probs.detach() * adv.abs()).sum(-1), valid)}
+    return loss, stats
+
+
+def action_value_targets(rewards: Tensor, discounts: Tensor, vs: Tensor) -> Tensor:
+    """``[T, B]`` targets of the value of the move played at each step: ``r_t + gamma_t v_{t+1}``
+    with ``vs`` V-trace's value targets (the step after the last: 0)."""
+    return rewards + discounts * _shift_next(vs, torch.zeros_like(vs[0]))
+
+
 def ppo_clip_loss(
     logp: Tensor,
     old_logp: Tensor,

@@ -161,8 +161,11 @@ class SpiralConfig(TrainerConfig):
             raise ValueError("games_per_iter and concurrency must be >= 1, iterations >= 0")
         if not 0.0 <= self.fixed_share <= 1.0:
             raise ValueError(f"fixed_share must be within [0, 1], got {self.fixed_share}")
-        from arena.trainers.common.losses import TOPK_LOSSES
+        from arena.trainers.common.losses import DIVERGENCE_LOSSES, TOPK_LOSSES
 
+        if self.learner.loss in DIVERGENCE_LOSSES:
+            raise ValueError(f"learner.loss {self.learner.loss} reads each move's whole distribution, which a "
+                             "language model's rollouts do not keep: use dppo_topk_kl (top-K) or dppo_binary_kl")
         if self.learner.loss in TOPK_LOSSES and self.top_k < 1:
             raise ValueError(f"learner.loss {self.learner.loss} needs top-K rollout log-probs: set top_k > 0")
 

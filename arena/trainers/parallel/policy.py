@@ -46,6 +46,8 @@ MODES = ("odc", "fsdp")
 class DataParallelPolicyLearner(PolicyLearner):
     """One rank's PolicyLearner: its share of each minibatch, the engine's reduction and sharded Adam."""
 
+    snapshots = False  # its weights are shards: no whole copy for dppo's divergence or the update's KL
+
     def __init__(self, net, settings: "LearnerSettings", *, lr: float, anchor=None, ps: "ParallelConfig",
                  info: "RankInfo"):
         from arena.trainers.llm.learner import LearnerSettings as StepSettings

@@ -119,7 +119,10 @@ class LearnerSettings:
     """The neural-policy learner's settings: a training config's ``learner:`` section
     (`arena.trainers.common.base.TrainerConfig`)."""
 
-    algo: Literal["ppo", "vtrace"] = "ppo"
+    #: ppo: GAE and the clipped surrogate (or the loss named below); dppo: the same loop with DPPO's trust
+    #: region on the exact divergence of each move's distributions (``loss: dppo_exact_kl``, set for it:
+    #: a box's Gaussian or Beta, a categorical); vtrace: IMPALA's off-policy correction.
+    algo: Literal["ppo", "dppo", "vtrace"] = "ppo"
     #: algo ppo: the surrogate, by name from the losses every learner shares
     #: (`arena.trainers.common.losses.LOSSES`: ``ppo_clip``, the DPPO trust regions ``dppo_binary_tv`` and
     #: ``dppo_binary_kl``, ``drpo``), on each move's log-probability (a structured move's: the sum of its
@@ -152,6 +155,11 @@ class LearnerSettings:
     #: (the head's size, the published pseudocode's ``log(logits.shape[-1])``), or None (raw entropy).
     entropy_norm: Literal["legal", "head"] | None = None
     max_grad_norm: float = 1.0
+    #: V-trace's policy term: "sampled" (the move played, weighted by its V-trace advantage) or
+    #: "all_actions" (every legal move at once, each weighted by its advantage under the net's value of
+    #: every move, ``sum_a pi(a) (Q(s, a) - sum_b pi(b) Q(s, b))``: no sampled move's noise; the Q head,
+    #: ``sizes: {q_head: true}``, learns ``r + gamma v_s'`` of the move played, V-trace's target).
+    pg: Literal["sampled", "all_actions"] = "sampled"
     #: PPO only: stop the epochs once a minibatch's approximate KL to the behaviour policy passes
     #: 1.5 x this (Spinning Up's and Stable-Baselines3's early stop); None: all epochs.
     target_kl: float | None = None
@@ -164,15 +172,25 @@ class LearnerSettings:
     def __post_init__(self):
         if self.epochs < 1 or self.minibatch < 1:
             raise ValueError("epochs >= 1 and minibatch >= 1 are required")
-        from arena.trainers.common.losses import LOSSES, TOPK_LOSSES
+        from arena.trainers.common.losses import DIVERGENCE_LOSSES, LOSSES, TOPK_LOSSES
 
+        if self.algo == "dppo" and self.loss == "ppo_clip":
+            self.loss = "dppo_exact_kl"
+        if self.algo == "dppo" and self.loss not in DIVERGENCE_LOSSES:
+            raise ValueError(f"learner.algo: dppo bounds the exact divergence of each move's distributions; "
+                             f"its loss is {', '.join(sorted(DIVERGENCE_LOSSES))}, not {self.loss}")
+        if self.loss in DIVERGENCE_LOSSES and self.algo != "dppo":
+            raise ValueError(f"learner.loss {self.loss} reads the divergence the dppo loop measures: set "
+                             "learner.algo: dppo")
         move_losses = sorted(set(LOSSES) - TOPK_LOSSES)
         if self.loss not in move_losses:
             why = " (it reads a language model's top-K log-probs)" if self.loss in TOPK_LOSSES else ""
             raise ValueError(f"learner.loss {self.loss!r} is not one of {', '.join(move_losses)}{why}")
-        if self.loss != "ppo_clip" and self.algo != "ppo":
+        if self.loss != "ppo_clip" and self.algo == "vtrace":
             raise ValueError(f"learner.loss is PPO's surrogate: set learner.algo: ppo to use {self.loss} "
                              f"(algo {self.algo} has its own policy gradient)")
+        if self.pg == "all_actions" and self.algo != "vtrace":
+            raise ValueError("learner.pg: all_actions is V-trace's policy term: set learner.algo: vtrace")
         import inspect
 
         known = set(inspect.signature(LOSSES[self.loss]).parameters) - {"logp", "old_logp", "adv", "mask", "max_len"}
@@ -244,7 +262,10 @@ class PolicyLearner:
         bootstrap = torch.zeros(B, device=dev)
         stats: dict[str, list[float]] = {}
         self.net.train()
-        if s.algo == "ppo":
+        if s.algo in ("ppo", "dppo"):
+            # the weights the batch was played with (the actors play the learner's, PPO's case): what the
+            # dppo trust region measures each move's divergence from, and the update's KL after it
+            self._before = self._snapshot() if self.snapshots else None
             with torch.no_grad():
                 adv, ret = rl.gae_tb(b.rewards, b.behaviour_value, bootstrap, b.discounts, s.lam)
                 # PPO's UPGO follows the behaviour values, as its GAE does (one batch, fixed targets)
@@ -273,6 +294,9 @@ class PolicyLearner:
                 if stopped:
                     break
             stats["epochs"] = [float(passes)]
+            if self._before is not None:
+                stats["kl_update"] = [self._update_kl(b, flat)]
+                self._before = None
         else:  # vtrace: whole columns, so the recursion sees each trajectory in order
             for e in range(s.epochs):
                 perm = torch.randperm(B, generator=generator)
@@ -289,19 +313,55 @@ class PolicyLearner:
             out["lag"] = float((self.version - 1 - batch.version.float()).mean())
         return out
 
+    #: Whether this learner can keep its weights' copy for an update (`_snapshot`); a sharded one cannot.
+    snapshots: bool = True
+    _before: dict | None = None
+
+    def _snapshot(self) -> dict:
+        """The net's parameters and buffers as they are (detached copies), for `_before_dist`."""
+        return {k: v.detach().clone() for k, v in self.net.state_dict(keep_vars=True).items()}
+
+    def _before_dist(self, b: RolloutBatch, idx: Any, act: Any):
+        """The distribution of the weights of `_snapshot` (before this update) on the moves `idx`."""
+        from torch.func import functional_call
+
+        inputs = tree_rows(b.inputs, idx)
+        priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
+        with self.torch.no_grad():
+            dist, _ = functional_call(self.net, self._before, (inputs, None, priv), {"actions": act})
+        return dist
+
+    def _update_kl(self, b: RolloutBatch, flat: Any) -> float:
+        """The mean over the batch's moves of KL(before || after) this update: how far one update moved
+        the policy (the KL-proximal measure of DPPO's papers), exact for every distribution here."""
+        total, n = 0.0, 0
+        with self.torch.no_grad():
+            for i in range(0, flat.numel(), 4096):
+                idx = flat[i:i + 4096]
+                act = tree_rows(b.actions, idx)
+                dist, _, _, _ = self._forward(b, idx)[:4]
+                total += float(self._before_dist(b, idx, act).kl(dist).sum())
+                n += idx.numel()
+        return total / max(n, 1)
+
     def _forward(self, b: RolloutBatch, idx: Any):
         """The current network on the flattened moves `idx` (indices into T*B): its distribution
         (conditioned on the moves played, for a structured move), values, the actions, and the
-        anchor's distribution along the same moves."""
+        anchor's distribution along the same moves (and, for the all-actions term, every move's
+        value: then a 5-tuple)."""
         inputs = tree_rows(b.inputs, idx)
         priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
         act = tree_rows(b.actions, idx)
-        dist, value = self.net(inputs, None, priv, actions=act)
+        q = None
+        if self.s.pg == "all_actions":
+            dist, value, q = self.net(inputs, None, priv, actions=act, with_q=True)
+        else:
+            dist, value = self.net(inputs, None, priv, actions=act)
         anchor = self.anchor if isinstance(self.anchor, UniformMagnet) else None
         if self.anchor is not None and anchor is None:
             with self.torch.no_grad():
                 anchor, _ = self.anchor(inputs, None, priv, actions=act)
-        return dist, value, act, anchor
+        return (dist, value, act, anchor) if q is None else (dist, value, act, anchor, q)
 
     def _terms(self, dist, anchor, valid=None):
         """(entropy, KL to the anchor) as means over the counted moves, through the distribution's own
@@ -365,9 +425,12 @@ class PolicyLearner:
             if math.isfinite(v):
                 stats.setdefault(k, []).append(v)
 
-    def _surrogate(self, logp, old, adv):
-        """PPO's policy term: the named loss of `arena.trainers.common.losses` over the minibatch's moves."""
+    def _surrogate(self, logp, old, adv, divergence=None):
+        """PPO's policy term: the named loss of `arena.trainers.common.losses` over the minibatch's moves
+        (`divergence`: each move's exact KL from its behaviour distribution, for dppo)."""
         kwargs = dict(self.s.loss_kwargs)
+        if divergence is not None:
+            kwargs["divergence"] = divergence
         if self.s.loss == "ppo_clip":
             kwargs.setdefault("clip_low", self.s.clip)
             kwargs.setdefault("clip_high", self.s.clip)
@@ -387,7 +450,11 @@ class PolicyLearner:
         dist, value, act, anchor = self._forward(b, idx)
         logp = dist.log_prob(act)
         old = b.behaviour_logp.reshape(-1)[idx]
-        pg, pst = self._surrogate(logp, old, adv)
+        divergence = None
+        if s.algo == "dppo":
+            with self.torch.no_grad():
+                divergence = self._before_dist(b, idx, act).kl(dist)
+        pg, pst = self._surrogate(logp, old, adv, divergence)
         rho = self.torch.exp(logp.detach() - old).clamp(max=s.rho_bar)
         upgo_loss, _ = rl.policy_gradient_loss(logp, rho * upgo)
         vloss, vst = rl.value_loss(value, ret)
@@ -418,7 +485,7 @@ class PolicyLearner:
                                                                           b.privileged)))
         Bc = len(cols)
         idx = torch.arange(T * Bc, device=b.valid.device)
-        dist, value, act, anchor = self._forward(sub, idx)
+        dist, value, act, anchor, *q = self._forward(sub, idx)
         logp = dist.log_prob(act).reshape(T, Bc)
         # padded steps read padded moves, whose log-probability may be -inf: keep them out of every term
         logp = torch.where(sub.valid, logp, torch.zeros((), dtype=logp.dtype, device=logp.device))
@@ -429,6 +496,13 @@ class PolicyLearner:
                        torch.zeros(Bc, device=valid.device), sub.discounts, rho_bar=s.rho_bar, c_bar=s.c_bar,
                        lam=s.lam)
         pg, _ = rl.policy_gradient_loss(logp, vt.pg_advantages, sub.valid)
+        qloss = None
+        if q:  # the all-actions term: every legal move weighted by its advantage under Q (`pg`)
+            qv = q[0]
+            pg, _ = rl.all_actions_policy_loss(dist.probs, qv.detach(), sub.valid.reshape(-1))
+            target = rl.action_value_targets(sub.rewards, sub.discounts, vt.vs).reshape(-1)
+            played = qv.gather(-1, act.reshape(-1, 1).long()).squeeze(-1)
+            qloss, _ = rl.value_loss(played, target, sub.valid.reshape(-1))
         # UPGO as AlphaStar's pseudocode has it: the learner's current values are both the return's
         # bootstrap and the baseline, weighted by the clipped importance ratios
         with torch.no_grad():
@@ -440,6 +514,9 @@ class PolicyLearner:
         loss = pg + s.upgo_coef * upgo_loss + s.value_coef * vloss - s.entropy_coef * ent + kl_coef * kl
         n = valid.sum().clamp(min=1)
         extra = {}
+        if qloss is not None:
+            loss = loss + s.value_coef * qloss
+            extra["q_loss"] = float(qloss.detach())
         if s.sil_coef > 0:  # self-imitation, where it is on
             sil = rl.self_imitation_advantages(sub.rewards, values.detach() * valid, sub.discounts)
             sil_loss, _ = rl.policy_gradient_loss(logp, sil, sub.valid)

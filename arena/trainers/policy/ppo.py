@@ -81,8 +81,8 @@ class PPOLearnerSettings(LearnerSettings):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.algo != "ppo":
-            raise ValueError(f"learner.algo: the ppo trainer learns by ppo, got {self.algo}")
+        if self.algo not in ("ppo", "dppo"):
+            raise ValueError(f"learner.algo: the ppo trainer learns by ppo or dppo, got {self.algo}")
 
 
 @dataclass
@@ -150,7 +150,7 @@ class PPOTrainer(Trainer):
                 raise ConfigError(f"trainer: ppo trains single-agent tasks; {cfg.game} has {len(core.players)} players "
                                   "(train two-player games with trainer: scc)")
             self.spec = spec_from_core(core)
-            check_learner(cfg.learner, self.spec, cfg.game)
+            check_learner(cfg.learner, self.spec, cfg.game, cfg.sizes)
         finally:
             core.close()
         super().__init__(cfg, directory)

@@ -945,7 +945,7 @@ def validate(cfg: SCCConfig) -> None:
                 make_agent(s, core, 0)
             except ArenaError as e:
                 raise ConfigError(f"{key}: {e}") from None
-    check_learner(cfg.learner, spec, cfg.game)
+    check_learner(cfg.learner, spec, cfg.game, cfg.sizes)
     if cfg.magnet.kind == "uniform" and spec.box_moves:
         raise ConfigError(f"magnet.kind: uniform needs moves with a finite set of choices; {cfg.game}'s moves draw "
                           "from a box (use imitation or copy)")

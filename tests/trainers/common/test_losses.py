@@ -570,6 +570,8 @@ def _call(name: str, logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, m
     fn = L.get_loss(name)
     if name in ("dppo_topk_tv", "dppo_topk_kl", "predictive_mask"):
         return fn(logp, old, adv, mask, old.detach()[..., None], logp.detach()[..., None])
+    if name in L.DIVERGENCE_LOSSES:  # the exact KL of the move's distributions: here, the binary one's
+        return fn(logp, old, adv, mask, divergence=L.binary_kl(old, logp.detach()).nan_to_num(0.0))
     return fn(logp, old, adv, mask)
 
 
@@ -592,11 +594,13 @@ def test_every_loss_masks_padding_and_reports_stats(name: str) -> None:
     # every loss accepts the aggregation arguments
     fn = L.get_loss(name)
     extra = (old.detach()[..., None], logp.detach()[..., None]) if "topk" in name or "predictive" in name else ()
-    loss2, _ = fn(logp, old, adv, mask, *extra, agg="seq_sum_norm", max_len=8)
+    kw = {"divergence": torch.zeros_like(old)} if name in L.DIVERGENCE_LOSSES else {}
+    loss2, _ = fn(logp, old, adv, mask, *extra, agg="seq_sum_norm", max_len=8, **kw)
     assert torch.isfinite(loss2)
 
 
-@pytest.mark.parametrize("name", ["dppo_binary_tv", "dppo_binary_kl", "dppo_topk_tv", "dppo_topk_kl", "predictive_mask"])
+@pytest.mark.parametrize("name", ["dppo_binary_tv", "dppo_binary_kl", "dppo_exact_kl", "dppo_topk_tv", "dppo_topk_kl",
+                                  "predictive_mask"])
 def test_dppo_family_nothing_masked_at_ratio_one(name: str) -> None:
     # pi == mu: every divergence is 0, nothing is masked, grad = -A / n exactly
     old = lp([0.5, 0.2, 0.7])
@@ -613,6 +617,7 @@ def test_get_loss() -> None:
         "ppo_clip",
         "dppo_binary_tv",
         "dppo_binary_kl",
+        "dppo_exact_kl",
         "dppo_topk_tv",
         "dppo_topk_kl",
         "drpo",

@@ -383,3 +383,59 @@ def test_self_imitation_advantages_by_hand():
     loss, _ = rl.policy_gradient_loss(logp, adv)
     loss.backward()
     assert torch.allclose(logp.grad, torch.tensor([[0.0], [-0.1], [0.0]]))
+
+
+def test_the_all_actions_term_is_the_expected_sampled_gradient() -> None:
+    """``all_actions_policy_loss``'s gradient on the logits is ``-pi(a) (Q(a) - V) / n``, which is the
+    sampled term's gradient averaged over the policy's own moves; an illegal move (probability 0) and
+    a masked row count nothing; the targets of the move's value are ``r + gamma v_next``."""
+    import torch
+
+    from arena.trainers.common import rl
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 4, requires_grad=True)
+    legal = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 1, 1]], dtype=torch.bool)
+    masked = logits.masked_fill(~legal, torch.finfo(logits.dtype).min)
+    probs = torch.softmax(masked, -1)
+    q = torch.randn(3, 4)
+    mask = torch.tensor([1, 1, 0], dtype=torch.bool)
+    loss, _ = rl.all_actions_policy_loss(probs, q, mask)
+    loss.backward()
+    p = probs.detach()
+    v = (p * q).sum(-1, keepdim=True)
+    want = -p * (q - v) / 2  # two valid rows
+    want[2] = 0.0
+    assert torch.allclose(logits.grad, want, atol=1e-6)
+    # the same as the sampled term's gradient in expectation: sum_a pi(a) * d(-A(a) log pi(a))/dlogits
+    row = 1
+    sampled = torch.zeros(4)
+    for a in range(4):
+        lg = logits.detach().clone().requires_grad_(True)
+        lp = torch.log_softmax(lg[row], -1)[a]
+        (-(q[row, a] - v[row, 0]) * lp).backward()
+        sampled += p[row, a] * lg.grad[row]
+    assert torch.allclose(sampled / 2, want[row], atol=1e-6)
+    vs = torch.tensor([[0.5, 0.2], [0.1, -0.3], [0.0, 0.0]])
+    r = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    d = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    assert torch.allclose(rl.action_value_targets(r, d, vs), torch.tensor([[0.1, -0.3], [0.0, 1.0], [1.0, 0.0]]))
+
+
+def test_dppo_exact_kl_masks_moves_past_the_bound_that_move_with_the_advantage() -> None:
+    """A move is masked when its exact KL passes eps and pi moved the advantage's way; a move past the
+    bound that moved against the advantage, or inside it, keeps the plain ``-A sg(r) logp`` gradient."""
+    logp = torch.tensor([-1.0, -1.0, -1.0, -1.0], requires_grad=True)
+    old = torch.tensor([-1.2, -1.2, -0.8, -1.2])  # pi rose, rose, fell, rose
+    adv = torch.tensor([1.0, 1.0, 1.0, -1.0])
+    div = torch.tensor([0.5, 0.01, 0.5, 0.5])  # past, inside, past, past (eps 0.1)
+    mask = torch.ones(4, dtype=torch.bool)
+    loss, stats = L.dppo_exact_kl(logp, old, adv, mask, divergence=div, eps=0.1)
+    loss.backward()
+    r = torch.exp(logp.detach() - old)
+    # move 0: past the bound and moved with A>0: masked; 1: inside; 2: moved against A; 3: A<0 but pi rose
+    want = torch.stack([torch.tensor(0.0), -adv[1] * r[1], -adv[2] * r[2], -adv[3] * r[3]]) / 4
+    assert torch.allclose(logp.grad, want, atol=1e-6)
+    assert stats["mask_frac"] == pytest.approx(0.25) and stats["kl"] == pytest.approx(float(div.mean()))
+    with pytest.raises(ValueError, match="divergence shape"):
+        L.dppo_exact_kl(logp, old, adv, mask, divergence=div[:3])

@@ -280,6 +280,8 @@ def test_bad_train_config_is_a_clear_error(tmp_path):
 
     with pytest.raises(ConfigError, match="loss 'dppo' is not one of"):
         small(tmp_path, loss="dppo")
+    with pytest.raises(ConfigError, match="dppo_exact_kl reads each move's whole distribution"):
+        small(tmp_path, loss="dppo_exact_kl")
     with pytest.raises(ConfigError, match="unknown key"):
         small(tmp_path, learning_rate=1)
     with pytest.raises(ConfigError, match="turn_discount"):

@@ -187,10 +187,11 @@ def test_ppo_clip_by_name_is_the_clip_setting():
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"loss": "grpo"}, "learner.loss 'grpo' is not one of dppo_binary_kl, dppo_binary_tv, drpo, ppo_clip"),
+    ({"loss": "grpo"}, "learner.loss 'grpo' is not one of dppo_binary_kl, dppo_binary_tv, dppo_exact_kl, drpo, ppo_clip"),
     ({"loss": "dppo_topk_tv"}, "top-K log-probs"),
     ({"loss": "dppo_binary_tv", "algo": "vtrace"}, "set learner.algo: ppo to use dppo_binary_tv"),
     ({"loss": "dppo_binary_tv", "loss_kwargs": {"clip": 0.3}}, "'clip' is not a setting of dppo_binary_tv"),
+    ({"pg": "all_actions"}, "learner.pg: all_actions is V-trace's policy term: set learner.algo: vtrace"),
 ])
 def test_a_bad_loss_is_one_line(change, message):
     from arena.config import from_dict
@@ -222,3 +223,20 @@ def test_a_registered_loss_is_named_by_a_config_and_learns(monkeypatch):
     for i in range(30):
         stats = lrn.step(bandit_batch(net, seed=i), generator=torch.Generator().manual_seed(i))
     assert p_win(net)[0] > 0.9 and stats["scale"] == 0.5 and stats["approx_kl"] >= 0
+
+
+@pytest.mark.parametrize("sizes,game,message", [
+    ({}, "openspiel/kuhn_poker-v0", "learner.pg: all_actions reads a value per move: add q_head: true to sizes"),
+    ({"q_head": True}, "arena/Skirmish-3m-v0", "q_head needs moves of one categorical part"),
+])
+def test_the_all_actions_term_where_it_cannot_run_is_one_line(tmp_path, sizes, game, message):
+    from arena.config import from_dict
+    from arena.errors import ConfigError
+    from arena.trainers.policy.config import SCCConfig
+    from arena.trainers.policy.scc import SCCTrainer
+
+    cfg = from_dict(SCCConfig, {"game": game, "il": None, "sizes": {"hidden": [8], **sizes},
+                                "learner": {"algo": "vtrace", "pg": "all_actions"}})
+    with pytest.raises(ConfigError) as e:
+        SCCTrainer(cfg, tmp_path / "run")
+    assert message in str(e.value) and "\n" not in str(e.value)
