@@ -160,6 +160,9 @@ class LearnerSettings:
     #: every move, ``sum_a pi(a) (Q(s, a) - sum_b pi(b) Q(s, b))``: no sampled move's noise; the Q head,
     #: ``sizes: {q_head: true}``, learns ``r + gamma v_s'`` of the move played, V-trace's target).
     pg: Literal["sampled", "all_actions"] = "sampled"
+    #: ppo/dppo: log each update's exact KL between the policy before and after it (``kl_update``: the
+    #: KL-proximal measure of DPPO's papers; one more forward pass over the batch). The ppo trainer's on.
+    update_kl: bool = False
     #: PPO only: stop the epochs once a minibatch's approximate KL to the behaviour policy passes
     #: 1.5 x this (Spinning Up's and Stable-Baselines3's early stop); None: all epochs.
     target_kl: float | None = None
@@ -265,7 +268,7 @@ class PolicyLearner:
         if s.algo in ("ppo", "dppo"):
             # the weights the batch was played with (the actors play the learner's, PPO's case): what the
             # dppo trust region measures each move's divergence from, and the update's KL after it
-            self._before = self._snapshot() if self.snapshots else None
+            self._before = self._snapshot() if self.snapshots and (s.update_kl or s.algo == "dppo") else None
             with torch.no_grad():
                 adv, ret = rl.gae_tb(b.rewards, b.behaviour_value, bootstrap, b.discounts, s.lam)
                 # PPO's UPGO follows the behaviour values, as its GAE does (one batch, fixed targets)
@@ -295,7 +298,8 @@ class PolicyLearner:
                     break
             stats["epochs"] = [float(passes)]
             if self._before is not None:
-                stats["kl_update"] = [self._update_kl(b, flat)]
+                if s.update_kl:
+                    stats["kl_update"] = [self._update_kl(b, flat)]
                 self._before = None
         else:  # vtrace: whole columns, so the recursion sees each trajectory in order
             for e in range(s.epochs):

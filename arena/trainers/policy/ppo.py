@@ -78,6 +78,7 @@ class PPOLearnerSettings(LearnerSettings):
     entropy_coef: float = 0.0
     upgo_coef: float = 0.0
     max_grad_norm: float = 0.5
+    update_kl: bool = True
 
     def __post_init__(self):
         super().__post_init__()
