@@ -137,6 +137,7 @@ order) give an identical table.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -694,16 +695,17 @@ def _newton(cells: _Cells, x0: np.ndarray, data: _Data, minv: np.ndarray | None,
     return x
 
 
-_blas: list = []
+@functools.cache
+def _threadpools():
+    """threadpoolctl's controller (its scan of the loaded libraries made once)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _one_blas_thread():
-    """A context in which BLAS runs one thread (threadpoolctl; its library scan made once)."""
-    if not _blas:
-        from threadpoolctl import ThreadpoolController
-
-        _blas.append(ThreadpoolController())
-    return _blas[0].limit(limits=1, user_api="blas")
+    """A context in which BLAS runs one thread."""
+    return _threadpools().limit(limits=1, user_api="blas")
 
 
 def _refit(cells: _Cells, x_hat: np.ndarray, minv: np.ndarray, data: _Data, tol: float) -> np.ndarray:

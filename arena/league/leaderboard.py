@@ -76,25 +76,13 @@ class TwoPlayerResults:
         return int(self.count.sum())
 
 
-#: The matches of duplicate pairs, one row each (the tally counts unpaired matches only).
-_PAIRED = ("SELECT game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), json_extract(returns, '$[0]'), "
-           "json_extract(returns, '$[1]'), CASE WHEN outcome='forfeit' AND winner IN (0, 1) THEN 1 - winner "
-           "ELSE -1 END, 1, IFNULL(json_extract(invalid, '$[0]'), 0), IFNULL(json_extract(invalid, '$[1]'), 0), "
-           "pair FROM results WHERE pair IS NOT NULL AND json_array_length(players)=2"
-           " AND json_extract(players, '$[0]') != json_extract(players, '$[1]')")
-
-
 def two_player_results(store: LeagueStore, game: str = OVERALL) -> TwoPlayerResults:
     """Every two-player result of `game` (OVERALL: of every game) between two players, from the league's
     tally (`LeagueStore.tally_rows`: matches alike counted once) and the matches of duplicate pairs one by
     one (a player's match against itself rates no one: left out, as the live ratings leave it). Players
     and games are coded in name order."""
     rows, many = store.tally_rows(game)
-    q, args = _PAIRED, ()
-    if game != OVERALL:
-        q, args = q + " AND game=?", (game,)
-    paired = store.conn.execute(q + " ORDER BY commit_seq", args).fetchall()
-    rows = [(*r, None) for r in rows] + paired
+    rows = [(*r, None) for r in rows] + store.paired_rows(game)
     if not rows:
         z, f = np.zeros(0, np.int64), np.zeros(0)
         return TwoPlayerResults([], [], z, z, z, f, f, z, z, z, [], z, many)

@@ -157,12 +157,21 @@ CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL 
 
 
 #: The tally's rows counted from the results with commit_seq in (?, ?] (`LeagueStore.tally_rows`).
+#: A two-seat result's key in the tally: game, seats, returns, the forfeiting seat (-1: none).
+_TWO_SEAT_KEY = ("game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), json_extract(returns, '$[0]'), "
+                 "json_extract(returns, '$[1]'), "
+                 "CASE WHEN outcome='forfeit' AND winner IN (0, 1) THEN 1 - winner ELSE -1 END")
+#: A rated two-seat result: two seats, two players (a match against oneself rates no one).
+_TWO_PLAYERS = "json_array_length(players)=2 AND json_extract(players, '$[0]') != json_extract(players, '$[1]')"
+#: The tally's rows counted from the results with commit_seq in (?, ?] (`LeagueStore.tally_rows`).
 _TALLY_SELECT = (
-    "SELECT game, json_extract(players, '$[0]'), json_extract(players, '$[1]'), json_extract(returns, '$[0]'), "
-    "json_extract(returns, '$[1]'), CASE WHEN outcome='forfeit' AND winner IN (0, 1) THEN 1 - winner ELSE -1 END, "
-    "COUNT(*), SUM(IFNULL(json_extract(invalid, '$[0]'), 0)), SUM(IFNULL(json_extract(invalid, '$[1]'), 0)) "
-    "FROM results WHERE commit_seq > ? AND commit_seq <= ? AND json_array_length(players)=2 "
-    "AND json_extract(players, '$[0]') != json_extract(players, '$[1]') AND pair IS NULL GROUP BY 1, 2, 3, 4, 5, 6")
+    f"SELECT {_TWO_SEAT_KEY}, COUNT(*), SUM(IFNULL(json_extract(invalid, '$[0]'), 0)), "
+    f"SUM(IFNULL(json_extract(invalid, '$[1]'), 0)) FROM results WHERE commit_seq > ? AND commit_seq <= ? "
+    f"AND {_TWO_PLAYERS} AND pair IS NULL GROUP BY 1, 2, 3, 4, 5, 6")
+#: The matches of duplicate pairs, a row each in the tally's columns and the pair (`LeagueStore.paired_rows`).
+_PAIRED_SELECT = (
+    f"SELECT {_TWO_SEAT_KEY}, 1, IFNULL(json_extract(invalid, '$[0]'), 0), IFNULL(json_extract(invalid, '$[1]'), 0), "
+    f"pair FROM results WHERE pair IS NOT NULL AND {_TWO_PLAYERS}")
 _TALLY_MANY_SELECT = ("SELECT game, COUNT(*) FROM results WHERE commit_seq > ? AND commit_seq <= ? "
                       "AND json_array_length(players)>2 GROUP BY game")
 
@@ -459,6 +468,13 @@ class LeagueStore:
         rows = [r for r in self.conn.execute(_TALLY_SELECT, (0, top)) if game == OVERALL or r[0] == game]
         many = sum(n for g, n in self.conn.execute(_TALLY_MANY_SELECT, (0, top)) if game in (OVERALL, g))
         return rows, int(many)
+
+    def paired_rows(self, game: str = OVERALL) -> list[tuple]:
+        """The rated matches of duplicate pairs of `game` (OVERALL: every game), one row each in commit
+        order: the tally's columns (the matches 1) and the pair's id; the tally leaves them out, as the
+        fitted table resamples a pair whole."""
+        q, args = (_PAIRED_SELECT, ()) if game == OVERALL else (_PAIRED_SELECT + " AND game=?", (game,))
+        return self.conn.execute(q + " ORDER BY commit_seq", args).fetchall()
 
     def data_version(self) -> int:
         """SQLite's counter of commits by other connections (a cache key: it moves when another process

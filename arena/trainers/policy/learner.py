@@ -329,8 +329,7 @@ class PolicyLearner:
         """The distribution of the weights of `_snapshot` (before this update) on the moves `idx`."""
         from torch.func import functional_call
 
-        inputs = tree_rows(b.inputs, idx)
-        priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
+        inputs, priv, _ = self._rows(b, idx)
         with self.torch.no_grad():
             dist, _ = functional_call(self.net, self._before, (inputs, None, priv), {"actions": act})
         return dist
@@ -342,20 +341,23 @@ class PolicyLearner:
         with self.torch.no_grad():
             for i in range(0, flat.numel(), 4096):
                 idx = flat[i:i + 4096]
-                act = tree_rows(b.actions, idx)
-                dist, _, _, _ = self._forward(b, idx)[:4]
+                dist, _, act = self._forward(b, idx)[:3]
                 total += float(self._before_dist(b, idx, act).kl(dist).sum())
                 n += idx.numel()
         return total / max(n, 1)
+
+    @staticmethod
+    def _rows(b: RolloutBatch, idx: Any) -> tuple:
+        """(inputs, privileged, actions) of the flattened moves `idx` (indices into T*B)."""
+        priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
+        return tree_rows(b.inputs, idx), priv, tree_rows(b.actions, idx)
 
     def _forward(self, b: RolloutBatch, idx: Any):
         """The current network on the flattened moves `idx` (indices into T*B): its distribution
         (conditioned on the moves played, for a structured move), values, the actions, and the
         anchor's distribution along the same moves (and, for the all-actions term, every move's
         value: then a 5-tuple)."""
-        inputs = tree_rows(b.inputs, idx)
-        priv = b.privileged.reshape(-1, b.privileged.shape[-1])[idx] if b.privileged is not None else None
-        act = tree_rows(b.actions, idx)
+        inputs, priv, act = self._rows(b, idx)
         q = None
         if self.s.pg == "all_actions":
             dist, value, q = self.net(inputs, None, priv, actions=act, with_q=True)
