@@ -39,6 +39,8 @@ FORMULAS: dict[str, str] = {
     "zb1p": "(p-1)/(3m)",
     "zbv": "~0",
     "dualpipev": "~0 (as ZB-V)",
+    "vhalf": "block, unit costs",
+    "vmin": "block, unit costs",
 }
 
 
@@ -50,6 +52,12 @@ def theory(name: str, p: int, m: int) -> float:
         return (p - 1) / (schedule_spec(name).stages_per_rank * m)
     if name == "zb1p":
         return (p - 1) / (3 * m)
+    if schedule_spec(name).own:  # no closed form: the building block's order on unit costs
+        from arena.trainers.parallel.pipeline.vshape import BLOCKS, v_order
+
+        order = {r: [SimAction(s, k, mb) for k, s, mb in acts] for r, acts in v_order(p, m, *BLOCKS[name]).items()}
+        sim = simulate_order(order, {"F": 1.0, "I": 1.0, "W": 1.0}, 2 * p)
+        return max(sim["makespan"] / b - 1 for b in sim["busy"].values())
     return 0.0  # zbv, dualpipev
 
 

@@ -126,7 +126,9 @@ def _worker(info, cases, folder):
     other = LMPipeline(_model(seed=2)[0], "zbv", n_microbatches=M, settings=BASE)
     load_pretrained(other, folder)
     logits_v = pipeline_logits(other, ids)
-    out["roundtrip"] = {"ids": ids, "logits_1f1b": logits, "logits_zbv": logits_v,
+    vmin = LMPipeline(_model(seed=4)[0], "vmin", n_microbatches=M, settings=BASE)
+    load_pretrained(vmin, folder)
+    out["roundtrip"] = {"ids": ids, "logits_1f1b": logits, "logits_zbv": logits_v, "logits_vmin": pipeline_logits(vmin, ids),
                         "keys": sorted(full) if full is not None else None}
 
     # resume on 1 rank: a one-rank group inside this launch, both stages of zbv on rank 0
@@ -206,6 +208,7 @@ def test_checkpoint_from_two_ranks_loads_in_one_process_and_other_splits(runs):
         single = model(input_ids=rt0["ids"]).logits
     torch.testing.assert_close(logits_1f1b, single, atol=TOL, rtol=0)
     torch.testing.assert_close(logits_zbv, single, atol=TOL, rtol=0)
+    torch.testing.assert_close(rt0["logits_vmin"], single, atol=TOL, rtol=0)  # vmin: the last stage on rank 0 too
     torch.testing.assert_close(rt0["logits_1rank"], single, atol=TOL, rtol=0)
     # ... and the resumed 1-rank pipeline's step is the 1-process learner's step on the loaded weights
     learner = LLMLearner(model, load_model(folder)[1], replace(BASE, lr=0.0, grad_clip=1e9, minibatch=64))

@@ -11,7 +11,9 @@ rank ``r`` of ``p``):
 * ``interleaved_1f1b`` (``ScheduleInterleaved1F1B``) and ``zb1p``
   (``ScheduleInterleavedZeroBubble``): two stages in a loop, ``r`` and ``r + p``;
 * ``zbv`` (``ScheduleZBVZeroBubble``) and ``dualpipev`` (``ScheduleDualPipeV``): two
-  stages in a V, ``r`` and ``2p - 1 - r`` (rank 0 holds the first and the last stage).
+  stages in a V, ``r`` and ``2p - 1 - r`` (rank 0 holds the first and the last stage);
+* ``vhalf`` and ``vmin`` (:mod:`.vshape`): the same V, in the building-block orders of
+  "Pipeline Parallelism with Controllable Memory", run on torch's ``_PipelineScheduleRuntime``.
 
 A name this torch lacks is a one-line :class:`PipelineError` (:func:`.schedules.schedule_class`).
 
@@ -72,7 +74,8 @@ The modules, one idea each: :mod:`.schedules` (names, torch classes, stage place
 :mod:`.stages` (the model cut into stages), :mod:`.packing` (samples into microbatches and the
 target tensor), :mod:`.loss` (the last stage's loss), :mod:`.runtime` (:class:`~.runtime.LMPipeline`,
 this rank's stages and schedules), :mod:`.step` (one forward and backward, the gradient clip) and
-:mod:`.whole_model` (state dicts, folders and logits of the unsplit model). :class:`PipelineError`
+:mod:`.whole_model` (state dicts, folders and logits of the unsplit model), :mod:`.vshape` (the V-Half and
+V-Min orders) and :mod:`.memory` (the saved-activation meter). :class:`PipelineError`
 is here.
 """
 

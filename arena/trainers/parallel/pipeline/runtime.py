@@ -29,11 +29,13 @@ class LMPipeline:
     caller drops ``model``. ``group`` defaults to the world group. ``timeline``: what times every
     stage action, the loss and the waits of :func:`~arena.trainers.parallel.pipeline.step.pipeline_step`
     (the benchmarks' ``ActionTimeline``, ``benchmarks/_pipeline_sim.py``, which measures the bubble);
-    None in training.
+    None in training. ``meter``: an :class:`~arena.trainers.parallel.pipeline.memory.ActivationMeter` that counts
+    the activations each stage saves (the memory benchmark's); None in training.
     """
 
     def __init__(self, model, schedule: str, *, n_microbatches: int, settings: "LearnerSettings | None" = None,
-                 group=None, device: str = "cpu", pad_to: int = 8, max_schedules: int = 4, timeline: Any = None):
+                 group=None, device: str = "cpu", pad_to: int = 8, max_schedules: int = 4, timeline: Any = None,
+                 meter: Any = None):
         import torch
         import torch.distributed as dist
 
@@ -65,6 +67,9 @@ class LMPipeline:
         self.loss = PipelineLoss(self.settings)
         self.timeline = timeline
         self.loss.timeline = timeline
+        self.meter = meter
+        if meter is not None:
+            meter.skip_parameters(p for st in self.stages.values() for p in st.parameters())
         self.max_schedules = max_schedules
         self._schedules: OrderedDict[tuple[int, int, int], Any] = OrderedDict()
         self._tied = self._setup_tied(model)
@@ -208,8 +213,11 @@ class LMPipeline:
                                group=self.group)
             if self.timeline is not None:
                 self.timeline.wrap(st)
+            if self.meter is not None:
+                self.meter.wrap_stage(st)
             stages.append(st)
         arg = stages[0] if self.spec.stages_per_rank == 1 else stages
-        sched = self.schedule_cls(arg, n_microbatches=self.n_microbatches, loss_fn=self.loss, scale_grads=False)
+        loss = self.loss if self.meter is None else self.meter.wrap_loss(self.loss, self.n_stages - 1)
+        sched = self.schedule_cls(arg, n_microbatches=self.n_microbatches, loss_fn=loss, scale_grads=False)
         self._schedules[key] = sched
         return sched

@@ -1,7 +1,9 @@
 """The pipeline schedules by name: the torch class that runs each, and which stages a rank holds.
 
 ``gpipe`` and ``1f1b`` put one stage on a rank; ``interleaved_1f1b`` and ``zb1p`` two in a
-loop (``r`` and ``r + p``); ``zbv`` and ``dualpipev`` two in a V (``r`` and ``2p - 1 - r``).
+loop (``r`` and ``r + p``); ``zbv``, ``dualpipev``, ``vhalf`` and ``vmin`` two in a V (``r`` and
+``2p - 1 - r``). ``vhalf`` and ``vmin`` are this package's (:mod:`.vshape`): their orders run on
+torch's pipeline runtime, ``_PipelineScheduleRuntime``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ class ScheduleSpec:
     torch_class: str
     stages_per_rank: int
     placement: str  # "single" (stage r), "loop" (r, r + p) or "v" (r, 2p - 1 - r)
+    own: bool = False  # an order of .vshape on torch's runtime (torch_class names the runtime)
 
 
 SCHEDULES: dict[str, ScheduleSpec] = {
@@ -28,6 +31,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {
         ScheduleSpec("zb1p", "ScheduleInterleavedZeroBubble", 2, "loop"),
         ScheduleSpec("zbv", "ScheduleZBVZeroBubble", 2, "v"),
         ScheduleSpec("dualpipev", "ScheduleDualPipeV", 2, "v"),
+        ScheduleSpec("vhalf", "_PipelineScheduleRuntime", 2, "v", own=True),
+        ScheduleSpec("vmin", "_PipelineScheduleRuntime", 2, "v", own=True),
     )
 }
 
@@ -39,24 +44,33 @@ def schedule_spec(name: str) -> ScheduleSpec:
         raise PipelineError(f"unknown pipeline schedule {name!r}: use one of {', '.join(SCHEDULES)}") from None
 
 
-def schedule_class(name: str):
-    """The torch schedule class for ``name``; a one-line error if this torch lacks it."""
-    import torch
+def _torch_has(spec: ScheduleSpec) -> bool:
     import torch.distributed.pipelining as pp
+    import torch.distributed.pipelining.schedules as pps
+
+    return hasattr(pps if spec.own else pp, spec.torch_class)
+
+
+def schedule_class(name: str):
+    """The schedule class for ``name``; a one-line error if this torch lacks what it runs on."""
+    import torch
 
     spec = schedule_spec(name)
-    cls = getattr(pp, spec.torch_class, None)
-    if cls is None:
+    if not _torch_has(spec):
         raise PipelineError(f"pipeline schedule {name!r} needs torch.distributed.pipelining.{spec.torch_class}, "
                             f"which torch {torch.__version__} lacks: pick another schedule or upgrade torch")
-    return cls
+    if spec.own:
+        from arena.trainers.parallel.pipeline.vshape import schedule_class as v_schedule
+
+        return v_schedule(name)
+    import torch.distributed.pipelining as pp
+
+    return getattr(pp, spec.torch_class)
 
 
 def available_schedules() -> list[str]:
     """The schedule names this torch can run."""
-    import torch.distributed.pipelining as pp
-
-    return [n for n, s in SCHEDULES.items() if hasattr(pp, s.torch_class)]
+    return [n for n, s in SCHEDULES.items() if _torch_has(s)]
 
 
 def num_stages(schedule: str, world_size: int) -> int:

@@ -1,0 +1,124 @@
+"""V-Half and V-Min: the orders are valid and hold what the building block says; the activation meter counts.
+
+The gradients of both schedules against the one-process learner are in ``test_pipeline.py`` (its
+cases run every schedule of ``SCHEDULES``); here: the orders themselves (every pass once, in a
+feasible order, the peak memory of each), the saved-tensor meter on plain autograd, and the
+memory benchmark's quick run (real pipelines on 2 ranks, nothing left after a step).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from arena.trainers.parallel.pipeline.memory import ActivationMeter  # noqa: E402
+from arena.trainers.parallel.pipeline.schedules import available_schedules, schedule_class  # noqa: E402
+from arena.trainers.parallel.pipeline.vshape import BLOCKS, block_times, order_memory, v_order, v_stages  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _pipeline_sim as S  # noqa: E402
+
+
+def _sim(order, p):
+    acts = {r: [S.SimAction(s, k, mb) for k, s, mb in a] for r, a in order.items()}
+    return S.simulate_order(acts, {"F": 1.0, "I": 1.0, "W": 1.0}, 2 * p)
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("m", [1, 2, 5, 8])
+def test_every_pass_once_in_a_feasible_order(name, p, m):
+    order = v_order(p, m, *BLOCKS[name])
+    for r, acts in order.items():
+        stages = v_stages(r, p)
+        assert sorted(acts) == sorted((k, s, mb) for k in "FIW" for s in stages for mb in range(m))
+        for s in stages:
+            for kind in "FIW":  # each kind in microbatch order
+                assert [mb for k, st, mb in acts if (k, st) == (kind, s)] == list(range(m))
+            for mb in range(m):  # F before I before W on the rank itself
+                assert acts.index(("F", s, mb)) < acts.index(("I", s, mb)) < acts.index(("W", s, mb))
+    sim = _sim(order, p)
+    assert sim is not None  # the ranks' orders together never wait on each other forever
+    assert sum(sim["busy"].values()) == 6 * p * m
+
+
+def test_block_offsets_are_the_building_block():
+    f, i = block_times(4, 1, 1, 0)  # V-Min: one stage per tick down the V and back
+    assert [f[s] for s in range(8)] == list(range(8)) and [i[s] for s in range(8)] == list(range(15, 7, -1))
+    assert block_times(4, 2, 1, 0) is None  # V-Half's first free gap on 4 ranks is 4
+    f, i = block_times(4, 2, 1, 4)  # V-Half: the first leg at half speed, both ways
+    assert [f[s] for s in range(8)] == [0, 2, 4, 6, 7, 8, 9, 10]
+    assert [i[s] for s in range(8)] == [25, 24, 23, 22, 21, 19, 17, 15]
+    assert block_times(2, 1, 1, 1) is None  # I of stage 2 would share F of stage 1's tick modulo 6
+
+
+def test_peak_memory_against_one_f_one_b():
+    """Chunk-units (one V stage of one microbatch); 1F1B holds p microbatches of a two-unit stage: 2p."""
+    def peak(name, p, m=32):
+        return max(order_memory(v_order(p, m, *BLOCKS[name])).values())
+
+    assert max(order_memory(S.one_f_one_b_order(4, 8)).values()) * 2 == 8
+    assert [peak("vmin", p) for p in (2, 4, 8, 16)] == [4, 4, 8, 12]  # 1.0, 0.5, 0.5, 0.375 of 2p
+    assert [peak("vhalf", p) for p in (2, 4, 8, 16)] == [5, 7, 11, 19]
+    assert peak("vmin", 16) / 32 < 0.4 and peak("vmin", 16) < peak("vhalf", 16)
+    assert peak("vmin", 2) >= 2 * 2 - 2  # rank 0 holds a microbatch's first and last stage at once
+
+
+def test_schedule_classes_and_errors():
+    assert {"vhalf", "vmin"} <= set(available_schedules())
+    assert schedule_class("vmin").__name__ == "ScheduleVMin" and schedule_class("vhalf").block == (2, 1)
+    with pytest.raises(ValueError, match="at least one rank"):
+        v_order(0, 4, 1, 1)
+
+
+def test_meter_counts_saved_activations_once_and_releases_them():
+    meter = ActivationMeter()
+    lin = torch.nn.Linear(64, 64)
+    meter.skip_parameters(lin.parameters())
+    x = torch.randn(32, 64, requires_grad=True)
+    with meter.counting(0):
+        h = lin(x)  # saves x (and the weight, which does not count)
+        y = h.exp()  # exp saves its output: 32 x 64 floats
+        z = (y * y).sum()  # y saved twice by one mul: one storage
+    assert meter.peak == meter.current == x.nbytes + h.nbytes + 0  # x, exp's output (h's size); y*y shares it
+    assert dict(meter.peak_by_stage) == {0: meter.peak}
+    z.backward()
+    del h, y, z
+    assert meter.current == 0 and meter.live == {}  # everything released, nothing kept in a cycle
+    meter.reset()
+    assert meter.peak == 0
+
+
+def test_meter_stage_over_many_steps_does_not_grow():
+    meter = ActivationMeter()
+    w = torch.randn(16, 16, requires_grad=True)
+    for _ in range(5):
+        with meter.counting(3):
+            out = torch.tanh(torch.randn(8, 16) @ w).exp().sum()  # tanh and exp save their outputs
+        out.backward()
+        del out
+    assert meter.current == 0 and meter.peak > 0
+
+
+def test_memory_benchmark_quick_runs_and_keeps_nothing_after_a_step():
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_pipeline_memory.py"), "--quick"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {m.group(1): m.group(0).split("|") for m in re.finditer(r"^\| 2 \| (\w*[a-z]\w*) \|.*$", proc.stdout, re.M)}
+    assert set(rows) == {"1f1b", "zb1p", "zbv", "vhalf", "vmin"}
+    largest = {s: max(float(v) for v in r[3].split("/")) for s, r in rows.items()}
+    for s, r in rows.items():
+        assert r[8].strip() == "0 / 0", s  # every saved activation released by the step's end
+        assert largest[s] > 0
+    assert rows["1f1b"][4].strip() == "1.00x"
+    assert largest["vmin"] < largest["vhalf"]  # the tighter block holds less (model: 4 vs 5 units at p = 2)
+    assert "| 16 | 32 | " in proc.stdout  # the model table for larger rank counts
