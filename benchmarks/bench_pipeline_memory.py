@@ -16,6 +16,11 @@ forward and backward) for every schedule on one batch of ``--samples`` trajector
   papers' fractions (V-Half 1/2, V-Min 1/3 of 1F1B) speak of; printed for larger rank counts too.
 * **time**: the median of ``--repeats`` timed steps (schedules take turns) and the measured
   bubble, as ``bench_pipeline.py`` reports it.
+* **offload** (``--offload`` schedules): the same step with an ``ActivationOffload`` (``full``,
+  ``selective``) against none: the device's peak saved bytes (what stays on the device), the
+  host's, the copies back the backward had to wait for, and the step time against the plain
+  pipeline (no hooks). On the CPU device and host are one memory: the copies are real, the
+  saving is the accounting's (a GPU run measures the allocator instead: ``gpu_pipeline_check.py``).
 
 Run:  .venv/bin/python benchmarks/bench_pipeline_memory.py [--ranks 2 4] [--microbatches 8]
       (the defaults take a few minutes on 2 cores; ``--quick`` a few seconds)
@@ -86,7 +91,60 @@ def _rank(info, args, schedules):
     for k in range(args.repeats):
         for s in schedules[k % len(schedules):] + schedules[:k % len(schedules)]:
             out[s]["steps"].append(bubble_of(pipes[s], pipeline_step(pipes[s], samples, pad_id=tok.pad_token_id)))
+    out["offload"] = _offload(args, model, tok, samples, device="cpu")
     return out
+
+
+OFFLOAD_MODES = ("plain", "none", "full", "selective")
+
+
+def _offload(args, model, tok, samples, device: str) -> dict:
+    """Per schedule and mode: device and host peaks, late copies back, step times (``plain``: no hooks)."""
+    from arena.trainers.parallel.pipeline.memory import ActivationMeter, ActivationOffload
+    from arena.trainers.parallel.pipeline.runtime import LMPipeline
+    from arena.trainers.parallel.pipeline.step import pipeline_step
+
+    out: dict = {}
+    for s in args.offload:
+        meters = {"plain": None, "none": ActivationMeter(),
+                  "full": ActivationOffload("full", device), "selective": ActivationOffload("selective", device)}
+        pipes = {m: LMPipeline(model, s, n_microbatches=args.microbatches, device=device, meter=meters[m])
+                 for m in OFFLOAD_MODES}
+        res = out[s] = {}
+        for m in OFFLOAD_MODES:
+            pipeline_step(pipes[m], samples, pad_id=tok.pad_token_id)
+            if meters[m] is not None:
+                meters[m].reset()
+                pipeline_step(pipes[m], samples, pad_id=tok.pad_token_id)
+                mt = meters[m]
+                res[m] = {"peak": mt.peak, "host": getattr(mt, "host_peak", 0), "late": getattr(mt, "late", 0),
+                          "copies": getattr(mt, "reloads", 0), "left": mt.current + getattr(mt, "host", 0)}
+            else:
+                res[m] = {}
+            res[m]["times"] = []
+        for k in range(args.repeats):
+            for m in OFFLOAD_MODES[k % 4:] + OFFLOAD_MODES[:k % 4]:
+                res[m]["times"].append(pipeline_step(pipes[m], samples, pad_id=tok.pad_token_id).timing["step_s"])
+    return out
+
+
+def offload_rows(results: list[dict], pr: int) -> list[list[str]]:
+    """The offload table's rows for one rank count."""
+    rows = []
+    for s, per in results[0]["offload"].items():
+        def step(m, s=s):
+            return statistics.median(max(results[r]["offload"][s][m]["times"][k] for r in range(pr))
+                                     for k in range(len(per[m]["times"])))
+        base_peak = max(results[r]["offload"][s]["none"]["peak"] for r in range(pr))
+        for m in ("none", "full", "selective"):
+            peaks = [results[r]["offload"][s][m]["peak"] for r in range(pr)]
+            hosts = [results[r]["offload"][s][m]["host"] for r in range(pr)]
+            rows.append([str(pr), s, m, " / ".join(f"{v / MiB:.1f}" for v in peaks), f"{max(peaks) / base_peak:.2f}x",
+                         " / ".join(f"{v / MiB:.1f}" for v in hosts),
+                         str(sum(results[r]["offload"][s][m]["late"] for r in range(pr))),
+                         f"{step(m) / step('plain'):.2f}x",
+                         " / ".join(str(results[r]["offload"][s][m]["left"]) for r in range(pr))])
+    return rows
 
 
 def model_table(ranks: list[int], m: int) -> str:
@@ -122,6 +180,8 @@ def main(argv=None) -> None:
     p.add_argument("--response", type=int, default=32, help="longest response, tokens (default 32)")
     p.add_argument("--repeats", type=int, default=3, help="timed steps per schedule (default 3)")
     p.add_argument("--schedules", nargs="*", default=SCHEDULES, help=f"schedules (default {' '.join(SCHEDULES)})")
+    p.add_argument("--offload", nargs="*", default=["1f1b", "zbv", "vmin"],
+                   help="schedules for the offload table (default 1f1b zbv vmin; none: skip it)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run")
     args = p.parse_args(argv)
@@ -139,7 +199,7 @@ def main(argv=None) -> None:
     print(f"# Pipeline activation memory: hidden {args.hidden}, {args.layers} layers, {args.samples} samples in "
           f"{args.microbatches} microbatches; gloo, 1 thread per rank")
     print(versions(("torch", "transformers")))
-    rows = []
+    rows, off_rows = [], []
     for pr in args.ranks:
         results = launch(_rank, pr, (args, schedules), timeout_s=3600)
         base = max(results[r]["1f1b"]["peak"] for r in range(pr)) if "1f1b" in schedules else None
@@ -154,11 +214,17 @@ def main(argv=None) -> None:
             rows.append([str(pr), s, " / ".join(f"{v / MiB:.1f}" for v in peaks),
                          f"{max(peaks) / base:.2f}x" if base else "-", unit_txt,
                          f"{step * 1e3:.0f}", bubble, " / ".join(str(results[r][s]["left"]) for r in range(pr))])
-            assert schedule_spec(s)
+        off_rows += offload_rows(results, pr)
     head = ["ranks", "schedule", "peak saved MiB (per rank)", "largest vs 1f1b", "model: chunk-units (per rank)",
             "step ms", "bubble (per rank)", "bytes left after step"]
     print()
     print(markdown_table(head, rows, right={0, 3, 5}))
+    if off_rows:
+        print("\nActivation offload (device: what stays; host: what left; late: copies back a backward waited for; "
+              "step time against the plain pipeline, no hooks)\n")
+        print(markdown_table(["ranks", "schedule", "offload", "device peak MiB (per rank)", "largest vs none",
+                              "host peak MiB (per rank)", "late", "step time", "bytes left"], off_rows,
+                             right={0, 4, 6, 7}))
     print(f"\nThe orders on unit costs (F = I = W = 1, 1F1B's B = 2), {max(args.microbatches, 8)} microbatches: "
           "peak chunk-units of the largest rank (vs 1F1B's 2p) and the bubble")
     print()

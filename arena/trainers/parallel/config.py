@@ -21,6 +21,9 @@ class ParallelConfig:
     schedule: str = "1f1b"
     #: Microbatches per minibatch (pipeline) or per rank and minibatch (odc, fsdp).
     microbatches: int = 4
+    #: Pipeline: saved activations off the device between a stage's forward and its backward (host memory),
+    #: back in time for it: none, full (everything with a pass to hide behind) or selective (the long-lived).
+    offload: Literal["none", "full", "selective"] = "none"
     #: ODC's transport: shm (one machine), pg (the process group, any machines), auto.
     transport: Literal["auto", "shm", "pg"] = "auto"
     #: Torch threads of each rank during a step.
@@ -40,5 +43,9 @@ class ParallelConfig:
             check_workers(self.world_size, "world_size", least=2)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if self.offload not in ("none", "full", "selective"):
+            raise ValueError(f"offload {self.offload!r} is not one of none, full, selective")
+        if self.offload != "none" and self.mode != "pipeline":
+            raise ValueError(f"offload moves a pipeline stage's activations: it needs mode: pipeline, got {self.mode}")
         if self.microbatches < 1 or self.threads < 1 or self.timeout_s <= 0:
             raise ValueError("microbatches and threads must be >= 1 and timeout_s > 0")

@@ -179,8 +179,13 @@ class PipelineEngine(Engine):
 
         super().__init__(model, settings, ps, info, group)
         self.names = [n for n, _ in model.named_parameters()]
+        meter = None
+        if ps.offload != "none":
+            from arena.trainers.parallel.pipeline.memory import ActivationOffload
+
+            meter = ActivationOffload(ps.offload, info.device)
         self.pipe = LMPipeline(model, ps.schedule, n_microbatches=ps.microbatches, settings=settings, group=group,
-                               device=info.device)
+                               device=info.device, meter=meter)
         self.params = [(p, self.canon[n]) for p, n in self._param_names()]
         self.opt = torch.optim.AdamW([p for p, _ in self.params], lr=settings.lr, weight_decay=settings.weight_decay)
 
@@ -196,8 +201,14 @@ class PipelineEngine(Engine):
         from arena.trainers.parallel.pipeline.step import clip_grad_norm_, pipeline_step
 
         def update(mb):
+            meter = self.pipe.meter
+            if meter is not None:
+                meter.reset()
             out = pipeline_step(self.pipe, mb, pad_id=pad_id)
             stats = dict(out.stats)
+            if meter is not None:  # this rank's (rank 0's) saved activations: what stayed, what left
+                stats["activations_device_mb"] = meter.peak / 2**20
+                stats["activations_host_mb"] = meter.host_peak / 2**20
             stats["grad_norm"] = clip_grad_norm_(self.pipe, self.settings.grad_clip)
             self.opt.step()
             self.pipe.zero_grad()

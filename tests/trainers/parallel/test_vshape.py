@@ -113,7 +113,10 @@ def test_memory_benchmark_quick_runs_and_keeps_nothing_after_a_step():
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_pipeline_memory.py"), "--quick"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = {m.group(1): m.group(0).split("|") for m in re.finditer(r"^\| 2 \| (\w*[a-z]\w*) \|.*$", proc.stdout, re.M)}
+    rows = {m.group(1): m.group(0).split("|")
+            for m in re.finditer(r"^\| 2 \| (\w*[a-z]\w*) \| [\d.]+ / .*$", proc.stdout, re.M)}
+    offload = {(m.group(1), m.group(2)): m.group(0).split("|")
+               for m in re.finditer(r"^\| 2 \| (\w+) \| (none|full|selective) \|.*$", proc.stdout, re.M)}
     assert set(rows) == {"1f1b", "zb1p", "zbv", "vhalf", "vmin"}
     largest = {s: max(float(v) for v in r[3].split("/")) for s, r in rows.items()}
     for s, r in rows.items():
@@ -122,3 +125,7 @@ def test_memory_benchmark_quick_runs_and_keeps_nothing_after_a_step():
     assert rows["1f1b"][4].strip() == "1.00x"
     assert largest["vmin"] < largest["vhalf"]  # the tighter block holds less (model: 4 vs 5 units at p = 2)
     assert "| 16 | 32 | " in proc.stdout  # the model table for larger rank counts
+    assert {s for s, _ in offload} == {"1f1b", "zbv", "vmin"} and len(offload) == 9
+    for key, r in offload.items():
+        assert r[7].strip() == "0" and r[9].strip() == "0 / 0", key  # no late copy back, nothing left anywhere
+    assert float(offload[("zbv", "full")][5].strip()[:-1]) < 0.9  # ZB-V's rank 0 sends its long-lived stage out

@@ -30,7 +30,8 @@ class LMPipeline:
     stage action, the loss and the waits of :func:`~arena.trainers.parallel.pipeline.step.pipeline_step`
     (the benchmarks' ``ActionTimeline``, ``benchmarks/_pipeline_sim.py``, which measures the bubble);
     None in training. ``meter``: an :class:`~arena.trainers.parallel.pipeline.memory.ActivationMeter` that counts
-    the activations each stage saves (the memory benchmark's); None in training.
+    the activations each stage saves (the memory benchmark's), or an ``ActivationOffload`` that also moves
+    them off the device between forward and backward (``parallel.offload``); None otherwise.
     """
 
     def __init__(self, model, schedule: str, *, n_microbatches: int, settings: "LearnerSettings | None" = None,
@@ -214,10 +215,14 @@ class LMPipeline:
             if self.timeline is not None:
                 self.timeline.wrap(st)
             if self.meter is not None:
-                self.meter.wrap_stage(st)
+                self.meter.attach(st)
             stages.append(st)
         arg = stages[0] if self.spec.stages_per_rank == 1 else stages
         loss = self.loss if self.meter is None else self.meter.wrap_loss(self.loss, self.n_stages - 1)
         sched = self.schedule_cls(arg, n_microbatches=self.n_microbatches, loss_fn=loss, scale_grads=False)
+        if hasattr(self.meter, "plan"):
+            from arena.trainers.parallel.pipeline.memory import rank_passes
+
+            self.meter.plan(rank_passes(sched, self.rank, self.world_size, self.n_microbatches))
         self._schedules[key] = sched
         return sched
