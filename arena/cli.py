@@ -422,6 +422,7 @@ def train(
                                            "interleaved_1f1b, zb1p, zbv, dualpipev, vhalf, vmin."),
     microbatches: Optional[int] = typer.Option(None, "--microbatches", help="Microbatches per minibatch (pipeline) "
                                                "or per rank (odc, fsdp)."),
+    vocab_parallel: bool = typer.Option(False, "--vocab-parallel", help="Pipeline: vocabulary layers over every rank."),
     plugin: Optional[List[str]] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """Train the learner a config names (its `trainer:` key: spiral, scc, ppo, mixed, rllib_ppo).
@@ -432,7 +433,7 @@ def train(
     _plugins(plugin)
     training = make_training(TrainRequest(config, directory, model=model, loss=loss, iterations=iterations,
                                           parallel=parallel, world_size=world_size, stages=stages,
-                                          schedule=schedule, microbatches=microbatches))
+                                          schedule=schedule, microbatches=microbatches, vocab_parallel=vocab_parallel))
     final = train_with_progress(training, console)
     if final is None:  # stopped by Ctrl-C
         raise typer.Exit(130)

@@ -32,6 +32,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                     "parallel.mode)")
     ap.add_argument("--schedule", default=None, help="pipeline schedule")
     ap.add_argument("--microbatches", type=int, default=None)
+    ap.add_argument("--vocab-parallel", action="store_true", help="pipeline: vocabulary layers over every rank")
     ap.add_argument("--transport", default=None, help="odc transport: shm, pg or auto")
     ap.add_argument("--iterations", type=int, default=None, help="train to this iteration")
     ap.add_argument("--model", default=None)
@@ -62,7 +63,8 @@ def _main(a: argparse.Namespace) -> int:
     from arena.trainers.registry import read_train_config
 
     world = int(os.environ["WORLD_SIZE"])
-    par = parallel_overrides(a.parallel, None, None, a.schedule, a.microbatches, a.transport) or {}
+    par = parallel_overrides(a.parallel, None, None, a.schedule, a.microbatches, a.transport,
+                             vocab_parallel=a.vocab_parallel) or {}
     par["world_size"] = world
     entry, cfg = read_train_config(a.config, model=a.model, learner={"loss": a.loss} if a.loss is not None else None,
                                    iterations=a.iterations, parallel=par)

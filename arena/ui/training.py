@@ -34,6 +34,7 @@ class TrainRequest:
     stages: Optional[int] = None
     schedule: Optional[str] = None
     microbatches: Optional[int] = None
+    vocab_parallel: Optional[bool] = None
 
 
 @dataclass
@@ -51,7 +52,8 @@ def make_training(req: TrainRequest) -> Training:
     from arena.trainers.parallel.learner import parallel_overrides
     from arena.trainers.registry import read_train_config
 
-    par = parallel_overrides(req.parallel, req.world_size, req.stages, req.schedule, req.microbatches)
+    par = parallel_overrides(req.parallel, req.world_size, req.stages, req.schedule, req.microbatches,
+                             vocab_parallel=req.vocab_parallel)
     entry, cfg = read_train_config(req.config, model=req.model,
                                    learner={"loss": req.loss} if req.loss is not None else None,
                                    iterations=req.iterations, parallel=par)
@@ -91,7 +93,8 @@ def _say_setup(t: Training, console: Console) -> None:
     """How the learner's step is shared out (with --parallel), and where a resumed run starts from."""
     pcfg = getattr(t.cfg, "parallel", None)
     if pcfg is not None and pcfg.mode != "none":
-        what = (f"schedule {pcfg.schedule}" if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
+        what = (f"schedule {pcfg.schedule}" + (", vocabulary parallel" if pcfg.vocab_parallel else "")
+                if pcfg.mode == "pipeline" else f"{pcfg.microbatches} microbatches a rank"
                 if t.entry.name == "spiral" else "each minibatch shared out")
         console.print(f"learner step: {pcfg.mode} on {pcfg.world_size} ranks ({what}); rollouts on rank 0")
     resuming = t.trainer.resume_line()

@@ -21,6 +21,9 @@ class ParallelConfig:
     schedule: str = "1f1b"
     #: Microbatches per minibatch (pipeline) or per rank and minibatch (odc, fsdp).
     microbatches: int = 4
+    #: Pipeline: the input embedding and the output layer split by vocabulary over every rank, three stages a
+    #: rank (interleaved_1f1b or zb1p), instead of on the first and the last stage.
+    vocab_parallel: bool = False
     #: Pipeline: saved activations off the device between a stage's forward and its backward (host memory),
     #: back in time for it: none, full (everything with a pass to hide behind) or selective (the long-lived).
     offload: Literal["none", "full", "selective"] = "none"
@@ -47,5 +50,10 @@ class ParallelConfig:
             raise ValueError(f"offload {self.offload!r} is not one of none, full, selective")
         if self.offload != "none" and self.mode != "pipeline":
             raise ValueError(f"offload moves a pipeline stage's activations: it needs mode: pipeline, got {self.mode}")
+        if self.vocab_parallel and self.mode != "pipeline":
+            raise ValueError(f"vocab_parallel splits a pipeline's vocabulary layers: it needs mode: pipeline, got {self.mode}")
+        if self.vocab_parallel and SCHEDULES[self.schedule].placement != "loop":
+            raise ValueError(f"vocab_parallel runs on interleaved_1f1b or zb1p (three stages a rank in a loop), "
+                             f"not {self.schedule}")
         if self.microbatches < 1 or self.threads < 1 or self.timeout_s <= 0:
             raise ValueError("microbatches and threads must be >= 1 and timeout_s > 0")

@@ -55,14 +55,15 @@ MODES = ("pipeline", "odc", "fsdp")
 
 def parallel_overrides(mode: str | None = None, world_size: int | None = None, stages: int | None = None,
                        schedule: str | None = None, microbatches: int | None = None,
-                       transport: str | None = None) -> dict[str, Any] | None:
+                       transport: str | None = None, vocab_parallel: bool | None = None) -> dict[str, Any] | None:
     """The ``parallel:`` section the command-line flags ask for (None: no flag given).
 
     ``--stages N`` is the pipeline's ranks (``world_size``); each holds one model stage, or two for
     the schedules with two stages a rank. A flag that does not fit the mode is a one-line error.
     """
     given = {k: v for k, v in dict(mode=mode, world_size=world_size, schedule=schedule, microbatches=microbatches,
-                                   transport=transport).items() if v is not None}
+                                   transport=transport, vocab_parallel=vocab_parallel or None).items()
+             if v is not None}
     if stages is not None:
         if mode not in (None, "pipeline"):
             raise ConfigError(f"--stages is for --parallel pipeline, not {mode}: use --world-size")
@@ -72,6 +73,8 @@ def parallel_overrides(mode: str | None = None, world_size: int | None = None, s
         given["world_size"] = stages
     if schedule is not None and mode not in (None, "pipeline"):
         raise ConfigError(f"--schedule is for --parallel pipeline, not {mode}")
+    if vocab_parallel and mode not in (None, "pipeline"):
+        raise ConfigError(f"--vocab-parallel is for --parallel pipeline, not {mode}")
     if transport is not None and mode not in (None, "odc"):
         raise ConfigError(f"--transport is for --parallel odc, not {mode}")
     if mode is not None and mode != "none" and mode not in MODES:
@@ -142,9 +145,20 @@ def _named_local(opt, names_of: dict[int, str]) -> dict[str, Any]:
 def _named_from_parts(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     from arena.trainers.common.checkpoints import NAMED_OPTIMIZER
 
+    import torch
+
     state: dict[str, Any] = {}
+    rows: dict[tuple[str, str], list] = {}
     for part in parts:
-        state.update(part["state"])
+        for name, entry in part["state"].items():
+            merged = state.setdefault(name, {})
+            for k, v in entry.items():
+                if isinstance(v, tuple) and v and v[0] == "rows":  # a vocabulary shard's rows of a moment
+                    rows.setdefault((name, k), []).append(v[1:])
+                else:
+                    merged[k] = v
+    for (name, k), pieces in rows.items():
+        state[name][k] = torch.cat([t for _, t in sorted(pieces, key=lambda r: r[0])], 0)
     return {"format": NAMED_OPTIMIZER, "state": state, "param_groups": [{**parts[0]["hyper"], "params": names}]}
 
 
@@ -185,7 +199,7 @@ class PipelineEngine(Engine):
 
             meter = ActivationOffload(ps.offload, info.device)
         self.pipe = LMPipeline(model, ps.schedule, n_microbatches=ps.microbatches, settings=settings, group=group,
-                               device=info.device, meter=meter)
+                               device=info.device, meter=meter, vocab_parallel=ps.vocab_parallel)
         self.params = [(p, self.canon[n]) for p, n in self._param_names()]
         self.opt = torch.optim.AdamW([p for p, _ in self.params], lr=settings.lr, weight_decay=settings.weight_decay)
 
@@ -230,16 +244,38 @@ class PipelineEngine(Engine):
 
         load_full_state_dict(self.pipe, self._broadcast(state))
 
+    def _shard_rows(self) -> dict[str, tuple[int, int]]:
+        """Canonical name -> the vocabulary rows this rank holds (vocabulary parallelism; else empty)."""
+        return {self.canon[n]: rows for n, rows in self.pipe.vocab_shards().items()}
+
     def optimizer_pull(self):
         import torch.distributed as dist
 
         local = _named_local(self.opt, {id(p): n for p, n in self.params})
+        for n, (lo, hi) in self._shard_rows().items():  # a shard's moments are rows of the whole parameter's
+            if n in local["state"]:
+                local["state"][n] = {k: ("rows", lo, v) if _rows_of(v, hi - lo) else v
+                                     for k, v in local["state"][n].items()}
         parts = [None] * self.info.world_size if self.info.rank == 0 else None
         dist.gather_object(local, parts, dst=0, group=self.group)
         return _named_from_parts(parts, self.names) if self.info.rank == 0 else None
 
     def optimizer_push(self, named):
-        _load_local(self.opt, self._broadcast(named), self.params)
+        named = self._broadcast(named)
+        shards = self._shard_rows()
+        if shards:
+            vocab = self.pipe.config.vocab_size
+            named = {**named, "state": dict(named["state"])}
+            for n, (lo, hi) in shards.items():
+                if n in named["state"]:
+                    named["state"][n] = {k: v[lo:hi] if _rows_of(v, vocab) else v
+                                         for k, v in named["state"][n].items()}
+        _load_local(self.opt, named, self.params)
+
+
+def _rows_of(v, rows: int) -> bool:
+    """Whether an optimizer state entry is a tensor of ``rows`` rows (a moment), not a step count."""
+    return hasattr(v, "dim") and v.dim() >= 1 and v.shape[0] == rows
 
 
 class ShardedEngine(Engine):

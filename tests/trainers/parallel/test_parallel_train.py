@@ -85,6 +85,9 @@ def runs(tmp_path_factory):
     # resumed as a V-Min pipeline whose activations leave the device between forward and backward
     _train(one, _resume_copy(tmp / "none1", tmp / "none-vmin-offload"),
            parallel={"mode": "pipeline", "schedule": "vmin", "offload": "full"})
+    # ... and as a pipeline whose embedding and head are split by vocabulary over the ranks
+    _train(one, _resume_copy(tmp / "none1", tmp / "none-vocab-parallel"),
+           parallel={"mode": "pipeline", "schedule": "zb1p", "vocab_parallel": True})
     torchrun = Path(sys.executable).with_name("torchrun")
     r = subprocess.run([str(torchrun), "--nproc-per-node", "2", "-m", "arena.trainers.run", str(one), "--dir",
                         str(tmp / "torchrun"), "--parallel", "odc"], cwd=tmp, capture_output=True, text=True,
@@ -110,7 +113,7 @@ def _train_lines(run: Path) -> dict[int, dict]:
     return out
 
 
-@pytest.mark.parametrize("run", ["odc-none", "odc-fsdp", "none-vmin-offload", "torchrun"])
+@pytest.mark.parametrize("run", ["odc-none", "odc-fsdp", "none-vmin-offload", "none-vocab-parallel", "torchrun"])
 def test_a_parallel_run_equals_one_process(runs, run):
     d = runs["tmp"] / run
     assert (d / "latest").resolve().name == "iter-00002"
@@ -156,6 +159,8 @@ def test_the_command_line_says_how_the_step_runs(runs):
     (["--parallel", "odc", "--stages", "2"], "--stages is for --parallel pipeline"),
     (["--parallel", "pipeline", "--stages", "2", "--world-size", "3"], "disagree"),
     (["--parallel", "ring"], "--parallel ring: use one of none, pipeline, odc, fsdp"),
+    (["--parallel", "odc", "--world-size", "2", "--vocab-parallel"], "--vocab-parallel is for --parallel pipeline"),
+    (["--parallel", "pipeline", "--stages", "2", "--vocab-parallel"], "vocab_parallel runs on interleaved_1f1b or zb1p"),
 ])
 def test_bad_parallel_flags_are_one_line(tmp_path, args, message):
     r = _cli("train", str(_config(tmp_path, "one")), "--dir", str(tmp_path / "run"), *args, cwd=tmp_path)

@@ -38,10 +38,11 @@ class PipelineLoss:
     the step's microbatches (a sum for the loss, token-weighted means for the stats).
     """
 
-    def __init__(self, settings: "LearnerSettings", topk: int = 0):
+    def __init__(self, settings: "LearnerSettings", topk: int = 0, from_stats: bool = False):
         from arena.trainers.common.losses import get_loss
 
         self.settings = settings
+        self.from_stats = from_stats  # the last stage gives the vocabulary shards' softmax statistics, not logits
         self.loss_fn = get_loss(settings.loss)
         self.topk = topk
         self.timeline: Any = None  # times each call when set (LMPipeline's timeline)
@@ -66,7 +67,12 @@ class PipelineLoss:
         w_loss = float(target[0, 0, _WLOSS])
         w_tok = float(target[0, 0, _WTOK])
         topk_ids = target[..., _TOPK:_TOPK + K].long() if K else None
-        out = token_logprobs(logits, ids, mask, st.temperature, topk_ids, entropy_grad=st.entropy_coef > 0)
+        if self.from_stats:
+            from arena.trainers.parallel.pipeline.vocab import stats_logprobs
+
+            out = stats_logprobs(logits, mask, entropy_grad=st.entropy_coef > 0)
+        else:
+            out = token_logprobs(logits, ids, mask, st.temperature, topk_ids, entropy_grad=st.entropy_coef > 0)
         logp = out["logp"].float()
         kwargs: dict[str, Any] = dict(st.loss_kwargs)
         if K:

@@ -16,6 +16,7 @@ from arena.trainers.parallel.pipeline.schedules import (
     stage_owner,
 )
 from arena.trainers.parallel.pipeline.stages import balanced_layers, split_llama
+from arena.trainers.parallel.pipeline.vocab import boundary_width, split_vocab_parallel, vp_stage_indices
 
 if TYPE_CHECKING:  # pragma: no cover
     from arena.trainers.llm.learner import LearnerSettings
@@ -36,7 +37,7 @@ class LMPipeline:
 
     def __init__(self, model, schedule: str, *, n_microbatches: int, settings: "LearnerSettings | None" = None,
                  group=None, device: str = "cpu", pad_to: int = 8, max_schedules: int = 4, timeline: Any = None,
-                 meter: Any = None):
+                 meter: Any = None, vocab_parallel: bool = False):
         import torch
         import torch.distributed as dist
 
@@ -56,16 +57,23 @@ class LMPipeline:
         self.world_size = dist.get_world_size(group)
         self.n_microbatches = int(n_microbatches)
         self._check_microbatches()
-        self.n_stages = num_stages(schedule, self.world_size)
+        self.vocab_parallel = bool(vocab_parallel)
+        self.n_stages = 3 * self.world_size if self.vocab_parallel else num_stages(schedule, self.world_size)
         self.device = torch.device(device)
         self.pad_to = pad_to
         self.config = model.config
         self.model_cls = type(model)
         self.dtype = next(model.parameters()).dtype
-        self.stage_ids = stage_indices(schedule, self.rank, self.world_size)
-        self.stages = {i: s.to(self.device) for i, s in split_llama(model, self.n_stages, self.stage_ids).items()}
         self.topk = self.settings.loss in TOPK_LOSSES
-        self.loss = PipelineLoss(self.settings)
+        if self.vocab_parallel:
+            self._check_vocab_parallel()
+            self.stage_ids = vp_stage_indices(self.rank, self.world_size)
+            split = split_vocab_parallel(model, self.world_size, self.stage_ids, self.settings.temperature)
+        else:
+            self.stage_ids = stage_indices(schedule, self.rank, self.world_size)
+            split = split_llama(model, self.n_stages, self.stage_ids)
+        self.stages = {i: s.to(self.device) for i, s in split.items()}
+        self.loss = PipelineLoss(self.settings, from_stats=self.vocab_parallel)
         self.timeline = timeline
         self.loss.timeline = timeline
         self.meter = meter
@@ -73,7 +81,7 @@ class LMPipeline:
             meter.skip_parameters(p for st in self.stages.values() for p in st.parameters())
         self.max_schedules = max_schedules
         self._schedules: OrderedDict[tuple[int, int, int], Any] = OrderedDict()
-        self._tied = self._setup_tied(model)
+        self._tied = [] if self.vocab_parallel else self._setup_tied(model)  # vocabulary shards: tied on their rank
 
     # -- layout ---------------------------------------------------------------------
     def _check_microbatches(self) -> None:
@@ -87,6 +95,15 @@ class LMPipeline:
                                     f"(max(1, m // p)), got {m}: use {rounds * (m // rounds)} or {rounds * (m // rounds + 1)}")
         if name == "dualpipev" and m < 2 * p:
             raise PipelineError(f"dualpipev on {p} ranks needs at least {2 * p} microbatches (one per stage), got {m}")
+
+    def _check_vocab_parallel(self) -> None:
+        if self.spec.placement != "loop":
+            raise PipelineError(f"vocabulary parallelism runs on the schedules that loop stages over the ranks "
+                                f"(interleaved_1f1b, zb1p), not {self.spec.name}")
+        if self.topk:
+            raise PipelineError(f"loss {self.settings.loss} needs the log-probs of the rollout's top-K tokens at the "
+                                "last stage, which vocabulary parallelism does not gather: use another loss or "
+                                "turn vocab_parallel off")
 
     def owner(self, stage: int) -> int:
         return stage_owner(self.spec.name, stage, self.world_size)
@@ -109,6 +126,16 @@ class LMPipeline:
                 if name not in seen:
                     seen.add(name)
                     yield name, p
+
+    def vocab_shards(self) -> dict[str, tuple[int, int]]:
+        """Full name -> the vocabulary rows ``[lo, hi)`` this rank holds of it (vocabulary parallelism; else empty)."""
+        out = {}
+        for st in self.stages.values():
+            for local, _ in st.named_parameters(remove_duplicate=False):
+                rows = getattr(st, "shard", lambda _k: None)(local)
+                if rows is not None:
+                    out[st.full_name(local)] = rows
+        return out
 
     def parameters(self) -> list[Any]:
         """This rank's parameters, each once (for the optimizer)."""
@@ -208,8 +235,14 @@ class LMPipeline:
         stages = []
         for i in self.stage_ids:
             first, last = i == 0, i == self.n_stages - 1
-            inp = meta((rows, length), torch.long, False) if first else meta((rows, length, H), self.dtype, True)
-            out = meta((rows, length, V if last else H), self.dtype, True)
+            if self.vocab_parallel:
+                p = self.world_size
+                inp = meta((rows, length), torch.long, False) if first else \
+                    meta((rows, length, boundary_width(i - 1, p, H)), self.dtype, True)
+                out = meta((rows, length, boundary_width(i, p, H)), self.dtype, True)
+            else:
+                inp = meta((rows, length), torch.long, False) if first else meta((rows, length, H), self.dtype, True)
+                out = meta((rows, length, V if last else H), self.dtype, True)
             st = PipelineStage(self.stages[i], i, self.n_stages, self.device, input_args=inp, output_args=out,
                                group=self.group)
             if self.timeline is not None:

@@ -54,17 +54,18 @@ def _make_stage_class():
         The parameters are the source model's own (no copy).
         """
 
-        def __init__(self, model, index: int, n_stages: int, layers: tuple[int, int]):
+        def __init__(self, model, index: int, n_stages: int, layers: tuple[int, int], parts=None):
             super().__init__()
             body = _llama_parts(model)
             self.config = model.config
             self.index, self.n_stages = index, n_stages
             self.layer_start, self.layer_stop = layers
             self.is_first, self.is_last = index == 0, index == n_stages - 1
-            self.embed_tokens = body.embed_tokens if self.is_first else None
+            embed, norm, head = parts or (self.is_first, self.is_last, self.is_last)
+            self.embed_tokens = body.embed_tokens if embed else None
             self.layers = nn.ModuleList(body.layers[layers[0]:layers[1]])
-            self.norm = body.norm if self.is_last else None
-            self.lm_head = model.lm_head if self.is_last else None
+            self.norm = body.norm if norm else None
+            self.lm_head = model.lm_head if head else None
             self.rotary_emb = body.rotary_emb  # buffers only (inv_freq, not persistent)
 
         def forward(self, x):
@@ -97,6 +98,14 @@ def _make_stage_class():
 
 
 _STAGE_CLASS = None
+
+
+def llama_stage(model, index: int, n_stages: int, layers: tuple[int, int], *, embed: bool, norm: bool, head: bool):
+    """One stage of decoder layers ``[start, stop)`` with the embedding, final norm and head as asked."""
+    global _STAGE_CLASS
+    if _STAGE_CLASS is None:
+        _STAGE_CLASS = _make_stage_class()
+    return _STAGE_CLASS(model, index, n_stages, layers, (embed, norm, head))
 
 
 def split_llama(model, n_stages: int, indices: Sequence[int] | None = None) -> dict[int, Any]:

@@ -24,10 +24,16 @@ def gather_named(pipe: LMPipeline, what: str = "grad", dst: int = 0) -> dict[str
     if what not in ("grad", "param"):
         raise PipelineError(f"gather_named what must be 'grad' or 'param', got {what!r}")
     local = {}
+    shards = pipe.vocab_shards()
     for name, p in pipe.named_parameters():
         t = p if what == "param" else (p.grad if p.grad is not None else torch.zeros_like(p))
-        local[name] = t.detach().cpu().clone()
+        local[name] = _piece(name, t.detach().cpu().clone(), shards)
     return _merged_on(pipe, local, dst)
+
+
+def _piece(name: str, t, shards: dict[str, tuple[int, int]]):
+    """A tensor, or the rows ``[lo, hi)`` of a vocabulary-sharded one as a ``("rows", lo, tensor)`` piece."""
+    return ("rows", shards[name][0], t) if name in shards else t
 
 
 def _merged_on(pipe: LMPipeline, local: dict[str, Any], dst: int) -> dict[str, Any] | None:
@@ -38,9 +44,18 @@ def _merged_on(pipe: LMPipeline, local: dict[str, Any], dst: int) -> dict[str, A
     dist.gather_object(local, parts, dst=pipe.global_rank(dst), group=pipe.group)
     if pipe.rank != dst:
         return None
+    import torch
+
     out: dict[str, Any] = {}
+    pieces: dict[str, list] = {}
     for part in parts:
-        out.update(part)
+        for k, v in part.items():
+            if isinstance(v, tuple):  # vocabulary shards: their rows, in order
+                pieces.setdefault(k, []).append(v[1:])
+            else:
+                out[k] = v
+    for k, rows in pieces.items():
+        out[k] = torch.cat([t for _, t in sorted(rows, key=lambda r: r[0])], 0)
     return out
 
 
@@ -51,9 +66,15 @@ def full_state_dict(pipe: LMPipeline, dst: int = 0) -> dict[str, Any] | None:
     """
 
     local = {}
+    shards = pipe.vocab_shards()
     for st in pipe.stages.values():
         for k, v in st.state_dict().items():
-            local[st.full_name(k)] = v.detach().cpu().clone()
+            name = st.full_name(k)
+            local[name] = _piece(name, v.detach().cpu().clone(), shards)
+    if shards and pipe.config.tie_word_embeddings:  # one tensor under both names, as the unsplit model's state dict
+        for a, b in (("model.embed_tokens.weight", "lm_head.weight"), ("lm_head.weight", "model.embed_tokens.weight")):
+            if a in local and b not in local:
+                local[b] = local[a]
     return _merged_on(pipe, local, dst)
 
 
@@ -64,6 +85,9 @@ def load_full_state_dict(pipe: LMPipeline, state_dict: dict[str, Any]) -> None:
     taken from another of its names.
     """
     aliases = {n: t["names"] for t in pipe._tied for n in t["names"]}
+    if pipe.vocab_parallel and pipe.config.tie_word_embeddings:  # the shards tie on their rank: the names alias
+        aliases.update({"model.embed_tokens.weight": ["lm_head.weight"], "lm_head.weight": ["model.embed_tokens.weight"]})
+    shards = pipe.vocab_shards()
     for st in pipe.stages.values():
         want = {}
         for k in st.state_dict():
@@ -72,7 +96,7 @@ def load_full_state_dict(pipe: LMPipeline, state_dict: dict[str, Any]) -> None:
             if src is None:
                 raise PipelineError(f"the state dict has no {full!r} (stage {st.index} needs it): is it from the "
                                     f"same model architecture ({pipe.model_cls.__name__})?")
-            want[k] = state_dict[src]
+            want[k] = state_dict[src][slice(*shards[full])] if full in shards else state_dict[src]
         st.load_state_dict(want, strict=True)
 
 
@@ -107,11 +131,15 @@ def load_pretrained(pipe: LMPipeline, folder) -> None:
 def pipeline_logits(pipe: LMPipeline, ids):
     """Forward only, stage by stage with plain send/recv: logits ``[b, L, V]`` on the last stage's rank, else None.
 
-    ``ids`` are right-padded rows (every rank passes the same ids, for their shape).
+    ``ids`` are right-padded rows (every rank passes the same ids, for their shape). Not with vocabulary
+    parallelism (no stage has the whole vocabulary's logits): a one-line error.
     """
     import torch
     import torch.distributed as dist
 
+    if pipe.vocab_parallel:
+        raise PipelineError("pipeline_logits needs the whole vocabulary on the last stage: save the model "
+                            "(save_pretrained) and run it in one process, or split it without vocab_parallel")
     b, L = ids.shape
     x = None
     with torch.no_grad():
