@@ -183,11 +183,12 @@ def main(argv=None) -> None:
     p.add_argument("--offload", nargs="*", default=["1f1b", "zbv", "vmin"],
                    help="schedules for the offload table (default 1f1b zbv vmin; none: skip it)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run")
+    p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run (1f1b, vhalf, vmin; offload on zbv, vmin)")
     args = p.parse_args(argv)
     if args.quick:
         args.hidden, args.layers, args.samples, args.prompt, args.response = 32, 4, 8, 12, 6
         args.microbatches, args.repeats, args.ranks = 4, 1, [2]
+        args.schedules, args.offload = ["1f1b", "vhalf", "vmin"], ["zbv", "vmin"]
 
     from arena.trainers.parallel.launch import launch
     from arena.trainers.parallel.pipeline.schedules import available_schedules, schedule_spec

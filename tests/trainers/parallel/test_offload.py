@@ -1,7 +1,7 @@
 """Activation offload: the same gradients, the bytes accounted on the device and the host, copies back in time.
 
 One process first (plain autograd through the hooks), then a launch of 2 gloo ranks (about
-10 s) that runs 1F1B, ZB-V and V-Min with no offload, full and selective: every gradient equals
+5 s) that runs 1F1B (full), ZB-V (full, selective) and V-Min (selective) beside no offload: every gradient equals
 the plain pipeline's bit for bit, no backward waits for a copy back, nothing is left anywhere
 after a step, and what stays on the device is less where the order leaves something to offload.
 Training with an offload, resumed from one process, is in ``test_parallel_train.py``.
@@ -99,8 +99,9 @@ def _rank(info):
 
     args = argparse.Namespace(hidden=32, layers=4, samples=8, prompt=12, response=6, microbatches=4, seed=0)
     out = {}
-    for sched in ("1f1b", "zbv", "vmin"):
-        for mode in ("none", "full", "selective"):
+    for sched, modes in (("1f1b", ("none", "full")), ("zbv", ("none", "full", "selective")),
+                         ("vmin", ("none", "selective"))):
+        for mode in modes:
             model, tok = _model(args)
             meter = ActivationMeter() if mode == "none" else ActivationOffload(mode)
             pipe = LMPipeline(model, sched, n_microbatches=4, meter=meter)
@@ -120,8 +121,7 @@ def runs():
     return launch(_rank, 2, (), timeout_s=300)
 
 
-@pytest.mark.parametrize("sched", ["1f1b", "zbv", "vmin"])
-@pytest.mark.parametrize("mode", ["full", "selective"])
+@pytest.mark.parametrize("sched,mode", [("1f1b", "full"), ("zbv", "full"), ("zbv", "selective"), ("vmin", "selective")])
 def test_pipeline_offload_equals_no_offload(runs, sched, mode):
     for r in (0, 1):
         base, got = runs[r][(sched, "none")], runs[r][(sched, mode)]

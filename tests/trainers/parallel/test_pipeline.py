@@ -317,9 +317,10 @@ def test_bench_pipeline_quick_prints_the_table():
 
     root = Path(__file__).resolve().parents[3]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_pipeline.py"), "--quick"], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=120)
+    some = ["1f1b", "zb1p", "zbv", "vmin"]  # every schedule's step is tested above; the script's table here
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_pipeline.py"), "--quick", "--schedules",
+                           *some], cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in available_schedules():
+    for name in some:
         assert f"| {name} |" in proc.stdout
     assert "step time ZB1P / 1F1B:" in proc.stdout and "step time ZBV / 1F1B:" in proc.stdout

@@ -8,11 +8,10 @@ memory benchmark's quick run (real pipelines on 2 ranks, nothing left after a st
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -108,16 +107,16 @@ def test_meter_stage_over_many_steps_does_not_grow():
     assert meter.current == 0 and meter.peak > 0
 
 
-def test_memory_benchmark_quick_runs_and_keeps_nothing_after_a_step():
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_pipeline_memory.py"), "--quick"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_memory_benchmark_quick_runs_and_keeps_nothing_after_a_step(capsys):
+    import bench_pipeline_memory
+
+    bench_pipeline_memory.main(["--quick"])  # in this process; its ranks are spawned as in a run of the script
+    proc = SimpleNamespace(stdout=capsys.readouterr().out)
     rows = {m.group(1): m.group(0).split("|")
             for m in re.finditer(r"^\| 2 \| (\w*[a-z]\w*) \| [\d.]+ / .*$", proc.stdout, re.M)}
     offload = {(m.group(1), m.group(2)): m.group(0).split("|")
                for m in re.finditer(r"^\| 2 \| (\w+) \| (none|full|selective) \|.*$", proc.stdout, re.M)}
-    assert set(rows) == {"1f1b", "zb1p", "zbv", "vhalf", "vmin"}
+    assert set(rows) == {"1f1b", "vhalf", "vmin"}  # --quick's schedules
     largest = {s: max(float(v) for v in r[3].split("/")) for s, r in rows.items()}
     for s, r in rows.items():
         assert r[8].strip() == "0 / 0", s  # every saved activation released by the step's end
@@ -125,7 +124,7 @@ def test_memory_benchmark_quick_runs_and_keeps_nothing_after_a_step():
     assert rows["1f1b"][4].strip() == "1.00x"
     assert largest["vmin"] < largest["vhalf"]  # the tighter block holds less (model: 4 vs 5 units at p = 2)
     assert "| 16 | 32 | " in proc.stdout  # the model table for larger rank counts
-    assert {s for s, _ in offload} == {"1f1b", "zbv", "vmin"} and len(offload) == 9
+    assert {s for s, _ in offload} == {"zbv", "vmin"} and len(offload) == 6
     for key, r in offload.items():
         assert r[7].strip() == "0" and r[9].strip() == "0 / 0", key  # no late copy back, nothing left anywhere
     assert float(offload[("zbv", "full")][5].strip()[:-1]) < 0.9  # ZB-V's rank 0 sends its long-lived stage out

@@ -44,11 +44,15 @@ class LMPipeline:
         from arena.trainers.common.losses import TOPK_LOSSES
         from arena.trainers.llm.learner import LearnerSettings
 
+        self.spec = schedule_spec(schedule)
+        self.settings = settings or LearnerSettings()
+        self.topk = self.settings.loss in TOPK_LOSSES
+        self.vocab_parallel = bool(vocab_parallel)
+        if self.vocab_parallel:
+            self._check_vocab_parallel()
         if not dist.is_initialized():
             raise PipelineError("no process group: run inside arena.trainers.parallel.launch.launch (or torchrun)")
-        self.spec = schedule_spec(schedule)
         self.schedule_cls = schedule_class(schedule)
-        self.settings = settings or LearnerSettings()
         if self.settings.precision != "fp32":
             raise PipelineError(f"pipeline parallelism runs fp32 only for now, got train precision "
                                 f"{self.settings.precision!r}: set learner.train_precision: fp32")
@@ -57,16 +61,13 @@ class LMPipeline:
         self.world_size = dist.get_world_size(group)
         self.n_microbatches = int(n_microbatches)
         self._check_microbatches()
-        self.vocab_parallel = bool(vocab_parallel)
         self.n_stages = 3 * self.world_size if self.vocab_parallel else num_stages(schedule, self.world_size)
         self.device = torch.device(device)
         self.pad_to = pad_to
         self.config = model.config
         self.model_cls = type(model)
         self.dtype = next(model.parameters()).dtype
-        self.topk = self.settings.loss in TOPK_LOSSES
         if self.vocab_parallel:
-            self._check_vocab_parallel()
             self.stage_ids = vp_stage_indices(self.rank, self.world_size)
             split = split_vocab_parallel(model, self.world_size, self.stage_ids, self.settings.temperature)
         else:
