@@ -147,16 +147,11 @@ class SimAction:
 
 
 def one_f_one_b_order(p: int, m: int) -> dict[int, list[SimAction]]:
-    """The textbook 1F1B order: rank r runs min(p-1-r, m) warm-up forwards, then one F one B, then the rest of B."""
-    order = {}
-    for r in range(p):
-        w = min(p - 1 - r, m)
-        acts = [SimAction(r, "F", i) for i in range(w)]
-        for i in range(m - w):
-            acts += [SimAction(r, "F", w + i), SimAction(r, "B", i)]
-        acts += [SimAction(r, "B", i) for i in range(m - w, m)]
-        order[r] = acts
-    return order
+    """The textbook 1F1B order (``memory.one_f_one_b_passes``): rank r runs min(p-1-r, m) warm-up forwards, then
+    one F one B, then the rest of B."""
+    from arena.trainers.parallel.pipeline.memory import one_f_one_b_passes
+
+    return {r: [SimAction(s, k, mb) for k, s, mb in one_f_one_b_passes(r, p, m)] for r in range(p)}
 
 
 def simulate_order(order: dict[int, list[Any]], costs: dict, n_stages: int) -> dict[str, Any] | None:

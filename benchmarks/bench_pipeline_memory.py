@@ -49,14 +49,11 @@ MiB = 1024 * 1024
 
 def _order_units(pipe, rows: int, length: int) -> dict[int, int] | None:
     """Peak chunk-units per rank of the schedule's own order (a one-stage-per-rank stage counts 2)."""
-    from _pipeline_sim import one_f_one_b_order, schedule_order
+    from _pipeline_sim import schedule_order
 
     from arena.trainers.parallel.pipeline.vshape import order_memory
 
-    if pipe.spec.name == "1f1b":
-        order = one_f_one_b_order(pipe.world_size, pipe.n_microbatches)
-    else:
-        order = schedule_order(pipe, rows, length)
+    order = schedule_order(pipe, rows, length)
     if order is None:
         return None
     scale = 2 if pipe.spec.stages_per_rank == 1 else 1

@@ -144,21 +144,10 @@ def _named_local(opt, names_of: dict[int, str]) -> dict[str, Any]:
 
 def _named_from_parts(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     from arena.trainers.common.checkpoints import NAMED_OPTIMIZER
+    from arena.trainers.parallel.pipeline.vocab import merge_row_pieces
 
-    import torch
-
-    state: dict[str, Any] = {}
-    rows: dict[tuple[str, str], list] = {}
-    for part in parts:
-        for name, entry in part["state"].items():
-            merged = state.setdefault(name, {})
-            for k, v in entry.items():
-                if isinstance(v, tuple) and v and v[0] == "rows":  # a vocabulary shard's rows of a moment
-                    rows.setdefault((name, k), []).append(v[1:])
-                else:
-                    merged[k] = v
-    for (name, k), pieces in rows.items():
-        state[name][k] = torch.cat([t for _, t in sorted(pieces, key=lambda r: r[0])], 0)
+    names_held = {n for part in parts for n in part["state"]}
+    state = {n: merge_row_pieces(part["state"][n] for part in parts if n in part["state"]) for n in names_held}
     return {"format": NAMED_OPTIMIZER, "state": state, "param_groups": [{**parts[0]["hyper"], "params": names}]}
 
 
@@ -251,10 +240,12 @@ class PipelineEngine(Engine):
     def optimizer_pull(self):
         import torch.distributed as dist
 
+        from arena.trainers.parallel.pipeline.vocab import row_piece
+
         local = _named_local(self.opt, {id(p): n for p, n in self.params})
         for n, (lo, hi) in self._shard_rows().items():  # a shard's moments are rows of the whole parameter's
             if n in local["state"]:
-                local["state"][n] = {k: ("rows", lo, v) if _rows_of(v, hi - lo) else v
+                local["state"][n] = {k: row_piece(lo, v) if _rows_of(v, hi - lo) else v
                                      for k, v in local["state"][n].items()}
         parts = [None] * self.info.world_size if self.info.rank == 0 else None
         dist.gather_object(local, parts, dst=0, group=self.group)

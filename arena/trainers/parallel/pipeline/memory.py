@@ -149,8 +149,8 @@ class ActivationMeter:
             yield
 
     # -- wrapping a pipeline ----------------------------------------------------------------------
-    def attach(self, stage, order: list[tuple[str, int, int]] | None = None) -> None:
-        """Count what this PipelineStage's forward saves (``order``: the rank's passes, for an offload)."""
+    def attach(self, stage) -> None:
+        """Count what this PipelineStage's forward saves."""
         orig, index = stage.forward_one_chunk, stage.stage_index
 
         def forward_one_chunk(mb, *args, **kwargs):
@@ -173,6 +173,9 @@ class ActivationMeter:
             return out
         return counted
 
+    def plan(self, passes: list[tuple[str, int, int]]) -> None:
+        """The rank's order of passes, once its schedule is built (an offload times its copies by it)."""
+
     def before_pass(self, kind: str, stage: int, mb: int) -> None:
         """Called as a pass (F, I, B or W) of a stage starts."""
 
@@ -180,7 +183,14 @@ class ActivationMeter:
         """Called once a stage's forward of a microbatch is done (``last``: its loss is still to come)."""
 
 
-OFFLOAD_MODES = ("none", "full", "selective")
+def one_f_one_b_passes(rank: int, p: int, m: int) -> list[tuple[str, int, int]]:
+    """The textbook 1F1B order of rank ``rank``: ``min(p - 1 - r, m)`` warm-up forwards, then one forward one
+    backward, then the rest of the backwards (what torch's ``Schedule1F1B`` loop runs)."""
+    w = min(p - 1 - rank, m)
+    out = [("F", rank, i) for i in range(w)]
+    for i in range(m - w):
+        out += [("F", rank, w + i), ("B", rank, i)]
+    return out + [("B", rank, i) for i in range(m - w, m)]
 
 
 def rank_passes(schedule, rank: int, world_size: int, n_microbatches: int) -> list[tuple[str, int, int]]:
@@ -196,11 +206,7 @@ def rank_passes(schedule, rank: int, world_size: int, n_microbatches: int) -> li
     if name == "ScheduleGPipe":
         return [("F", r, i) for i in range(m)] + [("B", r, i) for i in range(m)]
     if name == "Schedule1F1B":
-        w = min(p - 1 - r, m)
-        out = [("F", r, i) for i in range(w)]
-        for i in range(m - w):
-            out += [("F", r, w + i), ("B", r, i)]
-        return out + [("B", r, i) for i in range(m - w, m)]
+        return one_f_one_b_passes(r, p, m)
     out = []
     for a in schedule.pipeline_order.get(rank, []):
         if a is None:
@@ -330,7 +336,7 @@ class ActivationOffload(ActivationMeter):
             super()._released(entry)
 
     # -- the pipeline's hooks ---------------------------------------------------------------------------
-    def attach(self, stage, order=None) -> None:
+    def attach(self, stage) -> None:
         super().attach(stage)
         back, weight, index = stage.backward_one_chunk, stage.backward_weight_one_chunk, stage.stage_index
 

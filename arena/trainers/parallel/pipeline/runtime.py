@@ -254,7 +254,7 @@ class LMPipeline:
         arg = stages[0] if self.spec.stages_per_rank == 1 else stages
         loss = self.loss if self.meter is None else self.meter.wrap_loss(self.loss, self.n_stages - 1)
         sched = self.schedule_cls(arg, n_microbatches=self.n_microbatches, loss_fn=loss, scale_grads=False)
-        if hasattr(self.meter, "plan"):
+        if self.meter is not None:
             from arena.trainers.parallel.pipeline.memory import rank_passes
 
             self.meter.plan(rank_passes(sched, self.rank, self.world_size, self.n_microbatches))

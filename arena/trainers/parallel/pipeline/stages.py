@@ -100,20 +100,22 @@ def _make_stage_class():
 _STAGE_CLASS = None
 
 
-def llama_stage(model, index: int, n_stages: int, layers: tuple[int, int], *, embed: bool, norm: bool, head: bool):
-    """One stage of decoder layers ``[start, stop)`` with the embedding, final norm and head as asked."""
+def _stage_class():
     global _STAGE_CLASS
     if _STAGE_CLASS is None:
         _STAGE_CLASS = _make_stage_class()
-    return _STAGE_CLASS(model, index, n_stages, layers, (embed, norm, head))
+    return _STAGE_CLASS
+
+
+def llama_stage(model, index: int, n_stages: int, layers: tuple[int, int], *, embed: bool, norm: bool, head: bool):
+    """One stage of decoder layers ``[start, stop)`` with the embedding, final norm and head as asked."""
+    return _stage_class()(model, index, n_stages, layers, (embed, norm, head))
 
 
 def split_llama(model, n_stages: int, indices: Sequence[int] | None = None) -> dict[int, Any]:
     """``{stage index: LlamaStage}`` for ``indices`` (default: all), sharing ``model``'s parameters."""
-    global _STAGE_CLASS
-    if _STAGE_CLASS is None:
-        _STAGE_CLASS = _make_stage_class()
+    cls = _stage_class()
     _llama_parts(model)
     ranges = balanced_layers(model.config.num_hidden_layers, n_stages)
     wanted = range(n_stages) if indices is None else indices
-    return {i: _STAGE_CLASS(model, i, n_stages, ranges[i]) for i in wanted}
+    return {i: cls(model, i, n_stages, ranges[i]) for i in wanted}

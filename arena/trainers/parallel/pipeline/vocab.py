@@ -36,6 +36,28 @@ from arena.trainers.parallel.pipeline import PipelineError
 STATS = 4  # m, s, t, a
 
 
+def row_piece(lo: int, t) -> tuple:
+    """A vocabulary shard's rows of a whole tensor, starting at row ``lo``, for :func:`merge_row_pieces`."""
+    return ("rows", lo, t)
+
+
+def merge_row_pieces(parts) -> dict[str, Any]:
+    """Dicts merged into one; values that are :func:`row_piece` s of one key are concatenated in row order."""
+    import torch
+
+    out: dict[str, Any] = {}
+    rows: dict[str, list] = {}
+    for part in parts:
+        for k, v in part.items():
+            if isinstance(v, tuple) and v and v[0] == "rows":
+                rows.setdefault(k, []).append(v[1:])
+            else:
+                out[k] = v
+    for k, pieces in rows.items():
+        out[k] = torch.cat([t for _, t in sorted(pieces, key=lambda r: r[0])], 0)
+    return out
+
+
 def vocab_ranges(vocab: int, p: int) -> list[tuple[int, int]]:
     """``[lo, hi)`` of each of ``p`` contiguous shards; sizes differ by at most one."""
     if vocab < p:
@@ -64,8 +86,6 @@ def boundary_width(stage: int, p: int, hidden: int) -> int:
 def _classes():
     import torch
     from torch import nn
-
-    from arena.trainers.parallel.pipeline.stages import llama_stage
 
     class EmbeddingShard(nn.Module):
         """Stage ``r < p``: the embedding rows of shard ``r`` added to the partial embedding."""
@@ -148,7 +168,7 @@ def _classes():
         def shard(self, local: str) -> tuple[int, int]:
             return self.lo, self.hi
 
-    return EmbeddingShard, DecoderPart, OutputShard, llama_stage
+    return EmbeddingShard, DecoderPart, OutputShard
 
 
 _CLASSES = None
@@ -158,12 +178,12 @@ def split_vocab_parallel(model, p: int, indices, temperature: float = 1.0) -> di
     """``{stage: module}`` for ``indices`` of the ``3p`` stages; the shards are new parameters, the layers the model's."""
     from torch import nn
 
-    from arena.trainers.parallel.pipeline.stages import _llama_parts, balanced_layers
+    from arena.trainers.parallel.pipeline.stages import _llama_parts, balanced_layers, llama_stage
 
     global _CLASSES
     if _CLASSES is None:
         _CLASSES = _classes()
-    EmbeddingShard, DecoderPart, OutputShard, llama_stage = _CLASSES
+    EmbeddingShard, DecoderPart, OutputShard = _CLASSES
     body = _llama_parts(model)
     emb, head = body.embed_tokens.weight, model.lm_head.weight
     tied = emb is head

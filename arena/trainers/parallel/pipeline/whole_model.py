@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from arena.trainers.parallel.pipeline import PipelineError
+from arena.trainers.parallel.pipeline.vocab import merge_row_pieces, row_piece
 
 if TYPE_CHECKING:  # pragma: no cover
     from arena.trainers.parallel.pipeline.runtime import LMPipeline
@@ -32,8 +33,8 @@ def gather_named(pipe: LMPipeline, what: str = "grad", dst: int = 0) -> dict[str
 
 
 def _piece(name: str, t, shards: dict[str, tuple[int, int]]):
-    """A tensor, or the rows ``[lo, hi)`` of a vocabulary-sharded one as a ``("rows", lo, tensor)`` piece."""
-    return ("rows", shards[name][0], t) if name in shards else t
+    """A tensor, or the rows of a vocabulary-sharded one as a piece to concatenate."""
+    return row_piece(shards[name][0], t) if name in shards else t
 
 
 def _merged_on(pipe: LMPipeline, local: dict[str, Any], dst: int) -> dict[str, Any] | None:
@@ -42,21 +43,7 @@ def _merged_on(pipe: LMPipeline, local: dict[str, Any], dst: int) -> dict[str, A
 
     parts = [None] * pipe.world_size if pipe.rank == dst else None
     dist.gather_object(local, parts, dst=pipe.global_rank(dst), group=pipe.group)
-    if pipe.rank != dst:
-        return None
-    import torch
-
-    out: dict[str, Any] = {}
-    pieces: dict[str, list] = {}
-    for part in parts:
-        for k, v in part.items():
-            if isinstance(v, tuple):  # vocabulary shards: their rows, in order
-                pieces.setdefault(k, []).append(v[1:])
-            else:
-                out[k] = v
-    for k, rows in pieces.items():
-        out[k] = torch.cat([t for _, t in sorted(rows, key=lambda r: r[0])], 0)
-    return out
+    return merge_row_pieces(parts) if pipe.rank == dst else None
 
 
 def full_state_dict(pipe: LMPipeline, dst: int = 0) -> dict[str, Any] | None:
@@ -71,10 +58,6 @@ def full_state_dict(pipe: LMPipeline, dst: int = 0) -> dict[str, Any] | None:
         for k, v in st.state_dict().items():
             name = st.full_name(k)
             local[name] = _piece(name, v.detach().cpu().clone(), shards)
-    if shards and pipe.config.tie_word_embeddings:  # one tensor under both names, as the unsplit model's state dict
-        for a, b in (("model.embed_tokens.weight", "lm_head.weight"), ("lm_head.weight", "model.embed_tokens.weight")):
-            if a in local and b not in local:
-                local[b] = local[a]
     return _merged_on(pipe, local, dst)
 
 
