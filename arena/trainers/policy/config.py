@@ -102,6 +102,9 @@ class ImitationConfig:
     patience: int = 4
     #: The value head also learns the final outcome, with this weight (a warm critic for RL).
     value_coef: float = 0.25
+    #: Label smoothing: this share of each part's target is the uniform policy over its legal choices,
+    #: so the choices the teacher never makes keep some probability for RL to sample (0: none).
+    smoothing: float = 0.0
     #: What is imitated: "auto", the teachers' action probabilities at every position where every
     #: teacher's strategy can be read (CFR's table), else their moves; "moves", the moves alone.
     targets: str = "auto"
@@ -135,6 +138,8 @@ class ImitationConfig:
             raise ValueError(f"il.val_fraction must be in (0, 1), got {self.val_fraction}")
         if self.epochs < 1 or self.batch_size < 1 or self.patience < 1:
             raise ValueError("il.epochs, il.batch_size and il.patience must be >= 1")
+        if not 0.0 <= self.smoothing < 1.0:
+            raise ValueError(f"il.smoothing must be in [0, 1), got {self.smoothing}")
         from arena.workers import check_workers
 
         check_workers(self.workers, "il.workers")

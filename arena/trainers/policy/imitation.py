@@ -376,12 +376,22 @@ def split(demos: Demonstrations, val_fraction: float, seed: int) -> tuple[Demons
 
 
 def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, epochs: int, batch_size: int, lr: float,
-                      weight_decay: float, patience: int, value_coef: float, seed: int,
+                      weight_decay: float, patience: int, value_coef: float, seed: int, smoothing: float = 0.0,
                       log: Callable[[int, dict], None] | None = None) -> dict[str, Any]:
     """Train `net` in place; returns the best epoch's figures (its weights are loaded back). Accuracy is
     the share of positions where the policy's most probable move is the teacher's: its move, or the most
-    probable under its probabilities where they are fitted."""
+    probable under its probabilities where they are fitted.
+
+    `smoothing` (label smoothing, per part): the training target is ``(1 - smoothing)`` the teacher's
+    and ``smoothing`` the uniform policy over each part's legal choices along the teacher's chain, so
+    the loss adds ``smoothing * KL(uniform || pi)``: a choice the teacher never makes keeps about
+    ``smoothing / n_legal`` of the probability instead of none, which the RL that follows can sample
+    (a head imitation leaves certain is one no policy gradient moves). The losses logged and the
+    validation loss that picks the best epoch are the smoothed ones (the unsmoothed one would pick the
+    sharpest epoch and undo the smoothing)."""
     import torch
+
+    from arena.inference.distributions import uniform_like
 
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
@@ -417,6 +427,13 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
             ok = same if ok is None else ok & same
         return int(ok.sum())
 
+    def fitted(dist, actions, probs):
+        """Each position's loss: the teacher's moves' (or probabilities') negative log-likelihood, and
+        with `smoothing` that share of the uniform policy's instead (``log_prob`` has conditioned a
+        structured move on the teacher's chain, so the uniform policy is each part's along it)."""
+        nll = -dist.log_prob(actions) if probs is None else _soft_nll(dist, probs)
+        return nll if smoothing <= 0 else (1 - smoothing) * nll + smoothing * uniform_like(dist).kl(dist)
+
     def evaluate() -> tuple[float, float]:
         net.eval()
         with torch.no_grad():
@@ -425,7 +442,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
                 j = slice(i, i + 4096)
                 dist, value = net(rows(Xv, j))
                 a = rows(Av, j)
-                losses.append(float((-dist.log_prob(a) if Pv is None else _soft_nll(dist, Pv[j])).sum()))
+                losses.append(float(fitted(dist, a, None if Pv is None else Pv[j]).sum()))
                 correct += hits(dist, a if Pv is None else Pv[j].argmax(-1))
         return sum(losses) / n_val, correct / n_val
 
@@ -440,7 +457,7 @@ def behaviour_cloning(net: Any, train: Demonstrations, val: Demonstrations, *, e
             j = perm[i:i + batch_size]
             dist, value = net(rows(X, j))
             a = rows(A, j)
-            nll = -dist.log_prob(a) if P is None else _soft_nll(dist, P[j])
+            nll = fitted(dist, a, None if P is None else P[j])
             loss = nll.mean() + value_coef * 0.5 * ((value - Z[j]) ** 2).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -283,7 +283,7 @@ class SCCTrainer(Trainer):
 
         report = behaviour_cloning(net, train, val, epochs=il.epochs, batch_size=il.batch_size, lr=il.lr,
                                    weight_decay=il.weight_decay, patience=il.patience, value_coef=il.value_coef,
-                                   seed=cfg.seed, log=log)
+                                   seed=cfg.seed, smoothing=il.smoothing, log=log)
         report["replays"] = len(items) + read
         for r in range(1, il.dagger.rounds + 1):
             train, val, report = self._dagger_round(r, net, train, val, report, phase)
@@ -397,7 +397,7 @@ class SCCTrainer(Trainer):
 
         return behaviour_cloning(net, train, val, epochs=epochs, batch_size=il.batch_size, lr=lr,
                                  weight_decay=il.weight_decay, patience=il.patience, value_coef=value_coef, seed=seed,
-                                 log=log)
+                                 smoothing=il.smoothing, log=log)
 
     def _mirrored(self, train: Any) -> Any:
         """The training positions and, with ``il.mirror``, their mirror images after them."""
