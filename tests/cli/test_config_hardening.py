@@ -28,6 +28,20 @@ def arena(*args: str, cwd: Path | None = None, env: dict | None = None, timeout:
                           text=True, timeout=timeout, env=dict(os.environ, COLUMNS="200", **(env or {})))
 
 
+def arena_here(monkeypatch, capsys, *args) -> subprocess.CompletedProcess:
+    """`arena ARGS` in this process, as the console script runs it (no interpreter start)."""
+    from arena.cli import main
+
+    capsys.readouterr()
+    with monkeypatch.context() as m:
+        m.setattr(sys, "argv", ["arena", *map(str, args)])
+        m.chdir(ROOT)
+        with pytest.raises(SystemExit) as e:
+            main()
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, e.value.code, out.out, out.err)
+
+
 def one_line(r: subprocess.CompletedProcess) -> str:
     out = (r.stdout + r.stderr).strip()
     assert r.returncode == 2, out
@@ -164,7 +178,7 @@ def damaged(data: bytes, how: str) -> bytes:
 
 
 @pytest.mark.parametrize("how", ["garbage", "random bytes", "0.5", "0.9", "zeroed pages", "flipped bytes"])
-def test_a_damaged_league_db_is_one_line_for_every_command(tmp_path, league_db, how):
+def test_a_damaged_league_db_is_one_line_for_every_command(tmp_path, monkeypatch, capsys, league_db, how):
     d = tmp_path / "league"
     d.mkdir()
     db = d / "league.db"
@@ -173,7 +187,9 @@ def test_a_damaged_league_db_is_one_line_for_every_command(tmp_path, league_db, 
     writers = (["league", "report", d], ["league", "run", cfg, "--dir", d], ["serve", d, "--port", "0"])
     for args in readers + (writers if how != "flipped bytes" else ()):
         db.write_bytes(damaged(league_db, how))
-        message = one_line(arena(*args, timeout=120))
+        # the readers and the report in this process; the league run and the server as the processes they are
+        here = args[0] != "serve" and args[:2] != ["league", "run"]
+        message = one_line(arena_here(monkeypatch, capsys, *args) if here else arena(*args, timeout=120))
         assert message.startswith(f"{db}: SQLite cannot read this league database ("), (args, message)
         assert message.endswith("): it is damaged or not a league database; restore it from a backup (with its "
                                 "league.db-wal file, if any), or start a new league in another --dir"), message

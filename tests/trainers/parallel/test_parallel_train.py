@@ -160,9 +160,21 @@ def test_the_command_line_says_how_the_step_runs(runs):
     (["--parallel", "odc", "--world-size", "2", "--vocab-parallel"], "--vocab-parallel is for --parallel pipeline"),
     (["--parallel", "pipeline", "--stages", "2", "--vocab-parallel"], "vocab_parallel runs on interleaved_1f1b or zb1p"),
 ])
-def test_bad_parallel_flags_are_one_line(tmp_path, args, message):
-    r = _cli("train", str(_config(tmp_path, "one")), "--dir", str(tmp_path / "run"), *args, cwd=tmp_path)
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+def test_bad_parallel_flags_are_one_line(tmp_path, monkeypatch, capsys, args, message):
+    # `arena train` in this process, as the console script runs it (the first case as a process of its own)
+    argv = ["train", str(_config(tmp_path, "one")), "--dir", str(tmp_path / "run"), *args]
+    if args == ["--parallel", "odc", "--world-size", "1"]:
+        r = _cli(*argv, cwd=tmp_path)
+        code, err = r.returncode, r.stderr
+    else:
+        from arena.cli import main
+
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(sys, "argv", ["arena", *argv])
+        with pytest.raises(SystemExit) as e:
+            main()
+        code, err = e.value.code, capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err and err.count("\n") == 1, err
     assert not (tmp_path / "run").exists()
 
 
