@@ -9,7 +9,10 @@ exploiters.
   `attack_nearest` on 200 seat-swapped games, its greedy player `main.greedy` rated above that bot in
   the run's league and the main not below its imitation snapshot; the goals, >= 0.8 against
   `attack_nearest` and >= 0.5 against `focus_fire`, are expected failures carrying the measured
-  figures until a run shows them.
+  figures until a run shows them;
+* recipes of `scc_skirmish_il_selfplay.yaml` (imitation with label smoothing, then self-play): the
+  greedy policy gains >= 0.05 over its own imitation checkpoint against `focus_fire`; the goals
+  (>= 0.9 / >= 0.65 against `attack_nearest` / `focus_fire`) as expected failures with the figures.
 """
 
 from pathlib import Path
@@ -25,6 +28,7 @@ from .test_learning import _train as _train_config, greedy_games  # noqa: E402
 
 CONFIG = Path(__file__).parents[3] / "configs" / "train" / "scc_skirmish.yaml"
 SELFPLAY = Path(__file__).parents[3] / "configs" / "train" / "scc_skirmish_selfplay.yaml"
+IL_SELFPLAY = Path(__file__).parents[3] / "configs" / "train" / "scc_skirmish_il_selfplay.yaml"
 GAME = "arena/Skirmish-3m-v0"
 
 #: The short run of `make test`: fewer teacher matches and epochs, four RL iterations of one learner.
@@ -162,3 +166,36 @@ def test_self_play_from_scratch_beats_the_teacher_with_orders_no_bot_gives(selfp
     assert nearest >= 0.8, nearest
     assert focus >= 0.55, focus  # the imitation recipe: 0.425 [0.36, 0.49]
     assert move >= 0.05, move  # no bot and no imitation policy gives one
+
+
+@pytest.fixture(scope="module")
+def il_selfplay_run(tmp_path_factory):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[3] / "benchmarks"))
+    from skirmish_strength import strength
+
+    folder = tmp_path_factory.mktemp("skirmish_il_selfplay") / "run"
+    _train_config(IL_SELFPLAY, folder)
+    return {(name, bot): strength(str(folder / path), GAME, f"skirmish:{bot}", 200, 500)
+            for name, path in (("il", "checkpoints/iter-00000"), ("rl", "latest"))
+            for bot in ("attack_nearest", "focus_fire")}
+
+
+@pytest.mark.recipe
+def test_imitation_with_smoothing_then_self_play_gains_over_its_imitation(il_selfplay_run):
+    won = {k: v[0] for k, v in il_selfplay_run.items()}
+    print("skirmish 3m, label-smoothed imitation then self-play: " + ", ".join(
+        f"{name} vs {bot} {w:.3f}" for (name, bot), w in sorted(won.items())) + " (200 seat-swapped games each)")
+    # measured (seed 0, docs/learning.md "Label smoothing, then self-play"): imitation 0.790 / 0.420, after
+    # RL 0.810 / 0.500 against attack_nearest / focus_fire; seed 1 0.800 / 0.420 -> 0.825 / 0.595, seed 2
+    # 0.800 / 0.420 -> 0.890 / 0.645
+    assert won["rl", "focus_fire"] >= won["il", "focus_fire"] + 0.05, won
+    assert won["rl", "attack_nearest"] >= 0.78, won
+
+
+@pytest.mark.recipe
+@pytest.mark.xfail(reason="goal not met yet: 0.810 / 0.500 against attack_nearest / focus_fire after the run (seed 0; "
+                          "seed 1 0.825 / 0.595, seed 2 0.890 / 0.645), the goal 0.9 / 0.65 (docs/learning.md)", strict=False)
+def test_imitation_with_smoothing_then_self_play_reaches_the_goals(il_selfplay_run):
+    assert il_selfplay_run["rl", "attack_nearest"][0] >= 0.9 and il_selfplay_run["rl", "focus_fire"][0] >= 0.65
