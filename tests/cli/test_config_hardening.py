@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import arena_here
+
 from arena.league.config import load_league_config
 from arena.league.lock import LOCK_FILE
 from arena.league.manager import League, open_league
@@ -26,20 +28,6 @@ TTT = "openspiel/tic_tac_toe-v0"
 def arena(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
     return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd or ROOT, capture_output=True,
                           text=True, timeout=timeout, env=dict(os.environ, COLUMNS="200", **(env or {})))
-
-
-def arena_here(monkeypatch, capsys, *args) -> subprocess.CompletedProcess:
-    """`arena ARGS` in this process, as the console script runs it (no interpreter start)."""
-    from arena.cli import main
-
-    capsys.readouterr()
-    with monkeypatch.context() as m:
-        m.setattr(sys, "argv", ["arena", *map(str, args)])
-        m.chdir(ROOT)
-        with pytest.raises(SystemExit) as e:
-            main()
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(args, e.value.code, out.out, out.err)
 
 
 def one_line(r: subprocess.CompletedProcess) -> str:
@@ -189,7 +177,7 @@ def test_a_damaged_league_db_is_one_line_for_every_command(tmp_path, monkeypatch
         db.write_bytes(damaged(league_db, how))
         # the readers and the report in this process; the league run and the server as the processes they are
         here = args[0] != "serve" and args[:2] != ["league", "run"]
-        message = one_line(arena_here(monkeypatch, capsys, *args) if here else arena(*args, timeout=120))
+        message = one_line(arena_here(monkeypatch, capsys, *args, cwd=ROOT) if here else arena(*args, timeout=120))
         assert message.startswith(f"{db}: SQLite cannot read this league database ("), (args, message)
         assert message.endswith("): it is damaged or not a league database; restore it from a backup (with its "
                                 "league.db-wal file, if any), or start a new league in another --dir"), message

@@ -165,15 +165,11 @@ def test_bad_parallel_flags_are_one_line(tmp_path, monkeypatch, capsys, args, me
     argv = ["train", str(_config(tmp_path, "one")), "--dir", str(tmp_path / "run"), *args]
     if args == ["--parallel", "odc", "--world-size", "1"]:
         r = _cli(*argv, cwd=tmp_path)
-        code, err = r.returncode, r.stderr
     else:
-        from arena.cli import main
+        from cli_in_process import arena_here
 
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.setattr(sys, "argv", ["arena", *argv])
-        with pytest.raises(SystemExit) as e:
-            main()
-        code, err = e.value.code, capsys.readouterr().err
+        r = arena_here(monkeypatch, capsys, *argv, cwd=tmp_path)
+    code, err = r.returncode, r.stderr
     assert code == 2 and message in err and "Traceback" not in err and err.count("\n") == 1, err
     assert not (tmp_path / "run").exists()
 

@@ -15,7 +15,7 @@ from arena.trainers.policy.imitation import Demonstrations, behaviour_cloning  #
 
 def _probs_after_cloning(smoothing: float) -> np.ndarray:
     """The policy's move probabilities at tic-tac-toe's first position after cloning a teacher that
-    always takes the centre there (and the corner 0 after 0-4, so that validation has another position)."""
+    always takes the centre there (48 positions to train on, 16 to validate on, all that one)."""
     torch.manual_seed(0)
     core = make_core("openspiel/tic_tac_toe-v0")
     spec = spec_from_core(core)
