@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import arena_here
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -92,8 +94,16 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("args,phrase", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
-def test_user_errors_are_one_line(args, phrase, league, tmp_path):
+def _own_process(i: int, args: list[str]) -> bool:
+    """The first case and those that load a plug-in (its games stay registered in the process) run as
+    a process of their own; the rest in the test's process (`arena_here`: the same exit code and
+    output, no interpreter start each)."""
+    return i == 0 or "--plugin" in args
+
+
+@pytest.mark.parametrize("i,args,phrase", [(i, *c) for i, c in enumerate(CASES)],
+                         ids=[" ".join(c[0])[:60] for c in CASES])
+def test_user_errors_are_one_line(i, args, phrase, league, tmp_path, monkeypatch, capsys):
     def fill(a: str) -> str:
         if a.startswith("{cfg:"):
             return str(_league_config(tmp_path, a[5:-1]))
@@ -103,7 +113,12 @@ def test_user_errors_are_one_line(args, phrase, league, tmp_path):
             return str(p)
         return a.replace("{league}", str(league)).replace("{tmp}", str(tmp_path))
 
-    r = arena(*[fill(a) for a in args], cwd=ROOT / "tests")
+    filled = [fill(a) for a in args]
+    if _own_process(i, args):
+        r = arena(*filled, cwd=ROOT / "tests")
+    else:
+        monkeypatch.setenv("COLUMNS", "200")
+        r = arena_here(monkeypatch, capsys, *filled, cwd=ROOT / "tests")
     out = (r.stdout + r.stderr).strip()
     lines = [line for line in out.splitlines() if line.strip()]
     assert r.returncode == 2, out
