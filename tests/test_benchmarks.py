@@ -229,3 +229,27 @@ def test_bench_ratings_scale_quick_prints_its_parts_and_the_ratio(tmp_path):
     s = out["seconds"]
     assert s["lines"] > 60 and s["first read (the tally counted from the results, once)"] > 0
     assert "| arena ratings / bare point fit |" in proc.stdout
+
+
+def test_skirmish_move_orders_are_told_apart_by_where_they_send_the_units(monkeypatch):
+    """Three own marines at x = 8 (health 1, 1, 0.25) and one enemy in sight at x = 16, on a 32 x 32 map:
+    the hurt one sent back west is a pull back (its health a third of the squad's mean, 0.75); all
+    three sent west a retreat; one sent east an advance; with the enemy out of sight, unseen."""
+    import numpy as np
+
+    from arena.envs.skirmish import F_ENEMY, F_HEALTH, F_OWN, F_PRESENT, F_X, F_Y, FEATURES
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import skirmish_strength as S
+
+    ent = np.zeros((6, FEATURES), np.float32)
+    for u, hp in enumerate((1.0, 1.0, 0.25)):
+        ent[u, [F_OWN, F_PRESENT, F_HEALTH, F_X, F_Y]] = 1, 1, hp, 8 / 32, (14 + 2 * u) / 32
+    ent[3, [F_ENEMY, F_PRESENT, F_HEALTH, F_X, F_Y]] = 1, 1, 1, 16 / 32, 16 / 32
+    size, west, east = (32.0, 32.0), [4, 0], [4, 5]  # cells [row, col] of the 8 x 8 grid: x = 2 and x = 22
+    kind, ratio = S.move_kind({"entities": ent}, {"type": 1, "units": [2], "location": west}, size)
+    assert kind == "pull_back" and ratio == pytest.approx(0.25 / 0.75)
+    assert S.move_kind({"entities": ent}, {"type": 1, "units": [0, 1, 2], "location": west}, size)[0] == "retreat"
+    assert S.move_kind({"entities": ent}, {"type": 1, "units": [0], "location": east}, size)[0] == "advance"
+    ent[3, F_PRESENT] = 0  # the enemy out of sight
+    assert S.move_kind({"entities": ent}, {"type": 1, "units": [2], "location": west}, size)[0] == "unseen"

@@ -127,11 +127,13 @@ def test_a_bad_eval_opponent_is_a_config_error_that_writes_nothing(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_the_benchmark_runs_in_its_smoke_mode():
+def test_the_benchmark_runs_in_its_smoke_mode(tmp_path):
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", COLUMNS="200")
+    png = tmp_path / "curve.png"
     configs = ["--scc-config", "configs/train/scc_skirmish_selfplay.yaml"]  # no imitation stage: the quicker one
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_rllib_skirmish.py"), "--smoke",
-                           "--seconds", "3", "--eval-games", "2", *configs], cwd=str(ROOT), env=env,
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_against_rllib.py"), "--smoke",
+                           "--seconds", "3", "--eval-games", "2", "--marks", "2", "--curve-games", "2",
+                           "--plot", str(png), *configs], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -144,3 +146,47 @@ def test_the_benchmark_runs_in_its_smoke_mode():
             assert e["games"] == 2 and e["invalid"] == 0 and 0.0 <= e["wilson"][0] <= e["win_rate"] <= e["wilson"][1]
     assert "| arena SCC (scc_skirmish_selfplay) |" in proc.stdout and "| RLlib PPO |" in proc.stdout
     assert "env steps/s, arena SCC (scc_skirmish_selfplay) / RLlib PPO" in proc.stdout
+    for r in out["runs"]:  # the curve ends at the final policy, its figures the table's
+        last = r["curve"][-1]
+        assert last["checkpoint"] == "final" and last["eval"] == r["eval"] and last["iteration"] == r["iterations"]
+        assert [p["train_s"] for p in r["curve"]] == sorted(p["train_s"] for p in r["curve"])
+    assert "Strength against wall time" in proc.stdout and png.stat().st_size > 10_000
+
+
+def test_the_benchmark_marks_its_budget_at_the_first_iteration_past_each_mark(monkeypatch, tmp_path):
+    """A mark keeps the checkpoint of the first iteration that ends past it (written if the trainer had
+    not: its time is taken off the clock), the seconds and steps then; the stop comes before the
+    iteration that would cross the budget."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_against_rllib as B
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    clock = {"t": 0.0}
+    monkeypatch.setattr(B.time, "perf_counter", lambda: clock["t"])
+
+    class Fake:
+        stop_requested = False
+
+        def checkpoint_dir(self, it):
+            return tmp_path / f"iter-{it}"
+
+        def checkpoint(self, it):  # writing takes 2 s, which the budget does not count
+            clock["t"] += 2.0
+            (tmp_path / f"iter-{it}").mkdir()
+            return tmp_path / f"iter-{it}"
+
+    trainer = Fake()
+    (tmp_path / "iter-2").mkdir()  # iteration 2's checkpoint is there already: nothing written
+    budget = B.Budget(trainer, 30.0, 0.0, B.marks_of(30.0, 3), steps=lambda: 100 * it)
+    assert B.marks_of(30.0, 3) == [10.0, 20.0] and B.marks_of(30.0, 1) == [] and B.marks_of(30.0, 0) == []
+    for it in range(1, 10):
+        clock["t"] += 6.0  # each iteration takes 6 s
+        budget(it, 9, {"time/iteration_s": 6.0})
+        if trainer.stop_requested:
+            break
+    # iteration 2 ends at 12 s (past 10: its own checkpoint); iteration 4 at 24 s (past 20: written, 2 s off)
+    assert [(p["iteration"], p["train_s"], p["env_steps"]) for p in budget.points] == [(2, 12.0, 200), (4, 24.0, 400)]
+    assert budget.points[1]["checkpoint"] == str(tmp_path / "iter-4")
+    # iteration 5 ends at 30 s of training (the budget exactly); a 6th would cross it: the stop
+    assert it == 5 and trainer.stop_requested and clock["t"] - budget.t0 == 30.0
