@@ -249,7 +249,8 @@ def rllib_run(game: Game, seconds: float, seed: int = 0, eval_games: int = 200, 
 
 
 def _name(opp: str) -> str:
-    return opp.split(":", 1)[-1]
+    """An opponent as the tables name it: a bot without its ``skirmish:`` prefix, any other spec whole."""
+    return opp.removeprefix("skirmish:")
 
 
 def table(game: Game, runs: list[dict]) -> str:
@@ -290,7 +291,8 @@ def plot(game: Game, runs: list[dict], path: Path, seconds: float) -> None:
     fig = Figure(figsize=(4.2 * len(game.opponents), 3.8))
     for i, opp in enumerate(game.opponents):
         ax = fig.add_subplot(1, len(game.opponents), i + 1)
-        for r, color in zip(runs, ("tab:red", "tab:orange", "tab:purple", "tab:blue")):
+        for r, color in zip(runs, ("tab:red", "tab:purple", "tab:green", "tab:blue")):
+            color = "tab:blue" if r["learner"] == "RLlib PPO" else color
             pts = r["curve"]
             x = [p["train_s"] for p in pts]
             ax.plot(x, [p["eval"][opp]["win_rate"] for p in pts], color=color, marker="o", ms=3, lw=1.4,
@@ -300,10 +302,11 @@ def plot(game: Game, runs: list[dict], path: Path, seconds: float) -> None:
         ax.set_xlim(0, seconds)
         ax.set_ylim(0, 1)
         ax.set_xlabel("training seconds (one process, 2 cores)")
-        ax.set_ylabel(f"greedy win rate vs {_name(opp)}")
+        ax.set_title(f"vs {_name(opp)}", fontsize=9)
+        ax.set_ylabel("greedy win rate")
         ax.grid(True, alpha=0.3)
         if i == 0:
-            ax.legend(fontsize=7, loc="upper left")
+            ax.legend(fontsize=7, loc="lower left")
     fig.suptitle(f"{game.name}: strength against wall time (95% Wilson bands)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

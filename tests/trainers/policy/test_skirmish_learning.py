@@ -10,9 +10,10 @@ exploiters.
   the run's league and the main not below its imitation snapshot; the goals, >= 0.8 against
   `attack_nearest` and >= 0.5 against `focus_fire`, are expected failures carrying the measured
   figures until a run shows them;
-* recipes of `scc_skirmish_il_selfplay.yaml` (imitation with label smoothing, then self-play): the
-  greedy policy gains >= 0.05 over its own imitation checkpoint against `focus_fire`; the goals
-  (>= 0.9 / >= 0.65 against `attack_nearest` / `focus_fire`) as expected failures with the figures.
+* recipes of `scc_skirmish_il_selfplay.yaml` (imitation with label smoothing, then self-play with no
+  KL): the greedy policy gains >= 0.15 over its own imitation checkpoint against `focus_fire` and
+  reaches the goal there (>= 0.65), >= 0.8 against `attack_nearest`, with move orders; the goal
+  >= 0.9 against `attack_nearest` as an expected failure with the figures.
 """
 
 from pathlib import Path
@@ -156,8 +157,8 @@ def test_self_play_from_scratch_beats_the_teacher_with_orders_no_bot_gives(selfp
     from skirmish_strength import strength
 
     _, folder = selfplay_run
-    nearest, _, _ = strength(str(folder / "latest"), GAME, "skirmish:attack_nearest", 200, 500)
-    focus, _, orders = strength(str(folder / "latest"), GAME, "skirmish:focus_fire", 200, 500)
+    nearest = strength(str(folder / "latest"), GAME, "skirmish:attack_nearest", 200, 500)[0]
+    focus, _, orders, _, _ = strength(str(folder / "latest"), GAME, "skirmish:focus_fire", 200, 500)
     move = orders[1] / max(1, sum(orders.values()))
     print(f"skirmish 3m from scratch: greedy vs attack_nearest {nearest:.3f}, vs focus_fire {focus:.3f}, "
           f"move orders {move:.3f} (200 seat-swapped games each)")
@@ -185,17 +186,22 @@ def il_selfplay_run(tmp_path_factory):
 @pytest.mark.recipe
 def test_imitation_with_smoothing_then_self_play_gains_over_its_imitation(il_selfplay_run):
     won = {k: v[0] for k, v in il_selfplay_run.items()}
+    orders = il_selfplay_run["rl", "focus_fire"][2] + il_selfplay_run["rl", "attack_nearest"][2]
+    move = orders[1] / max(1, sum(orders.values()))
     print("skirmish 3m, label-smoothed imitation then self-play: " + ", ".join(
-        f"{name} vs {bot} {w:.3f}" for (name, bot), w in sorted(won.items())) + " (200 seat-swapped games each)")
-    # measured (seed 0, docs/learning.md "Label smoothing, then self-play"): imitation 0.790 / 0.420, after
-    # RL 0.810 / 0.500 against attack_nearest / focus_fire; seed 1 0.800 / 0.420 -> 0.825 / 0.595, seed 2
-    # 0.800 / 0.420 -> 0.890 / 0.645
-    assert won["rl", "focus_fire"] >= won["il", "focus_fire"] + 0.05, won
-    assert won["rl", "attack_nearest"] >= 0.78, won
+        f"{name} vs {bot} {w:.3f}" for (name, bot), w in sorted(won.items())) + f", move orders {move:.3f} "
+          "(200 seat-swapped games each)")
+    # measured (docs/learning.md "What made RL work"): seed 0 (the config's) imitation 0.790 / 0.420, after
+    # RL 0.855 / 0.680 against attack_nearest / focus_fire, move orders 0.149; seed 1 0.800 / 0.420 ->
+    # 0.835 / 0.560 (0.108), seed 2 0.800 / 0.420 -> 0.875 / 0.585 (0.094)
+    assert won["rl", "focus_fire"] >= won["il", "focus_fire"] + 0.15, won
+    assert won["rl", "focus_fire"] >= 0.65, won  # the goal
+    assert won["rl", "attack_nearest"] >= 0.8, won
+    assert move >= 0.05, move  # focus_fire, the teacher, never gives one
 
 
 @pytest.mark.recipe
-@pytest.mark.xfail(reason="goal not met yet: 0.810 / 0.500 against attack_nearest / focus_fire after the run (seed 0; "
-                          "seed 1 0.825 / 0.595, seed 2 0.890 / 0.645), the goal 0.9 / 0.65 (docs/learning.md)", strict=False)
+@pytest.mark.xfail(reason="goal not met yet: 0.855 [0.80, 0.90] against attack_nearest after the run (seed 0; seed 1 "
+                          "0.835, seed 2 0.875), the goal 0.9 (docs/learning.md)", strict=False)
 def test_imitation_with_smoothing_then_self_play_reaches_the_goals(il_selfplay_run):
     assert il_selfplay_run["rl", "attack_nearest"][0] >= 0.9 and il_selfplay_run["rl", "focus_fire"][0] >= 0.65
