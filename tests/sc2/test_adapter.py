@@ -466,6 +466,36 @@ def test_a_replay_is_checked_not_resimulated_and_shows_how_to_watch_it(sc2path, 
     assert any("not a move of this game" in d for d in verify_replay(path).differences)
 
 
+def test_a_game_port_taken_before_the_game_binds_it_is_started_again_not_a_failed_match(sc2path, monkeypatch):
+    """pysc2 picks free ports, then the host game binds its game port: another process can take it in
+    between (seen as 'Address already in use' in the join). The start is made again on new ports, and
+    the failed start's games do not outlive it (the fixture checks that no game process is left)."""
+    import socket
+
+    from pysc2_evolved.lib import portspicker
+
+    from arena.envs import make_core
+    from arena.match import play_match
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    real, picked = portspicker.pick_unused_ports, []
+
+    def pick(num_ports, *args, **kwargs):  # the first start's game port is one this test holds
+        ports = real(num_ports, *args, **kwargs)
+        picked.append(ports)
+        return [taken.getsockname()[1], *ports[1:]] if len(picked) == 1 else ports
+
+    monkeypatch.setattr(portspicker, "pick_unused_ports", pick)
+    try:
+        res = play_match(make_core("sc2/Simple64-v0", max_steps=10), ["sc2:attack", "sc2:idle"], seed=1)
+    finally:
+        taken.close()
+    assert res.outcome == "normal" and len(picked) == 2
+    assert len(fake_sc2.launches(sc2path)) == 4  # two games a start
+
+
 def test_game_dying_mid_match(sc2path, monkeypatch):
     from arena.envs import make_core
     from arena.envs.sc2.game import SC2GameCrashed

@@ -99,6 +99,9 @@ LADDER_MAPS = ("Simple64", "Simple96", "Simple128", "Flat32", "Flat48", "Flat64"
                "Redshift", "Sequencer", "Stasis", "Thunderbird", "Triton", "TurboCruise84", "WintersGate",
                "WorldofSleepers", "YearZero")
 RACES = ("terran", "zerg", "protoss", "random")
+#: Starts of a game before its failure is the match's (a start whose join fails, e.g. on a port another
+#: process took, is made again on new ports).
+LAUNCH_TRIES = 3
 DIFFICULTIES = ("very_easy", "easy", "medium", "medium_hard", "hard", "harder", "very_hard", "cheat_vision",
                 "cheat_money", "cheat_insane")
 BUILDS = ("random", "rush", "timing", "power", "macro", "air")
@@ -609,15 +612,23 @@ class SC2Core(GameCore):
 
         # A worker terminated while the game starts or plays stops it first (`_kill_games`).
         procs.at_exit(id(self), self._kill_games)
-        try:
-            self._env = env_mod.SC2Env(map_name=cfg.map, players=players, agent_interface_format=aif,
-                                       step_mul=cfg.step_mul, random_seed=None if seed is None else int(seed) % 2**31,
-                                       **kwargs)
-        except ArenaError:
-            raise
-        except Exception as e:
-            raise SC2GameCrashed(f"StarCraft II did not start: {type(e).__name__}: {str(e).splitlines()[0][:200]}") \
-                from None
+        running = set(_game_children())  # other cores' games in this process, left alone below
+        for attempt in range(1, LAUNCH_TRIES + 1):
+            try:
+                self._env = env_mod.SC2Env(map_name=cfg.map, players=players, agent_interface_format=aif,
+                                           step_mul=cfg.step_mul,
+                                           random_seed=None if seed is None else int(seed) % 2**31, **kwargs)
+                break
+            except ArenaError:
+                raise
+            except Exception as e:
+                # pysc2's env was never made, so nothing closes the games this start launched: stop them
+                # here. The next try picks new ports (a port taken between pysc2 picking it and the game
+                # binding it fails the join: a race with every other process on the machine).
+                _kill(set(_game_children()) - running)
+                if attempt == LAUNCH_TRIES:
+                    raise SC2GameCrashed(f"StarCraft II did not start ({LAUNCH_TRIES} tries): {type(e).__name__}: "
+                                         f"{str(e).splitlines()[0][:200]}") from None
         # pysc2's own handles on the game processes
         self._pids = [int(p.pid) for p in getattr(self._env, "_sc2_procs", None) or [] if p.pid]
         try:
@@ -646,13 +657,7 @@ class SC2Core(GameCore):
         """Stop this core's game processes at once (a worker being terminated: `arena.procs.at_exit`):
         those pysc2 reported, and, for a game still starting, this process's children that run with
         the game's protocol flags."""
-        import signal
-
-        for pid in set(self._pids) | set(_game_children()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _kill(set(self._pids) | set(_game_children()))
 
     def _quit(self) -> None:
         from arena import procs
@@ -922,6 +927,21 @@ class SC2Core(GameCore):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "map": self.cfg.map, "interface": self.cfg.interface}
+
+
+def _kill(pids: set[int]) -> None:
+    """SIGKILL each of `pids` and reap those that are this process's children (no zombie left)."""
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
 
 
 def _game_children() -> list[int]:
