@@ -103,18 +103,22 @@ class Budget:
     """``progress`` for `Trainer.run`: asks `trainer` to stop before the iteration that would cross
     `seconds` of wall-clock counted from `t0`, and takes a mark (`points`) after the first iteration
     that ends past each of `marks` (seconds): that iteration's checkpoint (written here if the
-    trainer did not, its time taken off the clock), the seconds and `steps()` so far."""
+    trainer did not, its time taken off the clock), the seconds and the env steps so far (`steps()`,
+    else the sum of the iterations' ``train/env_steps``)."""
 
     def __init__(self, trainer, seconds: float, t0: float, marks: list[float] = (), steps=None):
         self.trainer, self.seconds, self.t0 = trainer, seconds, t0
-        self.marks, self.steps = sorted(marks), steps or (lambda: 0)
+        self.marks, self.steps = sorted(marks), steps or (lambda: self.env_steps)
         #: The last iteration's seconds (its metrics' ``time/iteration_s``).
         self.last_s = 0.0
+        #: The env steps of the iterations seen, from their metrics.
+        self.env_steps = 0
         #: One dict a mark taken: iteration, train_s, env_steps, checkpoint.
         self.points: list[dict] = []
 
     def __call__(self, it: int, last: int, metrics: dict) -> None:
         self.last_s = float(metrics.get("time/iteration_s", 0.0))
+        self.env_steps += int(metrics.get("train/env_steps", 0))
         elapsed = time.perf_counter() - self.t0
         if self.marks and elapsed >= self.marks[0]:
             while self.marks and elapsed >= self.marks[0]:
@@ -177,21 +181,15 @@ def scc_run(game: Game, seconds: float, seed: int = 0, eval_games: int = 200, sm
         t0 = time.perf_counter()
         trainer = entry.builder()(cfg, folder / "run")
         setup_s = time.perf_counter() - t0
-        steps = {"n": 0}
-
-        def count(it: int, last: int, metrics: dict) -> None:
-            steps["n"] += int(metrics.get("train/env_steps", 0))
-            budget(it, last, metrics)
-
         try:
             t1 = time.perf_counter()
-            budget = Budget(trainer, seconds, t1, marks_of(seconds, marks), lambda: steps["n"])
-            trainer.run(iterations=1, progress=count)
+            budget = Budget(trainer, seconds, t1, marks_of(seconds, marks))
+            trainer.run(iterations=1, progress=budget)
             first_s = budget.last_s
             left = seconds - (time.perf_counter() - budget.t0)
             if not trainer.stop_requested and left > first_s:
                 trainer.cfg.iterations = 1 + int(left // max(first_s, 1e-9))
-                trainer.run(iterations=trainer.cfg.iterations, progress=count)
+                trainer.run(iterations=trainer.cfg.iterations, progress=budget)
             train_s = time.perf_counter() - budget.t0
             iterations = trainer.iteration
             spec = f"policy:{(folder / 'run' / 'latest').resolve()},greedy=true"

@@ -45,7 +45,8 @@ def move_kind(obs: dict, move: dict, size: tuple[float, float]) -> tuple[str, fl
     present = ent[:, F_PRESENT] > 0
     own = np.flatnonzero(present & (ent[:, F_OWN] > 0))
     enemies = ent[present & (ent[:, F_ENEMY] > 0)][:, [F_X, F_Y]] * scale
-    ordered = [u for u in move["units"] if u in set(own.tolist())]
+    alive = set(own.tolist())
+    ordered = [u for u in move["units"] if u in alive]
     if not ordered or not len(enemies):
         return "unseen", float("nan")
     row, col = move["location"]
@@ -68,7 +69,7 @@ def strength(folder: str, game: str, opponent: str, games: int, seed: int,
     match)."""
     from arena.agents.specs import make_agent
     from arena.envs.registry import make_core
-    from arena.envs.skirmish import ACTION_TYPES
+    from arena.envs.skirmish import MOVE
     from arena.match.pool import play_lockstep
 
     spec = f"policy:{folder},greedy={'true' if greedy else 'false'}"
@@ -79,11 +80,9 @@ def strength(folder: str, game: str, opponent: str, games: int, seed: int,
     kinds: Counter = Counter()
     health: list[float] = []
     decide = me.decide
-    MOVE = ACTION_TYPES.index("move")
 
     def counted(observations):
         moves, x = decide(observations)
-        moves = list(moves)
         orders.update(int(t) for t in x["action"]["type"].tolist())
         for obs, move in zip(observations, moves):
             if int(move["type"]) == MOVE:
