@@ -1,11 +1,11 @@
 """Scripted players of the Skirmish game (`arena.envs.skirmish`), agent kind ``skirmish``.
 
-``skirmish:idle``, ``skirmish:attack_nearest``, ``skirmish:focus_fire``, ``skirmish:kite``, in
-rising strength (measured in docs/skirmish.md). They read only what a player is shown (the entity
-observation) and the public unit table, and play through the same one-order-a-step interface as a
-network: an order commands only the units it selects, and orders persist, so a bot that wants its
-units to do different things gives one group its order this step and another the next, remembering
-what it last told each unit.
+``skirmish:idle``, ``skirmish:attack_nearest``, ``skirmish:focus_fire``, ``skirmish:kite``,
+``skirmish:pull_back``, in rising strength (measured in docs/skirmish.md). They read only what a
+player is shown (the entity observation) and the public unit table, and play through the same
+one-order-a-step interface as a network: an order commands only the units it selects, and orders
+persist, so a bot that wants its units to do different things gives one group its order this step
+and another the next, remembering what it last told each unit.
 
 * **idle** never orders anything: its units hold where they spawned and fire at whatever comes
   within reach (every unit's first order is stop).
@@ -22,6 +22,12 @@ what it last told each unit.
   the army's target); its melee units take the army's target. Stepping back from an enemy of
   equal range only loses firing time, so against an army of its own range (marines against
   marines) kite plays exactly as focus_fire. Melee units never kite.
+* **pull_back** focus-fires as above, and takes a unit that is being focused out of the fight: when
+  its weakest unit has lost health since the last step and is down to half its health or less
+  while another unit fights on, it moves that unit away from the enemy, and sends it back into
+  the fight once it has gone a step unhurt. An enemy that chases it walks instead of shooting; one
+  that picks the nearest target turns to a healthy unit. The learners never train against it (a
+  held-out test of micro, docs/skirmish.md).
 """
 
 from __future__ import annotations
@@ -51,7 +57,9 @@ from arena.envs.skirmish import (
 )
 from arena.errors import AgentSpecError, IncompatibleAgent
 
-BOTS = ("idle", "attack_nearest", "focus_fire", "kite")
+BOTS = ("idle", "attack_nearest", "focus_fire", "kite", "pull_back")
+#: pull_back: a unit at or below this share of its full health that was hit last step is pulled back.
+PULL_BELOW = 0.5
 
 _HEALTH = np.array([u.health for u in UNITS])
 _SHIELD = np.array([u.shield for u in UNITS])
@@ -109,9 +117,11 @@ class SkirmishBot(BaseAgent):
         self.style = style
         self.spec = f"skirmish:{style}"
         self.told: dict[int, tuple[int, int]] = {}
+        self.life: dict[int, float] = {}
 
     def reset(self, seed: int | None = None) -> None:
         self.told = {}
+        self.life = {}
 
     def act(self, observation) -> Any:
         if self.style == "idle":
@@ -127,6 +137,8 @@ class SkirmishBot(BaseAgent):
         target = self._focus_target(v)
         if self.style == "focus_fire":
             return self._order(v, list(v.own), ATTACK, target)
+        if self.style == "pull_back":
+            return self._pull_back(v, target)
         return self._kite(v, target)
 
     # -- the pieces --------------------------------------------------------------------------------
@@ -205,6 +217,27 @@ class SkirmishBot(BaseAgent):
         for group, aim in ((shooters, self._focus_target(v, shooters) if shooters else target), (melee, target)):
             if group and any(self._told(v, u) != (ATTACK, aim) for u in group):
                 return self._order(v, group, ATTACK, aim)
+        return {"type": NO_OP}
+
+
+    def _pull_back(self, v: _View, target: int) -> dict:
+        hurt = {int(u): v.life[u] < self.life.get(int(u), v.life[u]) for u in v.own}
+        self.life = {int(u): float(v.life[u]) for u in v.own}
+        full = _HEALTH[v.kind[v.own]] + _SHIELD[v.kind[v.own]]
+        away = [int(u) for u in v.own if self._told(v, int(u))[0] == MOVE]
+        back = [u for u in away if not hurt[u]]
+        if back:  # a step unhurt: back into the fight
+            return self._order(v, back, ATTACK, target)
+        weakest = int(v.own[int(np.argmin(v.life[v.own] / full))])
+        if (len(v.own) > len(away) + 1 and weakest not in away and hurt[weakest]
+                and v.life[weakest] <= PULL_BELOW * full[list(v.own).index(weakest)]):
+            step = v.xy[weakest] - v.xy[v.enemy].mean(0)
+            norm = float(np.sqrt((step * step).sum()))
+            step = step / norm if norm > 0 else np.array([-1.0, 0.0])
+            return self._order(v, [weakest], MOVE, cell=v.cell(v.xy[weakest] + step * (v.w / GRID) * 1.5))
+        fight = [int(u) for u in v.own if int(u) not in away]
+        if any(self._told(v, u) != (ATTACK, target) for u in fight):
+            return self._order(v, fight, ATTACK, target)
         return {"type": NO_OP}
 
 

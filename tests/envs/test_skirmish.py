@@ -256,6 +256,38 @@ def test_the_bots_rise_in_strength():
     assert score(game, "skirmish:focus_fire", "skirmish:idle", 40) >= 0.9
     assert score(game, "skirmish:focus_fire", "skirmish:attack_nearest", 40) >= 0.65
     assert score("arena/Skirmish-2s3z-v0", "skirmish:kite", "skirmish:focus_fire", 40) >= 0.55
+    # pull_back 0.625 against focus_fire and 0.825 against attack_nearest here (the seeds' fixed scores)
+    assert score(game, "skirmish:pull_back", "skirmish:focus_fire", 40) >= 0.6
+    assert score(game, "skirmish:pull_back", "skirmish:attack_nearest", 40) >= 0.8
+
+
+def test_pull_back_takes_its_focused_unit_out_and_sends_it_back():
+    """Against focus_fire (which shoots one marine at a time): pull_back moves one unit alone, its weakest
+    at half health or less and just hit, away from the enemy, and later orders that unit to attack again."""
+    from arena.envs.observation import Observation
+    from arena.envs.skirmish import ATTACK, MOVE
+
+    core = make_core("arena/Skirmish-3m-v0")
+    core.reset(3)
+    bots = [make_agent("skirmish:pull_back", core, 0), make_agent("skirmish:focus_fire", core, 1)]
+    pulled, returned = [], []
+    while not core.batch.over()[0]:
+        b = core.batch
+        before = {u: (float(b.health[0, 0, u]), tuple(b.pos[0, 0, u])) for u in range(3)}
+        moves = {p: bots[p].act(Observation(core, p, int(b.t[0]))) for p in (0, 1)}
+        m = moves[0]
+        if m["type"] == MOVE:
+            (u,) = m["units"]
+            living = [h for h, _ in before.values() if h > 0]
+            assert before[u][0] == min(living) and before[u][0] <= 0.5 * 45 and len(living) > 1
+            goal = core.batch.cell_point(0, m["location"])
+            enemy = b.pos[0, 1][b.alive[0, 1]].mean(0)
+            assert np.linalg.norm(goal - enemy) > np.linalg.norm(np.array(before[u][1]) - enemy)
+            pulled.append(u)
+        elif m["type"] == ATTACK and any(u in pulled for u in m["units"]):
+            returned += [u for u in m["units"] if u in pulled]
+        core.apply_joint(moves)
+    assert pulled and returned
 
 
 @pytest.mark.parametrize("kwargs, words", [
