@@ -419,7 +419,8 @@ def train(
     world_size: Optional[int] = typer.Option(None, "--world-size", help="Ranks for --parallel odc or fsdp."),
     stages: Optional[int] = typer.Option(None, "--stages", help="Pipeline ranks for --parallel pipeline."),
     schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: gpipe, 1f1b, "
-                                           "interleaved_1f1b, zb1p, zbv, dualpipev, vhalf, vmin."),
+                                           "interleaved_1f1b, zb1p, zbv, dualpipev, vhalf, vmin, "
+                                           "vmin8, vmin12."),
     microbatches: Optional[int] = typer.Option(None, "--microbatches", help="Microbatches per minibatch (pipeline) "
                                                "or per rank (odc, fsdp)."),
     vocab_parallel: bool = typer.Option(False, "--vocab-parallel", help="Pipeline: vocabulary layers over every rank."),

@@ -41,6 +41,8 @@ FORMULAS: dict[str, str] = {
     "dualpipev": "~0 (as ZB-V)",
     "vhalf": "block, unit costs",
     "vmin": "block, unit costs",
+    "vmin8": "block, unit costs",
+    "vmin12": "block, unit costs",
 }
 
 

@@ -1,7 +1,8 @@
 """Benchmark: peak activation memory of the pipeline schedules, with step time and bubble beside it.
 
 Why: V-Half and V-Min (``arena/trainers/parallel/pipeline/vshape.py``) trade bubble for
-activation memory; this measures what each schedule holds on the same model and microbatches.
+activation memory, and V-Min's block at a longer period (``vmin8``, ``vmin12``) step time for
+more of it; this measures what each schedule holds on the same model and microbatches.
 For each ``--ranks`` count one launch of gloo processes (1 torch thread each) builds the same
 tiny Llama (``--hidden``, ``--layers``) and runs ``pipeline_step`` (the learner's policy loss,
 forward and backward) for every schedule on one batch of ``--samples`` trajectories in
@@ -43,7 +44,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse  # noqa: E402
 import statistics  # noqa: E402
 
-SCHEDULES = ["1f1b", "zb1p", "zbv", "vhalf", "vmin"]
+SCHEDULES = ["1f1b", "zb1p", "zbv", "vhalf", "vmin", "vmin8", "vmin12"]
+#: the V orders of the model table, for larger rank counts
+MODEL_V = ("vhalf", "vmin", "vmin8", "vmin12")
 MiB = 1024 * 1024
 
 
@@ -154,15 +157,15 @@ def model_table(ranks: list[int], m: int) -> str:
     for p in ranks:
         ob = simulate_order(one_f_one_b_order(p, m), {"F": 1.0, "B": 2.0}, p)
         row = [str(p), f"{2 * p}", f"{max(ob['bubble'].values()):.3f}"]
-        for name in ("vhalf", "vmin"):
+        for name in MODEL_V:
             plain = v_order(p, m, *BLOCKS[name])
             peak = max(order_memory(plain).values())
             sim = simulate_order({r: [SimAction(s, k, mb) for k, s, mb in a] for r, a in plain.items()},
                                  {"F": 1.0, "I": 1.0, "W": 1.0}, 2 * p)
             row += [f"{peak} ({peak / (2 * p):.2f}x)", f"{max(sim['bubble'].values()):.3f}"]
         rows.append(row)
-    head = ["ranks", "1f1b units", "1f1b bubble", "vhalf units", "vhalf bubble", "vmin units", "vmin bubble"]
-    return markdown_table(head, rows, right=set(range(7)))
+    head = ["ranks", "1f1b units", "1f1b bubble"] + [f"{n} {c}" for n in MODEL_V for c in ("units", "bubble")]
+    return markdown_table(head, rows, right=set(range(len(head))))
 
 
 def main(argv=None) -> None:
@@ -180,12 +183,13 @@ def main(argv=None) -> None:
     p.add_argument("--offload", nargs="*", default=["1f1b", "zbv", "vmin"],
                    help="schedules for the offload table (default 1f1b zbv vmin; none: skip it)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run (1f1b, vhalf, vmin; offload on zbv, vmin)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes for a smoke run (1f1b, vhalf, vmin, vmin12; offload on zbv, vmin)")
     args = p.parse_args(argv)
     if args.quick:
         args.hidden, args.layers, args.samples, args.prompt, args.response = 32, 4, 8, 12, 6
         args.microbatches, args.repeats, args.ranks = 4, 1, [2]
-        args.schedules, args.offload = ["1f1b", "vhalf", "vmin"], ["zbv", "vmin"]
+        args.schedules, args.offload = ["1f1b", "vhalf", "vmin", "vmin12"], ["zbv", "vmin"]
 
     from arena.trainers.parallel.launch import launch
     from arena.trainers.parallel.pipeline.schedules import available_schedules, schedule_spec

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-SCHEDULES = ["1f1b", "zbv", "vhalf", "vmin"]
+SCHEDULES = ["1f1b", "zbv", "vhalf", "vmin", "vmin8", "vmin12"]
 OFFLOAD = ["1f1b", "zbv", "vmin"]
 MiB = 2**20
 

@@ -16,8 +16,9 @@ class ParallelConfig:
     mode: Literal["none", "pipeline", "odc", "fsdp"] = "none"
     #: Ranks (processes). Under torchrun, torchrun's ``--nproc-per-node`` decides.
     world_size: int = 2
-    #: Pipeline schedule: gpipe, 1f1b, interleaved_1f1b, zb1p, zbv, dualpipev, vhalf, vmin (all but the
-    #: first two put two model stages on each rank; vhalf and vmin cap activation memory).
+    #: Pipeline schedule: gpipe, 1f1b, interleaved_1f1b, zb1p, zbv, dualpipev, vhalf, vmin, vmin8,
+    #: vmin12 (all but the first two put two model stages on each rank; vhalf and the vmin ones cap
+    #: activation memory, vmin12 the most, for a longer step).
     schedule: str = "1f1b"
     #: Microbatches per minibatch (pipeline) or per rank and minibatch (odc, fsdp).
     microbatches: int = 4

@@ -1,6 +1,7 @@
-"""V-Half and V-Min: the orders are valid and hold what the building block says; the activation meter counts.
+"""V-Half and V-Min (and V-Min at longer periods): the orders are valid and hold what the building block says;
+the activation meter counts.
 
-The gradients of both schedules against the one-process learner are in ``test_pipeline.py`` (its
+The gradients of every V schedule against the one-process learner are in ``test_pipeline.py`` (its
 cases run every schedule of ``SCHEDULES``); here: the orders themselves (every pass once, in a
 feasible order, the peak memory of each), the saved-tensor meter on plain autograd, and the
 memory benchmark's quick run (real pipelines on 2 ranks, nothing left after a step).
@@ -31,11 +32,8 @@ def _sim(order, p):
     return S.simulate_order(acts, {"F": 1.0, "I": 1.0, "W": 1.0}, 2 * p)
 
 
-@pytest.mark.parametrize("name", sorted(BLOCKS))
-@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
-@pytest.mark.parametrize("m", [1, 2, 5, 8])
-def test_every_pass_once_in_a_feasible_order(name, p, m):
-    order = v_order(p, m, *BLOCKS[name])
+def _check_order(order, p, m):
+    """Every stage's F, I and W of every microbatch once, in order, and the ranks' orders run together."""
     for r, acts in order.items():
         stages = v_stages(r, p)
         assert sorted(acts) == sorted((k, s, mb) for k in "FIW" for s in stages for mb in range(m))
@@ -48,6 +46,45 @@ def test_every_pass_once_in_a_feasible_order(name, p, m):
     assert sim is not None  # the ranks' orders together never wait on each other forever
     assert sum(sim["busy"].values()) == 6 * p * m
 
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("m", [1, 2, 5, 8])
+def test_every_pass_once_in_a_feasible_order(name, p, m):
+    _check_order(v_order(p, m, *BLOCKS[name]), p, m)
+
+
+@pytest.mark.parametrize("period", range(6, 13))
+@pytest.mark.parametrize("block", [(1, 1), (2, 1)])
+def test_every_period_gives_a_feasible_order_or_says_why_not(period, block):
+    for p in (1, 2, 3, 4, 5, 8):
+        try:
+            order = v_order(p, 5, *block, period)
+        except ValueError as e:  # some rank's F and I ticks meet modulo the period
+            assert "no collision-free gap" in str(e) and p >= 3, (p, e)
+            assert block == (2, 1) or period % 2  # V-Min has an order at every even period
+            continue
+        _check_order(order, p, 5)
+
+
+def _text(order):
+    return {r: " ".join(f"{k}{s}{mb}" for k, s, mb in acts) for r, acts in order.items()}
+
+
+def test_period_six_is_the_six_tick_block():
+    """The default period is the block before periods existed: these orders, pass for pass."""
+    assert _text(v_order(2, 2, 1, 1)) == {0: "F00 F30 I30 W30 F01 I00 W00 F31 I31 W31 I01 W01",
+                                          1: "F10 F20 I20 I10 F11 F21 W20 W10 I21 I11 W21 W11"}
+    assert _text(v_order(2, 2, 2, 1)) == {0: "F00 F30 F01 I30 F31 W30 I00 W00 I31 W31 I01 W01",
+                                          1: "F10 F20 F11 F21 I20 I10 W20 W10 I21 I11 W21 W11"}
+    for p in (1, 2, 3, 4, 8, 16):
+        for block in ((1, 1), (2, 1)):
+            assert v_order(p, 8, *block) == v_order(p, 8, *block, 6)
+            assert [block_times(p, *block, g) for g in range(12)] == [block_times(p, *block, g, 6) for g in range(12)]
+    # period 8: the same ticks, the next microbatch 8 on; rank 1's Ws now come before its next forwards
+    f, i = block_times(2, 1, 1, 0, 8)
+    assert [f[s] for s in range(4)] == [0, 1, 2, 3] and [i[s] for s in range(4)] == [7, 6, 5, 4]
+    assert _text(v_order(2, 2, 1, 1, 8))[1] == "F10 F20 I20 I10 W20 W10 F11 F21 I21 I11 W21 W11"  # 2 units, not 4
 
 def test_block_offsets_are_the_building_block():
     f, i = block_times(4, 1, 1, 0)  # V-Min: one stage per tick down the V and back
@@ -68,6 +105,16 @@ def test_peak_memory_against_one_f_one_b():
     assert [peak("vmin", p) for p in (2, 4, 8, 16)] == [4, 4, 8, 12]  # 1.0, 0.5, 0.5, 0.375 of 2p
     assert [peak("vhalf", p) for p in (2, 4, 8, 16)] == [5, 7, 11, 19]
     assert peak("vmin", 16) / 32 < 0.4 and peak("vmin", 16) < peak("vhalf", 16)
+    assert [peak("vmin8", p) for p in (2, 4, 8, 16)] == [2, 4, 6, 10]  # 0.5, 0.5, 0.375, 0.31 of 2p
+    assert [peak("vmin12", p) for p in (2, 4, 8, 16)] == [2, 2, 4, 6]  # 0.5, 0.25, 0.25, 0.19
+    # 12 is the shortest period that takes V-Min under 0.4x of 1F1B's 8 units at 4 ranks (7 and 9: no order there)
+    at_4 = {}
+    for period in range(6, 13):
+        try:
+            at_4[period] = max(order_memory(v_order(4, 32, 1, 1, period)).values())
+        except ValueError:
+            pass
+    assert at_4 == {6: 4, 8: 4, 10: 4, 11: 4, 12: 2}
     # rank 0 holds a microbatch's first and last stage at once: 2 units, its floor, which V-Min reaches
     assert order_memory(v_order(2, 32, *BLOCKS["vmin"]))[0] == 2
 
@@ -75,8 +122,16 @@ def test_peak_memory_against_one_f_one_b():
 def test_schedule_classes_and_errors():
     assert {"vhalf", "vmin"} <= set(available_schedules())
     assert schedule_class("vmin").__name__ == "ScheduleVMin" and schedule_class("vhalf").block == (2, 1)
+    assert {"vmin8", "vmin12"} <= set(available_schedules())
+    cls = schedule_class("vmin12")
+    assert cls.__name__ == "ScheduleVMin12" and cls.block == (1, 1) and cls.period == 12
+    assert schedule_class("vmin").period == schedule_class("vhalf").period == 6
     with pytest.raises(ValueError, match="at least one rank"):
         v_order(0, 4, 1, 1)
+    with pytest.raises(ValueError, match="period must be >= 6"):
+        v_order(2, 4, 1, 1, 5)
+    with pytest.raises(ValueError, match="no collision-free gap for the block \\(1, 1\\) with period 7 on 4 ranks"):
+        v_order(4, 4, 1, 1, 7)
 
 
 def test_meter_counts_saved_activations_once_and_releases_them():
@@ -117,13 +172,14 @@ def test_memory_benchmark_quick_runs_and_keeps_nothing_after_a_step(capsys):
             for m in re.finditer(r"^\| 2 \| (\w*[a-z]\w*) \| [\d.]+ / .*$", proc.stdout, re.M)}
     offload = {(m.group(1), m.group(2)): m.group(0).split("|")
                for m in re.finditer(r"^\| 2 \| (\w+) \| (none|full|selective) \|.*$", proc.stdout, re.M)}
-    assert set(rows) == {"1f1b", "vhalf", "vmin"}  # --quick's schedules
+    assert set(rows) == {"1f1b", "vhalf", "vmin", "vmin12"}  # --quick's schedules
     largest = {s: max(float(v) for v in r[3].split("/")) for s, r in rows.items()}
     for s, r in rows.items():
         assert r[8].strip() == "0 / 0", s  # every saved activation released by the step's end
         assert largest[s] > 0
     assert rows["1f1b"][4].strip() == "1.00x"
     assert largest["vmin"] < largest["vhalf"]  # the tighter block holds less (model: 4 vs 5 units at p = 2)
+    assert largest["vmin12"] < largest["vmin"]  # the longer period holds less (model: 2 vs 4 units at p = 2)
     assert "| 16 | 32 | " in proc.stdout  # the model table for larger rank counts
     assert {s for s, _ in offload} == {"zbv", "vmin"} and len(offload) == 6
     for key, r in offload.items():

@@ -13,7 +13,9 @@ rank ``r`` of ``p``):
 * ``zbv`` (``ScheduleZBVZeroBubble``) and ``dualpipev`` (``ScheduleDualPipeV``): two
   stages in a V, ``r`` and ``2p - 1 - r`` (rank 0 holds the first and the last stage);
 * ``vhalf`` and ``vmin`` (:mod:`.vshape`): the same V, in the building-block orders of
-  "Pipeline Parallelism with Controllable Memory", run on torch's ``_PipelineScheduleRuntime``.
+  "Pipeline Parallelism with Controllable Memory", run on torch's ``_PipelineScheduleRuntime``;
+  ``vmin8`` and ``vmin12``: V-Min's block repeated every 8 or 12 ticks instead of 6, less
+  activation memory for a longer step.
 
 A name this torch lacks is a one-line :class:`PipelineError` (:func:`.schedules.schedule_class`).
 

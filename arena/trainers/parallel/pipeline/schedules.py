@@ -1,9 +1,9 @@
 """The pipeline schedules by name: the torch class that runs each, and which stages a rank holds.
 
 ``gpipe`` and ``1f1b`` put one stage on a rank; ``interleaved_1f1b`` and ``zb1p`` two in a
-loop (``r`` and ``r + p``); ``zbv``, ``dualpipev``, ``vhalf`` and ``vmin`` two in a V (``r`` and
-``2p - 1 - r``). ``vhalf`` and ``vmin`` are this package's (:mod:`.vshape`): their orders run on
-torch's pipeline runtime, ``_PipelineScheduleRuntime``.
+loop (``r`` and ``r + p``); ``zbv``, ``dualpipev``, ``vhalf``, ``vmin``, ``vmin8`` and ``vmin12`` two
+in a V (``r`` and ``2p - 1 - r``). The last four are this package's (:mod:`.vshape`): their orders run
+on torch's pipeline runtime, ``_PipelineScheduleRuntime``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {
         ScheduleSpec("dualpipev", "ScheduleDualPipeV", 2, "v"),
         ScheduleSpec("vhalf", "_PipelineScheduleRuntime", 2, "v", own=True),
         ScheduleSpec("vmin", "_PipelineScheduleRuntime", 2, "v", own=True),
+        ScheduleSpec("vmin8", "_PipelineScheduleRuntime", 2, "v", own=True),
+        ScheduleSpec("vmin12", "_PipelineScheduleRuntime", 2, "v", own=True),
     )
 }
 

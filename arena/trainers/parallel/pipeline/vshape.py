@@ -27,6 +27,19 @@ after its two F ticks, so the peak sits one or two chunk-units above the average
 holds a microbatch's first and last stage at once (at least 2 units) -- at ``p = 2`` V-Min
 holds 1F1B's 4, at ``p = 4`` half, toward a third as ``p`` grows (docs/parallel.md has the table).
 
+A longer ``period`` (ticks per block, at least 6) brings the next microbatch's forwards later: the
+``period - 6`` extra ticks are idle, fewer microbatches are in flight and a rank's average drops to
+the lifespans over ``period``, for a step up to ``period / 6`` as long. The F and I ticks must still
+differ modulo the period: an odd one leaves V-Min no gap from a few ranks on (7 from 3 ranks, 9 from
+4, 11 from 5), the even ones up to 20 have one on up to 64 ranks. A W still takes the first free tick
+after its I, oldest first: no later tick holds less. Running it right after its I instead (its rank's
+next F or I a tick later) saves no more than a longer period does for the same time: on unit costs
+V-Min at period 10 that way takes at least as long as period 12 and holds as much at ``p = 2 .. 8``,
+more at 16 (8 units against 6).
+
+* ``vmin8``: V-Min at period 8: half of V-Min's 4 units at ``p = 2``, no less at 4, 0.38x of 1F1B at 8;
+* ``vmin12``: V-Min at period 12, the shortest that brings ``p = 4`` under 0.4x of 1F1B (2 units of 8).
+
 The order runs on torch's pipeline runtime (``_PipelineScheduleRuntime``, the one that runs ZB-V
 and DualPipeV), which adds the sends and receives itself: :func:`schedule_class`.
 """
@@ -35,8 +48,8 @@ from __future__ import annotations
 
 from typing import Any
 
-#: the block's stage spacing ``(d_first, d_second)`` by schedule name
-BLOCKS = {"vmin": (1, 1), "vhalf": (2, 1)}
+#: the block's stage spacing and period ``(d_first, d_second, period)`` by schedule name
+BLOCKS = {"vmin": (1, 1, 6), "vhalf": (2, 1, 6), "vmin8": (1, 1, 8), "vmin12": (1, 1, 12)}
 KINDS = ("F", "I", "W")
 
 
@@ -45,8 +58,9 @@ def v_stages(rank: int, p: int) -> tuple[int, int]:
     return rank, 2 * p - 1 - rank
 
 
-def block_times(p: int, d_first: int, d_second: int, gap: int) -> tuple[dict[int, int], dict[int, int]] | None:
-    """Microbatch 0's F and I tick of every stage, or None when a rank's passes share a tick modulo 6."""
+def block_times(p: int, d_first: int, d_second: int, gap: int,
+                period: int = 6) -> tuple[dict[int, int], dict[int, int]] | None:
+    """Microbatch 0's F and I tick of every stage, or None when a rank's passes share a tick modulo ``period``."""
     n = 2 * p
     f, t = {}, 0
     for s in range(n):
@@ -60,14 +74,15 @@ def block_times(p: int, d_first: int, d_second: int, gap: int) -> tuple[dict[int
         i[s] = t
     for r in range(p):
         a, b = v_stages(r, p)
-        if len({f[a] % 6, f[b] % 6, i[a] % 6, i[b] % 6}) < 4:
+        if len({f[a] % period, f[b] % period, i[a] % period, i[b] % period}) < 4:
             return None
     return f, i
 
 
-def _rank_order(r: int, p: int, m: int, f: dict[int, int], i: dict[int, int]) -> list[tuple[str, int, int]]:
+def _rank_order(r: int, p: int, m: int, f: dict[int, int], i: dict[int, int],
+                period: int = 6) -> list[tuple[str, int, int]]:
     """Rank ``r``'s passes in block order: F and I at their ticks, W in the free ticks, oldest first."""
-    timed = sorted((tick + 6 * mb, kind, s, mb) for s in v_stages(r, p) for mb in range(m)
+    timed = sorted((tick + period * mb, kind, s, mb) for s in v_stages(r, p) for mb in range(m)
                    for tick, kind in ((f[s], "F"), (i[s], "I")))
     out: list[tuple[str, int, int]] = []
     waiting: list[tuple[int, int]] = []
@@ -86,25 +101,29 @@ def _rank_order(r: int, p: int, m: int, f: dict[int, int], i: dict[int, int]) ->
     return out
 
 
-def v_order(p: int, m: int, d_first: int, d_second: int) -> dict[int, list[tuple[str, int, int]]]:
-    """Each rank's ``(kind, stage, microbatch)`` passes (kind F, I or W) for the block ``(d_first, d_second)``.
+def v_order(p: int, m: int, d_first: int, d_second: int, period: int = 6) -> dict[int, list[tuple[str, int, int]]]:
+    """Each rank's ``(kind, stage, microbatch)`` passes (kind F, I or W) for the block ``(d_first, d_second)``
+    repeated every ``period`` ticks.
 
     Every stage runs every microbatch's F, I and W once, each kind in microbatch order. The gap is
-    the one with the lowest peak memory over the first 12 that are collision-free.
+    the one with the lowest peak memory over the first ``2 * period`` that are collision-free.
     """
     if p < 1 or m < 1:
         raise ValueError(f"need at least one rank and one microbatch, got p={p}, m={m}")
+    if period < 6:
+        raise ValueError(f"a block holds a rank's six passes: period must be >= 6, got {period}")
     best = None
-    for gap in range(12):
-        times = block_times(p, d_first, d_second, gap)
+    for gap in range(2 * period):
+        times = block_times(p, d_first, d_second, gap, period)
         if times is None:
             continue
-        order = {r: _rank_order(r, p, m, *times) for r in range(p)}
+        order = {r: _rank_order(r, p, m, *times, period) for r in range(p)}
         peak = max(order_memory(order).values())
         if best is None or peak < best[0]:
             best = (peak, order)
-    if best is None:  # pragma: no cover - every block found so far has a free gap below 12
-        raise ValueError(f"no collision-free gap for the block ({d_first}, {d_second}) on {p} ranks")
+    if best is None:
+        raise ValueError(f"no collision-free gap for the block ({d_first}, {d_second}) with period {period} "
+                         f"on {p} ranks")
     return best[1]
 
 
@@ -128,7 +147,7 @@ def order_memory(order: dict[int, list[Any]]) -> dict[int, int]:
 
 
 def schedule_class(name: str):
-    """The torch schedule class that runs :func:`v_order` for the block named ``name`` (``vmin``, ``vhalf``)."""
+    """The torch schedule class that runs :func:`v_order` for the block named ``name`` (a key of :data:`BLOCKS`)."""
     from torch.distributed.pipelining.schedules import (
         BACKWARD_INPUT,
         BACKWARD_WEIGHT,
@@ -138,12 +157,13 @@ def schedule_class(name: str):
     )
 
     kinds = dict(zip(KINDS, (FORWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)))
-    d_first, d_second = BLOCKS[name]
+    d_first, d_second, ticks = BLOCKS[name]
 
     class ScheduleVShape(_PipelineScheduleRuntime):
         """Two stages per rank in a V, each rank running its passes in the building block's order."""
 
         block = (d_first, d_second)
+        period = ticks
 
         def __init__(self, stages, n_microbatches: int, loss_fn=None, scale_grads: bool = True, **kwargs):
             if len(stages) != 2:
@@ -154,7 +174,7 @@ def schedule_class(name: str):
             self.stage_index_to_group_rank = {s: r for r in range(p) for s in v_stages(r, p)}
             for st in self._stages:
                 st.stage_index_to_group_rank = self.stage_index_to_group_rank
-            plain = v_order(p, n_microbatches, d_first, d_second)
+            plain = v_order(p, n_microbatches, d_first, d_second, ticks)
             self.pipeline_order = {r: [_Action(s, kinds[k], mb) for k, s, mb in acts] for r, acts in plain.items()}
             self._prepare_schedule_with_comms(self.pipeline_order)
 
