@@ -221,6 +221,28 @@ def test_leduc_exploitability_tables_add_up_to_nash_conv(capsys):
     assert len(re.findall(r"^\| `P[01] card \d", out, re.M)) == 3
 
 
+def test_leduc_qre_table_falls_with_the_temperature_and_names_kl_coef(capsys):
+    """The regularised fixed point's table, on Kuhn for speed: a row per temperature, highest first, its
+    kl_coef at the reward scale, NashConv falling with the temperature, a too-large step marked."""
+    import re
+
+    sys.path.insert(0, str(BENCH))
+    import leduc_qre
+
+    assert leduc_qre.main(["--game", "kuhn_poker", "--temperatures", "0.3", "1", "--reward-scale", "0.1"]) == 0
+    rows = re.findall(r"^\| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| [0-9.]+ \| \d+ \| [0-9.e+-]+ \| (yes|no) \|",
+                      capsys.readouterr().out, re.M)
+    assert [(t, k, y) for t, k, _, y in rows] == [("1", "0.1", "yes"), ("0.3", "0.03", "yes")]
+    assert [float(r[2]) for r in rows] == pytest.approx([0.3396, 0.1379], abs=1e-4)
+    assert leduc_qre.main(["--game", "kuhn_poker", "--temperatures", "0.1", "--step", "2", "--iterations", "50"]) == 0
+    assert re.search(r"^\| 0.1 \| .* \| no \|", capsys.readouterr().out, re.M)
+    assert leduc_qre.main(["--game", "kuhn_poker", "--magnet", "cfr:3", "--temperatures", "100", "0.2"]) == 0
+    out = capsys.readouterr().out
+    magnet = float(re.search(r"magnet cfr:3, NashConv ([0-9.]+)", out).group(1))
+    hot, cold = (float(x) for x in re.findall(r"^\| [0-9.]+ \| [0-9.]+ \| ([0-9.]+) \|", out, re.M))
+    assert hot == pytest.approx(magnet, abs=0.01) and cold < magnet - 0.1
+
+
 def test_bench_ratings_scale_quick_prints_its_parts_and_the_ratio(tmp_path):
     proc = _run([str(BENCH / "bench_ratings_scale.py"), "--players", "60", "--results", "5000", "--repeat", "1",
                  "--dir", str(tmp_path / "lg")], timeout=300)
