@@ -36,6 +36,10 @@ Method.
   configured ``iterations``, so its iteration count is set from a measurement: the imitation stage
   and iteration 1 run first (``run(iterations=1)``), then ``iterations = 1 + (budget - elapsed) //
   (iteration 1's time)`` and ``run`` goes on (resuming at iteration 2) with the stop rule above.
+  When those iterations end with time left (they ran faster than iteration 1), the count is planned
+  again the same way from the last iteration's time, until the stop rule ends the run
+  (`run_to_budget`). A schedule over ``iterations`` is stretched by each new plan; the two shipped
+  configs these runs use have none (constant learning rate, no KL).
 * A mark is taken after the first iteration that ends past it: that iteration's checkpoint (SCC
   writes one every iteration; RLlib's is written then, its time taken off the clock), the seconds
   and env steps so far.
@@ -160,6 +164,19 @@ def curve(points: list[dict], final: dict, spec_of, game: Game, games: int, seed
                    "checkpoint": "final", "eval": final["eval"]}]
 
 
+def run_to_budget(trainer, budget: Budget) -> None:
+    """Run an SCC trainer until `budget` stops it: iteration 1 first, then as many more as the time
+    left holds at the last iteration's pace, planned again whenever the planned ones end early (an
+    iteration faster than the one that planned it), so the learner trains to its budget."""
+    trainer.run(iterations=1, progress=budget)
+    while not trainer.stop_requested:
+        left = budget.seconds - (time.perf_counter() - budget.t0)
+        if left <= budget.last_s:
+            break
+        trainer.cfg.iterations = trainer.iteration + max(1, int(left // max(budget.last_s, 1e-9)))
+        trainer.run(iterations=trainer.cfg.iterations, progress=budget)
+
+
 def scc_run(game: Game, seconds: float, seed: int = 0, eval_games: int = 200, smoke: bool = False,
             config: Path | None = None, marks: int = 0, curve_games: int = 100) -> dict:
     """Train the SCC learner of `config` for `seconds` (see the module docstring); its figures."""
@@ -184,12 +201,7 @@ def scc_run(game: Game, seconds: float, seed: int = 0, eval_games: int = 200, sm
         try:
             t1 = time.perf_counter()
             budget = Budget(trainer, seconds, t1, marks_of(seconds, marks))
-            trainer.run(iterations=1, progress=budget)
-            first_s = budget.last_s
-            left = seconds - (time.perf_counter() - budget.t0)
-            if not trainer.stop_requested and left > first_s:
-                trainer.cfg.iterations = 1 + int(left // max(first_s, 1e-9))
-                trainer.run(iterations=trainer.cfg.iterations, progress=budget)
+            run_to_budget(trainer, budget)
             train_s = time.perf_counter() - budget.t0
             iterations = trainer.iteration
             spec = f"policy:{(folder / 'run' / 'latest').resolve()},greedy=true"

@@ -190,3 +190,37 @@ def test_the_benchmark_marks_its_budget_at_the_first_iteration_past_each_mark(mo
     assert budget.points[1]["checkpoint"] == str(tmp_path / "iter-4")
     # iteration 5 ends at 30 s of training (the budget exactly); a 6th would cross it: the stop
     assert it == 5 and trainer.stop_requested and clock["t"] - budget.t0 == 30.0
+
+
+def test_the_scc_side_trains_to_its_budget_when_its_first_iteration_was_slow(monkeypatch):
+    """Iteration 1 takes 10 s, the rest 4 s, of a 30 s budget: the count planned from iteration 1 (3)
+    ends at 18 s, so it is planned again from the last iteration's pace, and the run ends at 30 s after
+    6 iterations (the stop rule: a 7th would cross the budget)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_against_rllib as B
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    clock = {"t": 0.0}
+    monkeypatch.setattr(B.time, "perf_counter", lambda: clock["t"])
+
+    class Fake:
+        stop_requested = False
+        iteration = 0
+        cfg = type("Cfg", (), {"iterations": 99})()
+        plans: list[int] = []
+
+        def run(self, iterations, progress):
+            self.plans.append(iterations)
+            while self.iteration < iterations and not self.stop_requested:
+                self.iteration += 1
+                pace = 10.0 if self.iteration == 1 else 4.0
+                clock["t"] += pace
+                progress(self.iteration, iterations, {"time/iteration_s": pace})
+
+        def checkpoint_dir(self, it):  # pragma: no cover - no marks here
+            raise AssertionError
+
+    trainer = Fake()
+    B.run_to_budget(trainer, B.Budget(trainer, 30.0, 0.0))
+    assert trainer.plans == [1, 3, 6] and trainer.iteration == 6 and clock["t"] == 30.0 and trainer.stop_requested
