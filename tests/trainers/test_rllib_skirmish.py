@@ -153,10 +153,9 @@ def test_the_benchmark_runs_in_its_smoke_mode(tmp_path):
     assert "Strength against wall time" in proc.stdout and png.stat().st_size > 10_000
 
 
-def test_the_benchmark_marks_its_budget_at_the_first_iteration_past_each_mark(monkeypatch, tmp_path):
-    """A mark keeps the checkpoint of the first iteration that ends past it (written if the trainer had
-    not: its time is taken off the clock), the seconds and steps then; the stop comes before the
-    iteration that would cross the budget."""
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """The benchmark module with its clock replaced by ``clock["t"]``, which a test moves by hand."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import bench_against_rllib as B
@@ -164,6 +163,14 @@ def test_the_benchmark_marks_its_budget_at_the_first_iteration_past_each_mark(mo
         sys.path.remove(str(ROOT / "benchmarks"))
     clock = {"t": 0.0}
     monkeypatch.setattr(B.time, "perf_counter", lambda: clock["t"])
+    return B, clock
+
+
+def test_the_benchmark_marks_its_budget_at_the_first_iteration_past_each_mark(fake_clock, tmp_path):
+    """A mark keeps the checkpoint of the first iteration that ends past it (written if the trainer had
+    not: its time is taken off the clock), the seconds and steps then; the stop comes before the
+    iteration that would cross the budget."""
+    B, clock = fake_clock
 
     class Fake:
         stop_requested = False
@@ -192,17 +199,11 @@ def test_the_benchmark_marks_its_budget_at_the_first_iteration_past_each_mark(mo
     assert it == 5 and trainer.stop_requested and clock["t"] - budget.t0 == 30.0
 
 
-def test_the_scc_side_trains_to_its_budget_when_its_first_iteration_was_slow(monkeypatch):
+def test_the_scc_side_trains_to_its_budget_when_its_first_iteration_was_slow(fake_clock):
     """Iteration 1 takes 10 s, the rest 4 s, of a 30 s budget: the count planned from iteration 1 (3)
     ends at 18 s, so it is planned again from the last iteration's pace, and the run ends at 30 s after
     6 iterations (the stop rule: a 7th would cross the budget)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_against_rllib as B
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    clock = {"t": 0.0}
-    monkeypatch.setattr(B.time, "perf_counter", lambda: clock["t"])
+    B, clock = fake_clock
 
     class Fake:
         stop_requested = False
