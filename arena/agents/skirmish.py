@@ -221,6 +221,7 @@ class SkirmishBot(BaseAgent):
 
 
     def _pull_back(self, v: _View, target: int) -> dict:
+        """Focus fire on `target`, with the weakest unit taken out while it is being hit (module docstring)."""
         hurt = {int(u): v.life[u] < self.life.get(int(u), v.life[u]) for u in v.own}
         self.life = {int(u): float(v.life[u]) for u in v.own}
         full = _HEALTH[v.kind[v.own]] + _SHIELD[v.kind[v.own]]
@@ -228,9 +229,10 @@ class SkirmishBot(BaseAgent):
         back = [u for u in away if not hurt[u]]
         if back:  # a step unhurt: back into the fight
             return self._order(v, back, ATTACK, target)
-        weakest = int(v.own[int(np.argmin(v.life[v.own] / full))])
+        k = int(np.argmin(v.life[v.own] / full))
+        weakest = int(v.own[k])
         if (len(v.own) > len(away) + 1 and weakest not in away and hurt[weakest]
-                and v.life[weakest] <= PULL_BELOW * full[list(v.own).index(weakest)]):
+                and v.life[weakest] <= PULL_BELOW * full[k]):
             step = v.xy[weakest] - v.xy[v.enemy].mean(0)
             norm = float(np.sqrt((step * step).sum()))
             step = step / norm if norm > 0 else np.array([-1.0, 0.0])
