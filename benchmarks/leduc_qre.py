@@ -31,20 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def magnet_table(game: str, source: str):
-    """The magnet as an OpenSpiel table: CFR+'s average policy (``cfr:N``) or a policy checkpoint's."""
-    import pyspiel
-
-    from arena.trainers.policy.nashconv import cfr_table, net_policy_fn, tabulate
-
-    if source.startswith("cfr:"):
-        return cfr_table(game, int(source[4:]))
-    from arena.inference.policy_nets import load_policy
-
-    net, _ = load_policy(source)
-    return tabulate(pyspiel.load_game(game), net_policy_fn(net))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--game", default="leduc_poker", help="a two-player zero-sum OpenSpiel game")
@@ -62,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     import pyspiel
     from open_spiel.python.algorithms import exploitability
 
-    from arena.trainers.policy.nashconv import logit_qre, uniform_nash_conv
+    from arena.trainers.policy.nashconv import logit_qre, policy_table, uniform_nash_conv
 
     magnet, table = None, None
     if args.magnet:
-        magnet = magnet_table(args.game, args.magnet)
+        magnet = policy_table(args.game, args.magnet)
         table = magnet  # the hottest temperature starts at the magnet
         nc = exploitability.nash_conv(pyspiel.load_game(args.game), magnet)
         print(f"{args.game}: magnet {args.magnet}, NashConv {nc:.4f}; step {args.step}, tol {args.tol}")

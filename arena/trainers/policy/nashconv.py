@@ -41,6 +41,7 @@ __all__ = [
     "expected_payoff",
     "logit_qre",
     "nash_conv_of",
+    "policy_table",
     "tabulate",
     "uniform_nash_conv",
 ]
@@ -188,6 +189,17 @@ def cfr_table(game_name: str, iterations: int, params: dict | None = None) -> os
     return table
 
 
+def policy_table(game_name: str, source: str) -> os_policy.TabularPolicy:
+    """A policy as an OpenSpiel table: ``cfr:N`` (CFR+'s average policy after N iterations, `cfr_table`)
+    or a policy checkpoint folder of the game (its network asked at every information state)."""
+    if source.startswith("cfr:"):
+        return cfr_table(game_name, int(source[4:]))
+    from arena.inference.policy_nets import load_policy
+
+    net, _ = load_policy(source)
+    return tabulate(_load(game_name, None), net_policy_fn(net))
+
+
 def logit_qre(game_name: str, temperature: float, *, step: float = 0.05, iterations: int = 4000,
               tol: float = 1e-7, start: os_policy.TabularPolicy | None = None,
               magnet: os_policy.TabularPolicy | None = None,
@@ -203,13 +215,13 @@ def logit_qre(game_name: str, temperature: float, *, step: float = 0.05, iterati
 
     Solved by magnetic mirror descent with exact values (Sokota et al. 2022, the behavioural form):
     ``pi <- (pi * magnet ** (step * temperature) * exp(step * Q)) ** (1 / (1 + step * temperature))``,
-    normalised, until no probability moves more than ``tol`` (or ``iterations`` pass). ``start`` (a table of the same game) warm-starts
-    it: solving a falling sequence of temperatures, each from the last, converges in far fewer
-    iterations. Returns the table and ``{temperature, nash_conv, iterations, change, residual,
-    entropy}``: ``change`` the last iteration's largest move, ``residual`` the largest gap between
-    ``pi`` and the logit response to its own values (0 at the fixed point), ``entropy`` the mean over
-    information states in nats. A step too large for the temperature oscillates instead of
-    converging; ``change`` says so."""
+    normalised, until no probability moves more than ``tol`` (or ``iterations`` pass). ``start`` (a
+    table of the same game) warm-starts it: solving a falling sequence of temperatures, each from the
+    last, converges in far fewer iterations. Returns the table and ``{temperature, nash_conv,
+    iterations, change, residual, entropy}``: ``change`` the last iteration's largest move,
+    ``residual`` the largest gap between ``pi`` and the logit response to its own values (0 at the
+    fixed point), ``entropy`` the mean over information states in nats. A step too large for the
+    temperature oscillates instead of converging; ``change`` says so."""
     if not temperature > 0 or not step > 0 or iterations < 1:
         raise ValueError(f"temperature and step must be > 0 and iterations >= 1, got {temperature}, {step}, "
                          f"{iterations}")
